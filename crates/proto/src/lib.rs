@@ -1,0 +1,16 @@
+//! Sans-IO codecs for the tracker protocols shoal speaks.
+//!
+//! This crate turns bytes into typed requests and typed responses into bytes, and nothing
+//! else: no sockets, no threads, no clocks, no allocation on the server's hot paths. That
+//! keeps every parser testable by feeding it bytes, property-testable for round trips, and
+//! fuzzable (see `fuzz/`). The server crate and the bench crate both build on it: the
+//! server parses requests and writes responses, the load generator does the reverse.
+//!
+//! - [`common`]: the tracker's vocabulary shared by all protocols (info hashes, peer ids,
+//!   events, compact peer addresses).
+//! - [`udp`]: BEP 15 (UDP tracker protocol) with BEP 41 options.
+
+pub mod common;
+pub mod udp;
+
+pub use common::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};

@@ -1,0 +1,141 @@
+//! The access list: which info hashes may be announced and scraped.
+//!
+//! It is a plain set plus a mode, loaded from a file of hex info hashes, swapped in whole
+//! (`arc_swap`) on reload so that workers read it without a lock.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use shoal_proto::InfoHash;
+use thiserror::Error;
+
+/// How the list is applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AccessMode {
+    /// Every info hash is served.
+    #[default]
+    Off,
+    /// Only listed info hashes are served (a whitelist).
+    Allow,
+    /// Listed info hashes are refused (a blacklist).
+    Deny,
+}
+
+/// A loaded access list.
+#[derive(Clone, Debug, Default)]
+pub struct AccessList {
+    mode: AccessMode,
+    hashes: HashSet<InfoHash>,
+}
+
+#[derive(Debug, Error)]
+pub enum AccessListError {
+    #[error("reading access list {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("access list {path}, line {line}: not a 40-digit hex info hash: {text:?}")]
+    BadLine {
+        path: String,
+        line: usize,
+        text: String,
+    },
+}
+
+impl AccessList {
+    pub fn new(mode: AccessMode, hashes: impl IntoIterator<Item = InfoHash>) -> Self {
+        Self {
+            mode,
+            hashes: hashes.into_iter().collect(),
+        }
+    }
+
+    /// Parses the file format: one hex info hash per line; blank lines and `#` comments
+    /// are ignored. A bad line is an error that names it, so a typo never silently opens
+    /// or closes the tracker.
+    pub fn parse(mode: AccessMode, text: &str, path: &str) -> Result<Self, AccessListError> {
+        let mut hashes = HashSet::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let hash = InfoHash::from_hex(line).ok_or_else(|| AccessListError::BadLine {
+                path: path.to_owned(),
+                line: i + 1,
+                text: line.to_owned(),
+            })?;
+            hashes.insert(hash);
+        }
+        Ok(Self { mode, hashes })
+    }
+
+    /// Loads the list from `path`. With mode `Off` the file is not read.
+    pub fn load(mode: AccessMode, path: &Path) -> Result<Self, AccessListError> {
+        if mode == AccessMode::Off {
+            return Ok(Self::default());
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| AccessListError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(mode, &text, &path.display().to_string())
+    }
+
+    pub fn mode(&self) -> AccessMode {
+        self.mode
+    }
+
+    pub fn len(&self) -> usize {
+        self.hashes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hashes.is_empty()
+    }
+
+    pub fn contains(&self, info_hash: &InfoHash) -> bool {
+        self.hashes.contains(info_hash)
+    }
+
+    pub fn hashes(&self) -> impl Iterator<Item = &InfoHash> {
+        self.hashes.iter()
+    }
+
+    /// Whether announces and scrapes of `info_hash` are served.
+    #[inline]
+    pub fn allows(&self, info_hash: &InfoHash) -> bool {
+        match self.mode {
+            AccessMode::Off => true,
+            AccessMode::Allow => self.hashes.contains(info_hash),
+            AccessMode::Deny => !self.hashes.contains(info_hash),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_apply_as_named() {
+        let a = InfoHash([1; 20]);
+        let b = InfoHash([2; 20]);
+        assert!(AccessList::new(AccessMode::Off, [a]).allows(&b));
+        assert!(AccessList::new(AccessMode::Allow, [a]).allows(&a));
+        assert!(!AccessList::new(AccessMode::Allow, [a]).allows(&b));
+        assert!(!AccessList::new(AccessMode::Deny, [a]).allows(&a));
+        assert!(AccessList::new(AccessMode::Deny, [a]).allows(&b));
+    }
+
+    #[test]
+    fn parse_skips_comments_and_names_bad_lines() {
+        let text = "# list\n\n0101010101010101010101010101010101010101  # one\n";
+        let l = AccessList::parse(AccessMode::Allow, text, "f").unwrap();
+        assert!(l.allows(&InfoHash([1; 20])));
+        assert_eq!(l.len(), 1);
+        let err = AccessList::parse(AccessMode::Allow, "abc\n", "f").unwrap_err();
+        assert!(err.to_string().contains("line 1"), "{err}");
+    }
+}

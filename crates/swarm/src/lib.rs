@@ -1,0 +1,417 @@
+//! The swarm store: every torrent's peers, shared by the UDP, HTTP and WebTorrent front
+//! ends.
+//!
+//! Torrents are keyed by info hash and sharded over many independently locked shards, so
+//! that workers on different cores almost never wait for each other. One keyed hash of the
+//! info hash picks the shard and the slot inside it. Each torrent keeps its IPv4 and IPv6
+//! peers apart (an IPv4 announcer only ever gets IPv4 peers) and a completed count that is
+//! really counted.
+//!
+//! The store knows nothing of sockets, clocks or config files: callers pass the current
+//! coarse time ([`clock::now`]) and the peers chosen for a response go into a caller's
+//! reusable buffer ([`PeerSink`]), so an announce does not allocate in the steady state.
+
+pub mod access;
+pub mod clock;
+mod peers;
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use hashbrown::HashTable;
+use parking_lot::Mutex;
+use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
+use thiserror::Error;
+
+pub use access::{AccessList, AccessListError, AccessMode};
+pub use peers::{Address, Peer, PeerSink, Swarm, INDEX_THRESHOLD};
+
+/// Tunables of the store. The server fills it from its config.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Number of shards (rounded up to a power of two).
+    pub shards: usize,
+    /// Seconds a peer stays listed after its last announce.
+    pub peer_ttl: u32,
+    /// Seconds an empty torrent (and its completed count) is kept after its last announce.
+    pub torrent_ttl: u32,
+    /// Peers returned when the client does not say how many it wants.
+    pub default_numwant: usize,
+    /// Most peers returned, whatever the client asks.
+    pub max_numwant: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            shards: 512,
+            peer_ttl: 3600,
+            torrent_ttl: 3600,
+            default_numwant: 50,
+            max_numwant: 200,
+        }
+    }
+}
+
+/// Why the store refused a request. Carried back to the client as a protocol error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+pub enum Refusal {
+    #[error("torrent not allowed")]
+    NotAllowed,
+}
+
+/// Figures of one torrent, as announce and scrape responses report them (both families).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TorrentStats {
+    pub seeders: u32,
+    pub leechers: u32,
+    pub completed: u32,
+}
+
+/// One announce, as the store needs it. The front end has already validated it (port,
+/// address) and resolved the address it is recorded under.
+#[derive(Clone, Copy, Debug)]
+pub struct Announce<A> {
+    pub info_hash: InfoHash,
+    pub peer_id: PeerId,
+    pub addr: A,
+    pub event: AnnounceEvent,
+    /// Bytes left to download; zero means seeder.
+    pub left: u64,
+    /// Peers wanted, as resolved by [`Store::numwant`].
+    pub numwant: usize,
+}
+
+/// One torrent's state.
+#[derive(Debug, Default)]
+pub struct Torrent {
+    pub(crate) v4: Swarm<CompactPeerV4>,
+    /// Most torrents never see an IPv6 peer: keep them one pointer wide.
+    pub(crate) v6: Option<Box<Swarm<CompactPeerV6>>>,
+    pub(crate) completed: u32,
+    /// Store-clock second of the last announce, for removing empty torrents.
+    pub(crate) last_announce: u32,
+}
+
+impl Torrent {
+    pub fn stats(&self) -> TorrentStats {
+        let (s6, l6) = self
+            .v6
+            .as_ref()
+            .map_or((0, 0), |s| (s.seeders(), s.leechers()));
+        TorrentStats {
+            seeders: self.v4.seeders() + s6,
+            leechers: self.v4.leechers() + l6,
+            completed: self.completed,
+        }
+    }
+
+    pub fn v4(&self) -> &Swarm<CompactPeerV4> {
+        &self.v4
+    }
+
+    pub fn v6(&self) -> Option<&Swarm<CompactPeerV6>> {
+        self.v6.as_deref()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.v4.is_empty() && self.v6.as_ref().is_none_or(|s| s.is_empty())
+    }
+}
+
+/// An address family's place in a torrent.
+pub trait Family: Address {
+    fn swarm(t: &mut Torrent) -> &mut Swarm<Self>;
+}
+
+impl Family for CompactPeerV4 {
+    #[inline]
+    fn swarm(t: &mut Torrent) -> &mut Swarm<Self> {
+        &mut t.v4
+    }
+}
+
+impl Family for CompactPeerV6 {
+    #[inline]
+    fn swarm(t: &mut Torrent) -> &mut Swarm<Self> {
+        t.v6.get_or_insert_with(Box::default)
+    }
+}
+
+type Hasher = foldhash::fast::RandomState;
+
+/// One lock's worth of torrents.
+#[derive(Default)]
+pub struct Shard {
+    torrents: HashTable<(InfoHash, Torrent)>,
+}
+
+impl Shard {
+    pub fn torrents(&self) -> impl Iterator<Item = (&InfoHash, &Torrent)> {
+        self.torrents.iter().map(|(h, t)| (h, t))
+    }
+}
+
+/// Totals kept up to date by the cleaner (cheap to read for metrics and the status page).
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub torrents: AtomicU64,
+    pub seeders: AtomicU64,
+    pub leechers: AtomicU64,
+    pub peers_v6: AtomicU64,
+}
+
+/// What one cleaning pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanReport {
+    pub peers_expired: usize,
+    pub torrents_removed: usize,
+    pub torrents: usize,
+    pub peers: usize,
+}
+
+/// The store. Cheap to share: wrap it in an `Arc`.
+pub struct Store {
+    shards: Box<[Mutex<Shard>]>,
+    shard_mask: usize,
+    hasher: Hasher,
+    config: StoreConfig,
+    access: ArcSwap<AccessList>,
+    totals: Totals,
+}
+
+impl Store {
+    pub fn new(config: StoreConfig) -> Self {
+        let n = config.shards.max(1).next_power_of_two();
+        Self {
+            shards: (0..n).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_mask: n - 1,
+            hasher: Hasher::default(),
+            config,
+            access: ArcSwap::from_pointee(AccessList::default()),
+            totals: Totals::default(),
+        }
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Replaces the access list (on start and on reload).
+    pub fn set_access_list(&self, list: AccessList) {
+        self.access.store(Arc::new(list));
+    }
+
+    pub fn access_list(&self) -> Arc<AccessList> {
+        self.access.load_full()
+    }
+
+    /// Whether `info_hash` may be announced or scraped.
+    #[inline]
+    pub fn allows(&self, info_hash: &InfoHash) -> bool {
+        self.access.load().allows(info_hash)
+    }
+
+    /// Resolves a client's `numwant` (negative or absent: the default) against the maximum.
+    #[inline]
+    pub fn numwant(&self, requested: Option<i64>) -> usize {
+        match requested {
+            Some(n) if n >= 0 => (n as u64).min(self.config.max_numwant as u64) as usize,
+            _ => self.config.default_numwant.min(self.config.max_numwant),
+        }
+    }
+
+    #[inline]
+    fn locate(&self, info_hash: &InfoHash) -> (u64, &Mutex<Shard>) {
+        let h = self.hasher.hash_one(info_hash);
+        // hashbrown uses the low bits for the bucket and the top 7 for its tag: take the
+        // shard from the middle so that the two do not correlate.
+        (h, &self.shards[(h >> 32) as usize & self.shard_mask])
+    }
+
+    /// Records an IPv4 announce and writes up to `numwant` IPv4 peers into `out`.
+    pub fn announce_v4(
+        &self,
+        req: &Announce<CompactPeerV4>,
+        now: u32,
+        out: &mut impl PeerSink<CompactPeerV4>,
+    ) -> Result<TorrentStats, Refusal> {
+        self.announce(req, now, out)
+    }
+
+    /// Records an IPv6 announce and writes up to `numwant` IPv6 peers into `out`.
+    pub fn announce_v6(
+        &self,
+        req: &Announce<CompactPeerV6>,
+        now: u32,
+        out: &mut impl PeerSink<CompactPeerV6>,
+    ) -> Result<TorrentStats, Refusal> {
+        self.announce(req, now, out)
+    }
+
+    /// The announce, for either family.
+    pub fn announce<A: Family>(
+        &self,
+        req: &Announce<A>,
+        now: u32,
+        out: &mut impl PeerSink<A>,
+    ) -> Result<TorrentStats, Refusal> {
+        if !self.allows(&req.info_hash) {
+            return Err(Refusal::NotAllowed);
+        }
+        let stopped = req.event == AnnounceEvent::Stopped;
+        let seeder = req.left == 0 || req.event == AnnounceEvent::Completed;
+        let (h, shard) = self.locate(&req.info_hash);
+        let mut shard = shard.lock();
+        let hasher = &self.hasher;
+        let torrent = match shard.torrents.find_mut(h, |(ih, _)| *ih == req.info_hash) {
+            Some((_, t)) => t,
+            None if stopped => return Ok(TorrentStats::default()),
+            None => {
+                let entry = shard.torrents.insert_unique(
+                    h,
+                    (req.info_hash, Torrent::default()),
+                    |(ih, _)| hasher.hash_one(ih),
+                );
+                &mut entry.into_mut().1
+            }
+        };
+        torrent.last_announce = now;
+        let peer = Peer {
+            peer_id: req.peer_id,
+            addr: req.addr,
+            expires: now.saturating_add(self.config.peer_ttl),
+            seeder,
+        };
+        let peer_hash = hasher.hash_one(req.peer_id);
+        let swarm = A::swarm(torrent);
+        let done = swarm.upsert(peer, stopped, peer_hash, hasher);
+        if done.became_seeder && req.event == AnnounceEvent::Completed {
+            torrent.completed = torrent.completed.saturating_add(1);
+        }
+        if !stopped {
+            A::swarm(torrent).select(req.numwant, seeder, done.position, out);
+        }
+        Ok(torrent.stats())
+    }
+
+    /// Figures of one torrent (zeros for an unknown one).
+    pub fn scrape(&self, info_hash: &InfoHash) -> Result<TorrentStats, Refusal> {
+        if !self.allows(info_hash) {
+            return Err(Refusal::NotAllowed);
+        }
+        let (h, shard) = self.locate(info_hash);
+        let shard = shard.lock();
+        Ok(shard
+            .torrents
+            .find(h, |(ih, _)| ih == info_hash)
+            .map_or(TorrentStats::default(), |(_, t)| t.stats()))
+    }
+
+    /// Runs `f` on one torrent under its shard's lock (admin views, tests).
+    pub fn with_torrent<R>(
+        &self,
+        info_hash: &InfoHash,
+        f: impl FnOnce(&Torrent) -> R,
+    ) -> Option<R> {
+        let (h, shard) = self.locate(info_hash);
+        let shard = shard.lock();
+        shard
+            .torrents
+            .find(h, |(ih, _)| ih == info_hash)
+            .map(|(_, t)| f(t))
+    }
+
+    /// Visits every shard in turn, each under its own lock only while `f` runs: a full
+    /// scrape or a snapshot never stops the world.
+    pub fn for_each_shard(&self, mut f: impl FnMut(&Shard)) {
+        for shard in self.shards.iter() {
+            f(&shard.lock());
+        }
+    }
+
+    /// Inserts a torrent's state as restored from a snapshot.
+    pub fn restore_torrent(
+        &self,
+        info_hash: InfoHash,
+        completed: u32,
+        now: u32,
+        v4: impl IntoIterator<Item = Peer<CompactPeerV4>>,
+        v6: impl IntoIterator<Item = Peer<CompactPeerV6>>,
+    ) {
+        let (h, shard) = self.locate(&info_hash);
+        let mut shard = shard.lock();
+        let hasher = &self.hasher;
+        let entry = match shard.torrents.find_mut(h, |(ih, _)| *ih == info_hash) {
+            Some((_, t)) => t,
+            None => {
+                &mut shard
+                    .torrents
+                    .insert_unique(h, (info_hash, Torrent::default()), |(ih, _)| {
+                        hasher.hash_one(ih)
+                    })
+                    .into_mut()
+                    .1
+            }
+        };
+        entry.completed = entry.completed.max(completed);
+        entry.last_announce = now;
+        for p in v4 {
+            entry.v4.restore(p, hasher);
+        }
+        for p in v6 {
+            CompactPeerV6::swarm(entry).restore(p, hasher);
+        }
+    }
+
+    /// Drops expired peers and torrents that stayed empty past their time, one shard at a
+    /// time, and refreshes [`Store::totals`]. Each shard is locked only for its own pass,
+    /// so workers wait at most one shard's worth of work.
+    pub fn clean(&self, now: u32) -> CleanReport {
+        let mut report = CleanReport::default();
+        let (mut seeders, mut leechers, mut v6) = (0u64, 0u64, 0u64);
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            let hasher = &self.hasher;
+            let ttl = self.config.torrent_ttl;
+            shard.torrents.retain(|(_, t)| {
+                report.peers_expired += t.v4.expire(now, hasher);
+                if let Some(s6) = &mut t.v6 {
+                    report.peers_expired += s6.expire(now, hasher);
+                    if s6.is_empty() {
+                        t.v6 = None;
+                    }
+                }
+                let keep = !t.is_empty() || now.saturating_sub(t.last_announce) < ttl;
+                if keep {
+                    let st = t.stats();
+                    seeders += u64::from(st.seeders);
+                    leechers += u64::from(st.leechers);
+                    v6 += t.v6.as_ref().map_or(0, |s| s.len() as u64);
+                } else {
+                    report.torrents_removed += 1;
+                }
+                keep
+            });
+            report.torrents += shard.torrents.len();
+        }
+        report.peers = (seeders + leechers) as usize;
+        self.totals
+            .torrents
+            .store(report.torrents as u64, Ordering::Relaxed);
+        self.totals.seeders.store(seeders, Ordering::Relaxed);
+        self.totals.leechers.store(leechers, Ordering::Relaxed);
+        self.totals.peers_v6.store(v6, Ordering::Relaxed);
+        report
+    }
+
+    /// Totals as of the last [`Store::clean`].
+    pub fn totals(&self) -> &Totals {
+        &self.totals
+    }
+}
+
+#[cfg(test)]
+mod tests;

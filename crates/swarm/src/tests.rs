@@ -1,0 +1,277 @@
+//! Behaviour of the store, named after what it pins down.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn ih(n: u8) -> InfoHash {
+    InfoHash([n; 20])
+}
+
+fn pid(n: u32) -> PeerId {
+    let mut b = [0u8; 20];
+    b[..4].copy_from_slice(&n.to_be_bytes());
+    PeerId(b)
+}
+
+fn v4(n: u32) -> CompactPeerV4 {
+    CompactPeerV4::new(Ipv4Addr::from(0x0a00_0000 + n), 6881)
+}
+
+fn ann(info: u8, peer: u32, left: u64, event: AnnounceEvent) -> Announce<CompactPeerV4> {
+    Announce {
+        info_hash: ih(info),
+        peer_id: pid(peer),
+        addr: v4(peer),
+        event,
+        left,
+        numwant: 50,
+    }
+}
+
+fn announce(store: &Store, a: &Announce<CompactPeerV4>) -> (TorrentStats, Vec<CompactPeerV4>) {
+    let mut out = Vec::new();
+    let st = store.announce_v4(a, 10, &mut out).unwrap();
+    (st, out)
+}
+
+#[test]
+fn announcer_is_never_returned_to_itself() {
+    let store = Store::new(StoreConfig::default());
+    let (st, peers) = announce(&store, &ann(1, 1, 100, AnnounceEvent::Started));
+    assert_eq!(st.leechers, 1);
+    assert!(peers.is_empty());
+    for n in 2..100 {
+        let (_, peers) = announce(&store, &ann(1, n, 100, AnnounceEvent::Started));
+        assert!(!peers.contains(&v4(n)), "peer {n} got itself");
+        assert_eq!(peers.len(), (n as usize - 1).min(50));
+    }
+}
+
+#[test]
+fn seeders_get_only_leechers() {
+    let store = Store::new(StoreConfig::default());
+    for n in 0..5 {
+        announce(&store, &ann(1, n, 0, AnnounceEvent::Started));
+    }
+    let (_, peers) = announce(&store, &ann(1, 100, 0, AnnounceEvent::Started));
+    assert!(peers.is_empty(), "a seeder was sent seeders: {peers:?}");
+    announce(&store, &ann(1, 200, 5, AnnounceEvent::Started));
+    let (st, peers) = announce(&store, &ann(1, 100, 0, AnnounceEvent::None));
+    assert_eq!(peers, vec![v4(200)]);
+    assert_eq!((st.seeders, st.leechers), (6, 1));
+    // A leecher gets everyone else.
+    let (_, peers) = announce(&store, &ann(1, 200, 5, AnnounceEvent::None));
+    assert_eq!(peers.len(), 6);
+}
+
+#[test]
+fn completed_moves_to_seeders_and_counts_once() {
+    let store = Store::new(StoreConfig::default());
+    announce(&store, &ann(1, 1, 100, AnnounceEvent::Started));
+    let (st, _) = announce(&store, &ann(1, 1, 0, AnnounceEvent::Completed));
+    assert_eq!(
+        st,
+        TorrentStats {
+            seeders: 1,
+            leechers: 0,
+            completed: 1
+        }
+    );
+    // A repeated completed from a peer that is already a seeder is not counted again.
+    let (st, _) = announce(&store, &ann(1, 1, 0, AnnounceEvent::Completed));
+    assert_eq!(st.completed, 1);
+    // A newcomer whose first announce is completed (WebTorrent seeders do this) counts.
+    let (st, _) = announce(&store, &ann(1, 2, 0, AnnounceEvent::Completed));
+    assert_eq!(st.completed, 2);
+    assert_eq!(store.scrape(&ih(1)).unwrap().completed, 2);
+}
+
+#[test]
+fn stopped_removes_the_peer_and_only_its_own() {
+    let store = Store::new(StoreConfig::default());
+    announce(&store, &ann(1, 1, 100, AnnounceEvent::Started));
+    announce(&store, &ann(1, 2, 100, AnnounceEvent::Started));
+    // Same peer id from another host: a different peer, nothing removed.
+    let mut spoof = ann(1, 1, 100, AnnounceEvent::Stopped);
+    spoof.addr = v4(99);
+    let (st, _) = announce(&store, &spoof);
+    assert_eq!(st.leechers, 2);
+    let (st, peers) = announce(&store, &ann(1, 1, 100, AnnounceEvent::Stopped));
+    assert_eq!(st.leechers, 1);
+    assert!(peers.is_empty(), "stopped gets no peers");
+    let (_, peers) = announce(&store, &ann(1, 2, 100, AnnounceEvent::None));
+    assert!(peers.is_empty(), "stopped peer still listed: {peers:?}");
+}
+
+#[test]
+fn stopped_for_unknown_torrent_creates_nothing() {
+    let store = Store::new(StoreConfig::default());
+    announce(&store, &ann(7, 1, 100, AnnounceEvent::Stopped));
+    assert_eq!(store.clean(10).torrents, 0);
+}
+
+#[test]
+fn families_are_kept_apart() {
+    let store = Store::new(StoreConfig::default());
+    announce(&store, &ann(1, 1, 100, AnnounceEvent::Started));
+    let a6 = Announce {
+        info_hash: ih(1),
+        peer_id: pid(2),
+        addr: CompactPeerV6::new(Ipv6Addr::LOCALHOST, 7000),
+        event: AnnounceEvent::Started,
+        left: 100,
+        numwant: 50,
+    };
+    let mut out6: Vec<CompactPeerV6> = Vec::new();
+    let st = store.announce_v6(&a6, 10, &mut out6).unwrap();
+    assert!(out6.is_empty(), "IPv6 announcer got {out6:?}");
+    assert_eq!(st.leechers, 2, "stats count both families");
+    let (_, out4) = announce(&store, &ann(1, 1, 100, AnnounceEvent::None));
+    assert!(out4.is_empty(), "IPv4 announcer got an IPv6 peer");
+    let mut a6b = a6;
+    a6b.peer_id = pid(3);
+    let mut out6: Vec<CompactPeerV6> = Vec::new();
+    store.announce_v6(&a6b, 10, &mut out6).unwrap();
+    assert_eq!(out6, vec![a6.addr]);
+}
+
+#[test]
+fn numwant_is_defaulted_and_capped() {
+    let store = Store::new(StoreConfig {
+        default_numwant: 3,
+        max_numwant: 5,
+        ..StoreConfig::default()
+    });
+    assert_eq!(store.numwant(None), 3);
+    assert_eq!(store.numwant(Some(-1)), 3);
+    assert_eq!(store.numwant(Some(0)), 0);
+    assert_eq!(store.numwant(Some(4)), 4);
+    assert_eq!(store.numwant(Some(1 << 40)), 5);
+    for n in 0..20 {
+        announce(&store, &ann(1, n, 1, AnnounceEvent::Started));
+    }
+    let mut a = ann(1, 100, 1, AnnounceEvent::Started);
+    a.numwant = store.numwant(Some(1000));
+    let (_, peers) = announce(&store, &a);
+    assert_eq!(peers.len(), 5);
+    let distinct: std::collections::HashSet<_> = peers.iter().collect();
+    assert_eq!(distinct.len(), 5, "duplicates in {peers:?}");
+}
+
+#[test]
+fn expiry_drops_silent_peers_and_empty_torrents() {
+    let store = Store::new(StoreConfig {
+        peer_ttl: 100,
+        torrent_ttl: 50,
+        ..StoreConfig::default()
+    });
+    let mut out: Vec<CompactPeerV4> = Vec::new();
+    store
+        .announce_v4(&ann(1, 1, 1, AnnounceEvent::Started), 0, &mut out)
+        .unwrap();
+    store
+        .announce_v4(&ann(1, 2, 1, AnnounceEvent::Started), 80, &mut out)
+        .unwrap();
+    let r = store.clean(90);
+    assert_eq!((r.peers_expired, r.peers, r.torrents), (0, 2, 1));
+    let r = store.clean(150);
+    assert_eq!((r.peers_expired, r.peers), (1, 1));
+    assert_eq!(store.scrape(&ih(1)).unwrap().leechers, 1);
+    let r = store.clean(181);
+    assert_eq!(r.peers_expired, 1);
+    // Empty, but announced at 80: kept until 80 + 50.
+    assert_eq!(r.torrents_removed, 1);
+    assert_eq!(store.clean(200).torrents, 0);
+    assert_eq!(store.totals().torrents.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn access_list_applies_to_announce_and_scrape() {
+    let store = Store::new(StoreConfig::default());
+    store.set_access_list(AccessList::new(AccessMode::Allow, [ih(1)]));
+    let mut out: Vec<CompactPeerV4> = Vec::new();
+    assert!(store
+        .announce_v4(&ann(1, 1, 1, AnnounceEvent::Started), 0, &mut out)
+        .is_ok());
+    assert_eq!(
+        store.announce_v4(&ann(2, 1, 1, AnnounceEvent::Started), 0, &mut out),
+        Err(Refusal::NotAllowed)
+    );
+    assert_eq!(store.scrape(&ih(2)), Err(Refusal::NotAllowed));
+    store.set_access_list(AccessList::new(AccessMode::Deny, [ih(1)]));
+    assert_eq!(store.scrape(&ih(1)), Err(Refusal::NotAllowed));
+    assert!(store.scrape(&ih(2)).is_ok());
+}
+
+#[test]
+fn dictionary_sink_carries_peer_ids() {
+    let store = Store::new(StoreConfig::default());
+    announce(&store, &ann(1, 1, 1, AnnounceEvent::Started));
+    let mut out: Vec<(CompactPeerV4, PeerId)> = Vec::new();
+    store
+        .announce_v4(&ann(1, 2, 1, AnnounceEvent::Started), 0, &mut out)
+        .unwrap();
+    assert_eq!(out, vec![(v4(1), pid(1))]);
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Announce { peer: u32, seeder: bool, event: u8 },
+    Expire { at: u32 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0u32..120, any::<bool>(), 0u8..4).prop_map(|(peer, seeder, event)| Op::Announce { peer, seeder, event }),
+        1 => (0u32..50).prop_map(|at| Op::Expire { at }),
+    ]
+}
+
+proptest! {
+    /// Random announces, stops and expiries over a swarm that crosses the index threshold
+    /// both ways: the partition and the index stay right, and the store agrees with a
+    /// plain map.
+    #[test]
+    fn swarm_matches_a_model(ops in proptest::collection::vec(op(), 1..600)) {
+        let hasher = Hasher::default();
+        let mut swarm: Swarm<CompactPeerV4> = Swarm::default();
+        let mut model: HashMap<u32, (bool, u32)> = HashMap::new();
+        let mut now = 0u32;
+        for op in ops {
+            match op {
+                Op::Announce { peer, seeder, event } => {
+                    now += 1;
+                    let stopped = event == 3;
+                    let p = Peer { peer_id: pid(peer), addr: v4(peer), expires: now + 20, seeder };
+                    let h = hasher.hash_one(p.peer_id);
+                    let r = swarm.upsert(p, stopped, h, &hasher);
+                    if stopped {
+                        model.remove(&peer);
+                        prop_assert!(r.position.is_none());
+                    } else {
+                        model.insert(peer, (seeder, now + 20));
+                        let pos = r.position.unwrap();
+                        prop_assert_eq!(swarm.peers()[pos].peer_id, pid(peer));
+                        let mut out: Vec<CompactPeerV4> = Vec::new();
+                        swarm.select(usize::MAX, seeder, Some(pos), &mut out);
+                        prop_assert!(!out.contains(&v4(peer)));
+                        let expect = model.iter().filter(|(&k, &(s, _))| k != peer && (!seeder || !s)).count();
+                        prop_assert_eq!(out.len(), expect);
+                    }
+                }
+                Op::Expire { at } => {
+                    let at = now.saturating_sub(at);
+                    swarm.expire(at, &hasher);
+                    model.retain(|_, (_, exp)| *exp >= at);
+                }
+            }
+            swarm.check_invariants(&hasher);
+            prop_assert_eq!(swarm.len(), model.len());
+            prop_assert_eq!(swarm.seeders() as usize, model.values().filter(|(s, _)| *s).count());
+        }
+    }
+}
