@@ -94,15 +94,9 @@ pub enum AnnounceEvent {
 pub struct CompactPeerV4(pub [u8; 6]);
 
 /// An IPv6 peer in its 18-byte wire form: address then port, both big-endian (BEP 7).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Pod, Zeroable)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable)]
 #[repr(transparent)]
 pub struct CompactPeerV6(pub [u8; 18]);
-
-impl Default for CompactPeerV6 {
-    fn default() -> Self {
-        Self([0; 18])
-    }
-}
 
 impl CompactPeerV4 {
     pub fn new(ip: Ipv4Addr, port: u16) -> Self {

@@ -217,15 +217,14 @@ impl<'a> Request<'a> {
     }
 }
 
-/// Appends a BEP 41 URL-data option carrying `path_and_query` (split into 255-byte
-/// chunks), followed by end-of-options. For clients and tests.
+/// Appends BEP 41 URL-data options carrying `path_and_query` (split into 255-byte
+/// chunks). Like libtorrent, no end-of-options byte: the packet's end ends the options.
 pub fn write_url_data_option(path_and_query: &[u8], out: &mut Vec<u8>) {
     for chunk in path_and_query.chunks(255) {
         out.push(0x2);
         out.push(chunk.len() as u8);
         out.extend_from_slice(chunk);
     }
-    out.push(0x0);
 }
 
 /// Collects the BEP 41 URL data after an announce (`tail` is what follows the 98 bytes)
@@ -418,7 +417,7 @@ impl<'a> Response<'a> {
                 };
                 let peers = &body[12..];
                 if ipv6 {
-                    if peers.len() % 18 != 0 {
+                    if !peers.len().is_multiple_of(18) {
                         return Err(ResponseParseError::RaggedPeers);
                     }
                     Ok(Response::AnnounceV6 {
@@ -426,7 +425,7 @@ impl<'a> Response<'a> {
                         peers: bytemuck::cast_slice(peers),
                     })
                 } else {
-                    if peers.len() % 6 != 0 {
+                    if !peers.len().is_multiple_of(6) {
                         return Err(ResponseParseError::RaggedPeers);
                     }
                     Ok(Response::AnnounceV4 {
@@ -436,7 +435,7 @@ impl<'a> Response<'a> {
                 }
             }
             ACTION_SCRAPE => {
-                if body.len() % 12 != 0 {
+                if !body.len().is_multiple_of(12) {
                     return Err(ResponseParseError::RaggedScrape);
                 }
                 Ok(Response::Scrape {
@@ -548,6 +547,10 @@ mod tests {
         let mut url = [0u8; 64];
         let n = url_data(&b[ANNOUNCE_REQUEST_LEN..], &mut url);
         assert_eq!(&url[..n], b"/announce?key=abc");
+        // With an explicit end-of-options and padding after it.
+        b.extend_from_slice(&[0x0, 0xff, 0xff]);
+        assert!(matches!(Request::parse(&b), Ok(Request::Announce(_))));
+        assert_eq!(url_data(&b[ANNOUNCE_REQUEST_LEN..], &mut url), n);
 
         let mut padded = announce_bytes();
         padded.extend_from_slice(&[0, 0]); // aria2's 100-byte announce

@@ -1,0 +1,81 @@
+//! The command line: flags for the common options on top of the config file.
+//!
+//! Precedence: embedded defaults, then `--config FILE`, then flags. Listener flags replace
+//! the configured listeners: when any is given, only the listeners named on the command
+//! line start.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::config::{Config, DEFAULT_CONFIG_TOML};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "shoal",
+    version,
+    about = "A BitTorrent tracker: UDP, HTTP(S) and WebTorrent from one swarm store"
+)]
+pub struct Args {
+    /// Read the configuration from this TOML file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print every option with its default and a comment (valid TOML), then exit.
+    #[arg(long)]
+    pub print_config: bool,
+    /// Serve UDP on this address (repeatable, e.g. --udp 0.0.0.0:6969 --udp [::]:6969).
+    #[arg(long, value_name = "ADDR")]
+    pub udp: Vec<SocketAddr>,
+    /// Worker threads (0 = one per core).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Log level: error, warn, info, debug, trace.
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+}
+
+impl Args {
+    /// The configuration these arguments ask for.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let mut config = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        if self.any_listener() {
+            config.udp.listen = self.udp.clone();
+        }
+        if let Some(w) = self.workers {
+            config.workers = w;
+        }
+        if let Some(l) = &self.log_level {
+            config.log_level = l.clone();
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn any_listener(&self) -> bool {
+        !self.udp.is_empty()
+    }
+}
+
+/// The documented default configuration.
+pub fn default_config_text() -> &'static str {
+    DEFAULT_CONFIG_TOML
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listener_flags_replace_configured_listeners() {
+        let args = Args::parse_from(["shoal", "--udp", "127.0.0.1:7000", "--workers", "3"]);
+        let c = args.config().unwrap();
+        assert_eq!(c.udp.listen, vec!["127.0.0.1:7000".parse().unwrap()]);
+        assert_eq!(c.workers, 3);
+        let c = Args::parse_from(["shoal"]).config().unwrap();
+        assert_eq!(c, Config::default());
+    }
+}

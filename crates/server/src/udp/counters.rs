@@ -1,0 +1,78 @@
+//! Request counters of the UDP front end.
+//!
+//! Each worker counts in plain integers ([`LocalCounters`]) and publishes them to its own
+//! cache-line-aligned atomics once per batch, so counting costs nothing measurable on the
+//! hot path; readers (metrics, tests, shoal-bench's cross-check) sum over workers.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One worker's counts since it started, in plain integers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocalCounters {
+    pub connect: u64,
+    pub announce: u64,
+    pub scrape: u64,
+    /// Replies that were BEP 15 errors.
+    pub errors: u64,
+    /// Announces, scrapes and malformed requests dropped for a bad connection id.
+    pub bad_connection_id: u64,
+    /// Datagrams too short or malformed to answer at all.
+    pub dropped: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+/// One worker's published counts.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct WorkerCounters {
+    connect: AtomicU64,
+    announce: AtomicU64,
+    scrape: AtomicU64,
+    errors: AtomicU64,
+    bad_connection_id: AtomicU64,
+    dropped: AtomicU64,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+}
+
+impl WorkerCounters {
+    /// Publishes a worker's running totals (the worker is the only writer).
+    pub fn publish(&self, c: &LocalCounters) {
+        self.connect.store(c.connect, Ordering::Relaxed);
+        self.announce.store(c.announce, Ordering::Relaxed);
+        self.scrape.store(c.scrape, Ordering::Relaxed);
+        self.errors.store(c.errors, Ordering::Relaxed);
+        self.bad_connection_id
+            .store(c.bad_connection_id, Ordering::Relaxed);
+        self.dropped.store(c.dropped, Ordering::Relaxed);
+        self.bytes_in.store(c.bytes_in, Ordering::Relaxed);
+        self.bytes_out.store(c.bytes_out, Ordering::Relaxed);
+    }
+
+    pub fn read(&self) -> LocalCounters {
+        LocalCounters {
+            connect: self.connect.load(Ordering::Relaxed),
+            announce: self.announce.load(Ordering::Relaxed),
+            scrape: self.scrape.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            bad_connection_id: self.bad_connection_id.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            bytes_in: self.bytes_in.load(Ordering::Relaxed),
+            bytes_out: self.bytes_out.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl std::ops::AddAssign for LocalCounters {
+    fn add_assign(&mut self, o: Self) {
+        self.connect += o.connect;
+        self.announce += o.announce;
+        self.scrape += o.scrape;
+        self.errors += o.errors;
+        self.bad_connection_id += o.bad_connection_id;
+        self.dropped += o.dropped;
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+    }
+}

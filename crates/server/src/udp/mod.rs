@@ -1,0 +1,189 @@
+//! The UDP tracker front end (BEP 15).
+//!
+//! One thread per worker and listening address, each with its own `SO_REUSEPORT` socket:
+//! the kernel spreads clients over the sockets, and a worker never hands a request to
+//! another thread. A worker receives a batch with one `recvmmsg`, answers every datagram
+//! straight from the store, and sends the replies with one `sendmmsg`. The clock is read
+//! once per batch. A receive timeout wakes idle workers so they notice shutdown.
+
+pub mod connection_id;
+pub mod counters;
+pub mod handler;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Context;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::sys::Datagrams;
+use connection_id::ConnectionIds;
+use counters::WorkerCounters;
+use handler::{Handler, HandlerConfig, Now};
+
+/// Bytes kept for one received datagram: a scrape of 100 hashes is 2016 bytes.
+const RECV_SLOT: usize = 2048;
+
+/// Settings of the UDP front end.
+#[derive(Clone, Debug)]
+pub struct UdpSettings {
+    pub listen: Vec<SocketAddr>,
+    pub workers: usize,
+    pub batch_size: usize,
+    pub recv_buffer_bytes: usize,
+    pub handler: HandlerConfig,
+    /// Largest peer count in a response (sizes the send buffers).
+    pub max_numwant: usize,
+}
+
+/// The running UDP front end.
+pub struct UdpFrontEnd {
+    pub local_addrs: Vec<SocketAddr>,
+    pub counters: Vec<Arc<WorkerCounters>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+fn bind(addr: SocketAddr, recv_buffer: usize) -> anyhow::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        // Keep the families apart: `[::]` must not also take IPv4 traffic, or it would
+        // collide with a `0.0.0.0` listener on the same port.
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_port(true)?;
+    if recv_buffer > 0 {
+        // Best effort: the kernel caps it at net.core.rmem_max.
+        let _ = socket.set_recv_buffer_size(recv_buffer);
+    }
+    socket.set_read_timeout(Some(Duration::from_millis(100)))?;
+    socket
+        .bind(&addr.into())
+        .with_context(|| format!("binding UDP {addr}"))?;
+    Ok(socket)
+}
+
+impl UdpFrontEnd {
+    /// Binds every socket (so errors surface before anything runs) and starts the workers.
+    pub fn start(
+        settings: &UdpSettings,
+        store: Arc<shoal_swarm::Store>,
+        ids: ConnectionIds,
+        shutdown: Arc<AtomicBool>,
+    ) -> anyhow::Result<Self> {
+        let mut sockets = Vec::new();
+        let mut local_addrs = Vec::new();
+        for &addr in &settings.listen {
+            // The first socket may ask for port 0; the others join the port it got.
+            let first = bind(addr, settings.recv_buffer_bytes)?;
+            let actual = first
+                .local_addr()?
+                .as_socket()
+                .context("UDP socket has no IP address")?;
+            local_addrs.push(actual);
+            sockets.push(first);
+            for _ in 1..settings.workers.max(1) {
+                sockets.push(bind(actual, settings.recv_buffer_bytes)?);
+            }
+        }
+        let send_slot = (shoal_proto::udp::ANNOUNCE_RESPONSE_HEADER_LEN
+            + settings.max_numwant * 18)
+            .max(8 + settings.handler.max_scrape_hashes * 12)
+            .max(256);
+        let mut threads = Vec::new();
+        let mut counters = Vec::new();
+        for (i, socket) in sockets.into_iter().enumerate() {
+            let worker_counters = Arc::new(WorkerCounters::default());
+            counters.push(worker_counters.clone());
+            let mut handler = Handler::new(store.clone(), ids.clone(), settings.handler.clone());
+            let shutdown = shutdown.clone();
+            let batch = settings.batch_size;
+            let thread = std::thread::Builder::new()
+                .name(format!("udp-{i}"))
+                .spawn(move || {
+                    let mut inbox = Datagrams::new(batch, RECV_SLOT);
+                    let mut outbox = Datagrams::new(batch, send_slot);
+                    run_worker(
+                        &socket,
+                        &mut handler,
+                        &mut inbox,
+                        &mut outbox,
+                        &worker_counters,
+                        &shutdown,
+                    );
+                })
+                .context("spawning UDP worker")?;
+            threads.push(thread);
+        }
+        Ok(Self {
+            local_addrs,
+            counters,
+            threads,
+        })
+    }
+
+    /// Sum of every worker's counters.
+    pub fn totals(&self) -> counters::LocalCounters {
+        let mut total = counters::LocalCounters::default();
+        for c in &self.counters {
+            total += c.read();
+        }
+        total
+    }
+
+    /// Waits for the workers to stop (after the shutdown flag was set).
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_worker(
+    socket: &Socket,
+    handler: &mut Handler,
+    inbox: &mut Datagrams,
+    outbox: &mut Datagrams,
+    counters: &WorkerCounters,
+    shutdown: &AtomicBool,
+) {
+    while !shutdown.load(Ordering::Relaxed) {
+        let received = match inbox.recv(socket) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => {
+                tracing::warn!("UDP receive failed: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let now = Now::read();
+        let mut replies = 0;
+        for i in 0..received {
+            let Some(src) = inbox.addr(i) else { continue };
+            let packet = inbox.payload(i);
+            if let Some(len) = handler.handle(packet, src, now, outbox.buffer_mut(replies)) {
+                outbox.set_len(replies, len);
+                outbox.copy_addr_from(replies, inbox, i);
+                replies += 1;
+            }
+        }
+        // Published before the replies leave, so a client that got its answer sees it
+        // counted.
+        counters.publish(&handler.counters);
+        if replies > 0 {
+            outbox.send(socket, replies);
+        }
+    }
+}
