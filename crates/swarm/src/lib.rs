@@ -285,9 +285,7 @@ impl Store {
             expires: now.saturating_add(self.config.peer_ttl),
             seeder,
         };
-        let peer_hash = hasher.hash_one(req.peer_id);
-        let swarm = A::swarm(torrent);
-        let done = swarm.upsert(peer, stopped, peer_hash, hasher);
+        let done = A::swarm(torrent).upsert(peer, stopped, hasher);
         if done.became_seeder && req.event == AnnounceEvent::Completed {
             torrent.completed = torrent.completed.saturating_add(1);
         }

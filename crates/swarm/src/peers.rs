@@ -19,26 +19,15 @@ use shoal_proto::{CompactPeerV4, CompactPeerV6, PeerId};
 /// Above this many peers a swarm keeps a hash index of positions.
 pub const INDEX_THRESHOLD: usize = 32;
 
-/// A compact peer address of one family: its wire form, plus the IP comparison used to tell
-/// peers apart (a peer is its peer id *and* its IP, so another host cannot remove or move
-/// a peer by sending its id).
-pub trait Address: Copy + Eq + std::fmt::Debug {
-    fn same_ip(&self, other: &Self) -> bool;
-}
+/// A compact peer address of one family, in its wire form. A peer *is* its address (IP and
+/// port): that is what other peers connect to, what the announcer must never be sent back,
+/// and what another host cannot claim (the UDP connection id and TCP prove the source IP).
+/// The peer id is kept as data: clients behind one NAT differ by port, and a client that
+/// restarts with a fresh peer id on the same port replaces its old entry.
+pub trait Address: Copy + Eq + std::hash::Hash + std::fmt::Debug {}
 
-impl Address for CompactPeerV4 {
-    #[inline]
-    fn same_ip(&self, other: &Self) -> bool {
-        self.0[..4] == other.0[..4]
-    }
-}
-
-impl Address for CompactPeerV6 {
-    #[inline]
-    fn same_ip(&self, other: &Self) -> bool {
-        self.0[..16] == other.0[..16]
-    }
-}
+impl Address for CompactPeerV4 {}
+impl Address for CompactPeerV6 {}
 
 /// One peer: 32 bytes for IPv4, 44 for IPv6.
 #[derive(Clone, Copy, Debug)]
@@ -120,8 +109,8 @@ impl<A: Address> Swarm<A> {
             })
     }
 
-    fn find(&self, peer_id: &PeerId, addr: &A, hash: u64) -> Option<usize> {
-        let matches = |p: &Peer<A>| p.peer_id == *peer_id && p.addr.same_ip(addr);
+    fn find(&self, addr: &A, hash: u64) -> Option<usize> {
+        let matches = |p: &Peer<A>| p.addr == *addr;
         match &self.index {
             Some(index) => index
                 .find(hash, |&i| matches(&self.peers[i as usize]))
@@ -139,8 +128,8 @@ impl<A: Address> Swarm<A> {
             // Both slots are found by position; a sentinel keeps the first rewrite from
             // being mistaken for the second slot when the two hashes collide.
             const MOVING: u32 = u32::MAX;
-            let ha = hasher.hash_one(self.peers[a].peer_id);
-            let hb = hasher.hash_one(self.peers[b].peer_id);
+            let ha = hasher.hash_one(self.peers[a].addr);
+            let hb = hasher.hash_one(self.peers[b].addr);
             if let Some(slot) = index.find_mut(ha, |&i| i as usize == a) {
                 *slot = MOVING;
             }
@@ -161,9 +150,9 @@ impl<A: Address> Swarm<A> {
         }
         let mut table = HashTable::with_capacity(self.peers.len());
         for (i, p) in self.peers.iter().enumerate() {
-            let h = hasher.hash_one(p.peer_id);
+            let h = hasher.hash_one(p.addr);
             table.insert_unique(h, i as u32, |&j| {
-                hasher.hash_one(self.peers[j as usize].peer_id)
+                hasher.hash_one(self.peers[j as usize].addr)
             });
         }
         self.index = Some(Box::new(table));
@@ -182,7 +171,7 @@ impl<A: Address> Swarm<A> {
         }
         self.swap(pos, last, hasher);
         if let Some(index) = &mut self.index {
-            let h = hasher.hash_one(self.peers[last].peer_id);
+            let h = hasher.hash_one(self.peers[last].addr);
             if let Ok(entry) = index.find_entry(h, |&i| i as usize == last) {
                 entry.remove();
             }
@@ -204,11 +193,9 @@ impl<A: Address> Swarm<A> {
         let pos = self.peers.len();
         self.peers.push(peer);
         if let Some(index) = &mut self.index {
-            let h = hasher.hash_one(peer.peer_id);
+            let h = hasher.hash_one(peer.addr);
             let peers = &self.peers;
-            index.insert_unique(h, pos as u32, |&j| {
-                hasher.hash_one(peers[j as usize].peer_id)
-            });
+            index.insert_unique(h, pos as u32, |&j| hasher.hash_one(peers[j as usize].addr));
         } else if self.peers.len() > INDEX_THRESHOLD {
             self.rebuild_index(hasher);
         }
@@ -245,14 +232,9 @@ impl<A: Address> Swarm<A> {
 
     /// Records an announce. Returns the announcer's position after the update (`None` if it
     /// left) and whether it just completed (was not a seeder before and says completed).
-    pub fn upsert(
-        &mut self,
-        peer: Peer<A>,
-        stopped: bool,
-        hash: u64,
-        hasher: &impl BuildHasher,
-    ) -> Upsert {
-        match self.find(&peer.peer_id, &peer.addr, hash) {
+    pub fn upsert(&mut self, peer: Peer<A>, stopped: bool, hasher: &impl BuildHasher) -> Upsert {
+        let hash = hasher.hash_one(peer.addr);
+        match self.find(&peer.addr, hash) {
             Some(pos) if stopped => {
                 self.remove_at(pos, hasher);
                 Upsert {
@@ -267,7 +249,7 @@ impl<A: Address> Swarm<A> {
             Some(pos) => {
                 let was_seeder = self.peers[pos].seeder;
                 let p = &mut self.peers[pos];
-                p.addr = peer.addr;
+                p.peer_id = peer.peer_id;
                 p.expires = peer.expires;
                 let pos = self.set_seeder(pos, peer.seeder, hasher);
                 Upsert {
@@ -343,8 +325,7 @@ impl<A: Address> Swarm<A> {
 
     /// Inserts a peer as restored from a snapshot (no event semantics).
     pub fn restore(&mut self, peer: Peer<A>, hasher: &impl BuildHasher) {
-        let hash = hasher.hash_one(peer.peer_id);
-        self.upsert(peer, false, hash, hasher);
+        self.upsert(peer, false, hasher);
     }
 
     #[cfg(test)]
@@ -355,7 +336,7 @@ impl<A: Address> Swarm<A> {
         if let Some(index) = &self.index {
             assert_eq!(index.len(), self.peers.len());
             for (i, p) in self.peers.iter().enumerate() {
-                let h = hasher.hash_one(p.peer_id);
+                let h = hasher.hash_one(p.addr);
                 assert!(index.find(h, |&j| j as usize == i).is_some(), "index {i}");
             }
         } else {

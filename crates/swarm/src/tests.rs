@@ -108,6 +108,28 @@ fn stopped_removes_the_peer_and_only_its_own() {
 }
 
 #[test]
+fn a_peer_is_its_address() {
+    let store = Store::new(StoreConfig::default());
+    announce(&store, &ann(1, 1, 100, AnnounceEvent::Started));
+    // A restarted client: same address, fresh peer id. It replaces its old entry.
+    let mut again = ann(1, 1, 100, AnnounceEvent::Started);
+    again.peer_id = pid(77);
+    let (st, peers) = announce(&store, &again);
+    assert_eq!(st.leechers, 1);
+    assert!(peers.is_empty());
+    // Two clients behind one NAT: same IP and peer id, different ports. Two peers.
+    let mut natted = ann(1, 1, 100, AnnounceEvent::Started);
+    natted.peer_id = pid(77);
+    natted.addr = CompactPeerV4::new(v4(1).ip(), 7000);
+    let (st, peers) = announce(&store, &natted);
+    assert_eq!(st.leechers, 2);
+    assert_eq!(peers, vec![v4(1)]);
+    let mut out: Vec<(CompactPeerV4, PeerId)> = Vec::new();
+    store.announce_v4(&natted, 10, &mut out).unwrap();
+    assert_eq!(out, vec![(v4(1), pid(77))], "the peer id is updated");
+}
+
+#[test]
 fn stopped_for_unknown_torrent_creates_nothing() {
     let store = Store::new(StoreConfig::default());
     announce(&store, &ann(7, 1, 100, AnnounceEvent::Stopped));
@@ -134,6 +156,7 @@ fn families_are_kept_apart() {
     assert!(out4.is_empty(), "IPv4 announcer got an IPv6 peer");
     let mut a6b = a6;
     a6b.peer_id = pid(3);
+    a6b.addr = CompactPeerV6::new(Ipv6Addr::LOCALHOST, 7001);
     let mut out6: Vec<CompactPeerV6> = Vec::new();
     store.announce_v6(&a6b, 10, &mut out6).unwrap();
     assert_eq!(out6, vec![a6.addr]);
@@ -247,8 +270,7 @@ proptest! {
                     now += 1;
                     let stopped = event == 3;
                     let p = Peer { peer_id: pid(peer), addr: v4(peer), expires: now + 20, seeder };
-                    let h = hasher.hash_one(p.peer_id);
-                    let r = swarm.upsert(p, stopped, h, &hasher);
+                    let r = swarm.upsert(p, stopped, &hasher);
                     if stopped {
                         model.remove(&peer);
                         prop_assert!(r.position.is_none());
