@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Real-client test over UDP (BEP 15): two libtorrent sessions exchange a file
-through a tracker at udp://127.0.0.1:PORT/announce only.
+through a tracker at udp://127.0.0.1:PORT/announce only (udp://[::1]:PORT/announce with --ipv6).
 
 One session seeds a random file, the other downloads it. DHT, LSD, UPnP,
 NAT-PMP and PEX are off, so the leecher can only learn of the seeder from the
@@ -16,7 +16,7 @@ Run with /usr/bin/python3 (Debian's python3-libtorrent imports only there).
   tests/real_clients/libtorrent_udp.py --tracker-cmd '/path/shoal --udp 127.0.0.1:{port}'
   tests/real_clients/libtorrent_udp.py --aquatic-udp /work/tools/bin/aquatic_udp
 
-The tracker it starts is stopped by its PID at the end. All traffic stays on 127.0.0.1.
+The tracker it starts is stopped by its PID at the end. All traffic stays on 127.0.0.1 (or ::1).
 """
 import argparse
 import hashlib
@@ -67,12 +67,23 @@ def log(msg):
     print(f"  [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+HOST = "127.0.0.1"  # or "::1" with --ipv6
+
+
+def family():
+    return socket.AF_INET6 if ":" in HOST else socket.AF_INET
+
+
+def host_port(port):
+    return f"[{HOST}]:{port}" if ":" in HOST else f"{HOST}:{port}"
+
+
 def free_port():
     """A UDP port below 32768 (outside the ephemeral range) that nothing is bound to."""
     for port in range(20000 + os.getpid() % 5000, 32000):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s = socket.socket(family(), socket.SOCK_DGRAM)
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((HOST, port))
             return port
         except OSError:
             continue
@@ -83,7 +94,7 @@ def free_port():
 
 def udp_connect_ok(port, proc, timeout_s):
     """Send BEP 15 connect requests until a matching connect response arrives."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = socket.socket(family(), socket.SOCK_DGRAM)
     s.settimeout(0.1)
     deadline = time.monotonic() + timeout_s
     tid = 0x1ee70000
@@ -92,7 +103,7 @@ def udp_connect_ok(port, proc, timeout_s):
             if proc is not None and proc.poll() is not None:
                 return False
             tid += 1
-            s.sendto(struct.pack(">QII", 0x41727101980, 0, tid), ("127.0.0.1", port))
+            s.sendto(struct.pack(">QII", 0x41727101980, 0, tid), (HOST, port))
             try:
                 data = s.recv(64)
             except (socket.timeout, ConnectionRefusedError):
@@ -106,7 +117,7 @@ def udp_connect_ok(port, proc, timeout_s):
 
 def session():
     settings = {
-        "listen_interfaces": "127.0.0.1:0",
+        "listen_interfaces": host_port(0),
         "enable_dht": False,
         "enable_lsd": False,
         "enable_upnp": False,
@@ -192,27 +203,31 @@ def main():
     ap.add_argument("--port", type=int, default=0, help="tracker UDP port (default: a free port below 32768)")
     ap.add_argument("--timeout", type=float, default=60, help="time limit for the whole test, seconds (default 60)")
     ap.add_argument("--size-mib", type=int, default=4, help="size of the random file (default 4 MiB)")
+    ap.add_argument("--ipv6", action="store_true", help="tracker and clients on ::1 instead of 127.0.0.1")
     ap.add_argument("--verbose", action="store_true", help="log every libtorrent alert")
     args = ap.parse_args()
+    global HOST
+    if args.ipv6:
+        HOST = "::1"
 
     res = Results(CHECKS)
     t_end = time.monotonic() + args.timeout
     tmp = tempfile.TemporaryDirectory(prefix="shoal-lt-udp-")
     port = args.port or free_port()
-    url = f"udp://127.0.0.1:{port}/announce"
+    url = f"udp://{host_port(port)}/announce"
 
     env = dict(os.environ)
     env.pop("RUST_BACKTRACE", None)
     if args.aquatic_udp:
         cfg = os.path.join(tmp.name, "aquatic_udp.toml")
         with open(cfg, "w") as f:
-            f.write(f'socket_workers = 1\nlog_level = "warn"\n[network]\naddress = "127.0.0.1:{port}"\n')
+            f.write(f'socket_workers = 1\nlog_level = "warn"\n[network]\naddress = "{host_port(port)}"\n')
         cmd = [args.aquatic_udp, "-c", cfg]
     elif args.tracker_cmd:
         cmd = shlex.split(args.tracker_cmd.replace("{port}", str(port)))
     else:
         shoal = os.environ.get("SHOAL_BIN", os.path.join(REPO, "target/release/shoal"))
-        cmd = [shoal, "--udp", f"127.0.0.1:{port}"]
+        cmd = [shoal, "--udp", host_port(port)]
     log("tracker: " + " ".join(cmd))
     tracker_log = open(os.path.join(tmp.name, "tracker.log"), "w+")
     try:
@@ -246,7 +261,7 @@ def main():
     return 1 if res.failed else 0
 
 
-C_CONNECT = "tracker answers a BEP 15 connect on 127.0.0.1"
+C_CONNECT = "tracker answers a BEP 15 connect"
 C_V1 = "torrent is v1-only with the one UDP tracker"
 C_SEED_REPLY = "seeder gets a tracker reply"
 C_LEECH_REPLY = "leecher gets a tracker reply with >= 1 peer"
@@ -257,7 +272,7 @@ CHECKS = [C_CONNECT, C_V1, C_SEED_REPLY, C_LEECH_REPLY, C_BYTES, C_SOURCE, C_SCR
 
 
 def run(args, res, tmp, url, port, tracker, t_end):
-    if not res.check(C_CONNECT, udp_connect_ok(port, tracker, 10)):
+    if not res.check(C_CONNECT, udp_connect_ok(port, tracker, 10), host_port(port)):
         return
 
     seed_dir, leech_dir = os.path.join(tmp, "seed"), os.path.join(tmp, "leech")
