@@ -451,6 +451,8 @@ def summarize(rows, a):
 
 def main():
     a = parse_args()
+    # on SIGTERM (e.g. from `timeout`), unwind so the processes we started are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for key in ("RUST_BACKTRACE", "RUST_LIB_BACKTRACE"):
         os.environ.pop(key, None)
     if os.cpu_count() and os.cpu_count() < 2:

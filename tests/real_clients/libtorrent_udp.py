@@ -206,6 +206,8 @@ def main():
     ap.add_argument("--ipv6", action="store_true", help="tracker and clients on ::1 instead of 127.0.0.1")
     ap.add_argument("--verbose", action="store_true", help="log every libtorrent alert")
     args = ap.parse_args()
+    # on SIGTERM (e.g. from `timeout`), unwind so the processes we started are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     global HOST
     if args.ipv6:
         HOST = "::1"
