@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone on Debian with a Rust toolchain:
+#   ./test.sh
+# Installs python3-libtorrent if it is missing (apt-get, needs root or sudo), builds the
+# release binaries, runs the Rust tests, then the real-client tests against the release
+# shoal binary (tests/real_clients/run.sh).
+set -euo pipefail
+cd "$(dirname "$0")"
+unset RUST_BACKTRACE
+
+step() { echo; echo "==> [$(date +%H:%M:%S)] $*"; }
+
+if ! /usr/bin/python3 -c 'import libtorrent' >/dev/null 2>&1; then
+    step "installing python3-libtorrent (needed by tests/real_clients)"
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends python3-libtorrent
+fi
+
+step "cargo build --release --workspace"
+cargo build --release --workspace
+
+step "cargo test --workspace"
+cargo test --workspace
+
+export SHOAL_BIN="${SHOAL_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/shoal}"
+if [ ! -x "$SHOAL_BIN" ]; then
+    echo "test.sh: $SHOAL_BIN was not built" >&2
+    exit 1
+fi
+step "tests/real_clients/run.sh (tracker: $SHOAL_BIN)"
+tests/real_clients/run.sh
+
+step "all tests passed"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every tests/real_clients/*.py with /usr/bin/python3 (Debian's python3-libtorrent
+# imports only there) and fails if any of them fails. Each test is bounded by its own time
+# limit and, as a backstop, by `timeout` here.
+#
+# Environment passed through to the tests:
+#   SHOAL_BIN          tracker binary (default: target/release/shoal)
+#   SHOAL_TRACKER_CMD  full tracker command instead, {port} replaced (for example an
+#                      aquatic_udp or another build), see each test's --help
+#   PYTHON             interpreter (default /usr/bin/python3)
+set -euo pipefail
+unset RUST_BACKTRACE
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-/usr/bin/python3}
+shopt -s nullglob
+tests=(tests/real_clients/*.py)
+if [ ${#tests[@]} -eq 0 ]; then
+    echo "no tests found in tests/real_clients" >&2
+    exit 1
+fi
+failed=()
+for t in "${tests[@]}"; do
+    echo "=== $t"
+    if timeout -k 10 300 "$PYTHON" "$t"; then
+        echo "=== $t: ok"
+    else
+        echo "=== $t: FAILED (exit $?)"
+        failed+=("$t")
+    fi
+done
+echo "real clients: $(( ${#tests[@]} - ${#failed[@]} )) of ${#tests[@]} test files passed"
+if [ ${#failed[@]} -gt 0 ]; then
+    printf 'failed: %s\n' "${failed[@]}"
+    exit 1
+fi
