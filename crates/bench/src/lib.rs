@@ -10,10 +10,14 @@
 //! `shoal-proto` for the UDP wire format only; HTTP and WebTorrent messages are built
 //! here, so that the bench does not trust the codecs it is meant to check.
 
+pub mod bencode;
 pub mod cpu;
+pub mod http;
+pub mod net;
 pub mod report;
 pub mod run;
 pub mod stats;
 pub mod sys;
 pub mod udp;
 pub mod workload;
+pub mod ws;

@@ -20,6 +20,10 @@ struct Cli {
 enum Command {
     /// Load a UDP (BEP 15) tracker.
     Udp(shoal_bench::udp::UdpArgs),
+    /// Load an HTTP or HTTPS tracker (announce and scrape).
+    Http(shoal_bench::http::HttpArgs),
+    /// Load a WebTorrent tracker over ws:// or wss:// (announces with offers, answers, scrapes).
+    Ws(shoal_bench::ws::WsArgs),
 }
 
 fn print_and_save(result: &RunResult, json: Option<&std::path::Path>) -> Result<()> {
@@ -35,6 +39,14 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Udp(args) => {
             let result = shoal_bench::udp::run(&args)?;
+            print_and_save(&result, args.run.json.as_deref())
+        }
+        Command::Http(args) => {
+            let result = shoal_bench::http::run(&args)?;
+            print_and_save(&result, args.run.json.as_deref())
+        }
+        Command::Ws(args) => {
+            let result = shoal_bench::ws::run(&args)?;
             print_and_save(&result, args.run.json.as_deref())
         }
     }

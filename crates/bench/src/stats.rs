@@ -86,6 +86,9 @@ pub struct Stats {
     pub peers_received: u64,
     /// Protocol-specific counts (WebTorrent offers relayed, answers sent, ...).
     pub extra: BTreeMap<&'static str, u64>,
+    /// Whether `connect` answers are tracker responses (UDP) or just TCP/TLS/WebSocket
+    /// set-up (HTTP, WebTorrent), timed but not counted as responses.
+    pub connects_are_responses: bool,
 }
 
 impl Default for Stats {
@@ -104,6 +107,15 @@ impl Stats {
             bytes_out: 0,
             peers_received: 0,
             extra: BTreeMap::new(),
+            connects_are_responses: true,
+        }
+    }
+
+    /// Stats for a TCP protocol (see `connects_are_responses`).
+    pub fn for_tcp() -> Self {
+        Self {
+            connects_are_responses: false,
+            ..Self::new()
         }
     }
 
@@ -127,7 +139,11 @@ impl Stats {
     }
 
     pub fn total_responses(&self) -> u64 {
-        Op::ALL.iter().map(|&o| self.responses(o)).sum()
+        Op::ALL
+            .iter()
+            .filter(|&&o| o != Op::Connect || self.connects_are_responses)
+            .map(|&o| self.responses(o))
+            .sum()
     }
 
     pub fn total_errors(&self) -> u64 {
@@ -136,7 +152,9 @@ impl Stats {
 
     /// Forgets everything (end of warm-up).
     pub fn reset(&mut self) {
+        let tcp = !self.connects_are_responses;
         *self = Self::new();
+        self.connects_are_responses = !tcp;
     }
 
     /// Adds `other`'s counts to these.
@@ -179,7 +197,12 @@ impl Stats {
             seconds,
             responses,
             responses_per_second: responses as f64 / seconds,
-            requests_sent: self.sent.iter().sum(),
+            requests_sent: self.sent[1..].iter().sum::<u64>()
+                + if self.connects_are_responses {
+                    self.sent[0]
+                } else {
+                    0
+                },
             error_rate: if responses + total_errors == 0 {
                 0.0
             } else {
