@@ -11,12 +11,16 @@
 //! here, so that the bench does not trust the codecs it is meant to check.
 
 pub mod bencode;
+pub mod chart;
+pub mod compare;
 pub mod cpu;
 pub mod http;
+pub mod load;
 pub mod net;
 pub mod report;
 pub mod run;
 pub mod stats;
+pub mod sweep;
 pub mod sys;
 pub mod udp;
 pub mod workload;

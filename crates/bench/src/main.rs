@@ -24,6 +24,10 @@ enum Command {
     Http(shoal_bench::http::HttpArgs),
     /// Load a WebTorrent tracker over ws:// or wss:// (announces with offers, answers, scrapes).
     Ws(shoal_bench::ws::WsArgs),
+    /// Run one load at a series of concurrency levels and print seed 004's or 003's table.
+    Sweep(shoal_bench::sweep::SweepArgs),
+    /// Start several trackers in turn, load each the same way, and write the report.
+    Compare(shoal_bench::compare::CompareArgs),
 }
 
 fn print_and_save(result: &RunResult, json: Option<&std::path::Path>) -> Result<()> {
@@ -48,6 +52,15 @@ fn main() -> Result<()> {
         Command::Ws(args) => {
             let result = shoal_bench::ws::run(&args)?;
             print_and_save(&result, args.run.json.as_deref())
+        }
+        Command::Sweep(args) => {
+            shoal_bench::sweep::run(&args)?;
+            Ok(())
+        }
+        Command::Compare(args) => {
+            let path = shoal_bench::compare::run(&args)?;
+            println!("report written to {}", path.display());
+            Ok(())
         }
     }
 }

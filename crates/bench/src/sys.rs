@@ -227,3 +227,92 @@ pub fn clock_ticks_per_second() -> u64 {
         100
     }
 }
+
+/// Sends SIGTERM to process `pid` (a tracker this program started).
+pub fn terminate(pid: u32) -> io::Result<()> {
+    // SAFETY: kill has no memory effects; the caller passes the PID of its own child.
+    if unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Parses a taskset-style CPU list (`1`, `0-3`, `0,2`).
+pub fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        let part = part.trim();
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                if a > b || b >= 1024 {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => {
+                let c: usize = part.parse().ok()?;
+                if c >= 1024 {
+                    return None;
+                }
+                cpus.push(c);
+            }
+        }
+    }
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+/// Pins this process (threads started from now on inherit it) to the CPUs in `list`.
+pub fn pin_to_cpus(list: &str) -> io::Result<()> {
+    let cpus = parse_cpu_list(list)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "bad CPU list"))?;
+    // SAFETY: all-zero is a valid (empty) cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for c in cpus {
+        // SAFETY: CPU_SET writes inside `set`; `c` < 1024 = CPU_SETSIZE (checked above).
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is this thread.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("1"), Some(vec![1]));
+        assert_eq!(parse_cpu_list("0-2,5"), Some(vec![0, 1, 2, 5]));
+        assert_eq!(parse_cpu_list("2-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn batched_udp_round_trip() {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        b.connect(a.local_addr().unwrap()).unwrap();
+        use std::os::fd::AsRawFd;
+        let packets: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 10 + i as usize]).collect();
+        let refs: Vec<&[u8]> = packets.iter().map(|p| p.as_slice()).collect();
+        assert_eq!(SendBatch::new().send(a.as_raw_fd(), &refs).unwrap(), 10);
+        let mut batch = RecvBatch::new(4);
+        let mut got = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < 10 && std::time::Instant::now() < deadline {
+            let n = batch.recv(b.as_raw_fd()).unwrap();
+            assert!(n <= 4);
+            for i in 0..n {
+                let (d, truncated) = batch.get(i);
+                assert!(!truncated);
+                got.push(d.to_vec());
+            }
+        }
+        assert_eq!(got, packets);
+    }
+}
