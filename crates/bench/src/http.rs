@@ -410,7 +410,8 @@ pub async fn read_response<S: tokio::io::AsyncRead + Unpin + ?Sized>(
 
 /// Checks a response against its request; `Ok(peers received)`.
 fn check(resp: &HttpResponse, body: &[u8], expect: &Expect) -> Result<usize, ErrorKind> {
-    let v = bencode::parse(body);
+    // aquatic_http ends its bodies with CRLF (inside Content-Length); clients accept that.
+    let v = bencode::parse(body.trim_ascii_end());
     if let Some(v) = &v {
         if v.get(b"failure reason").is_some() {
             return Err(ErrorKind::ErrorResponse);
@@ -497,6 +498,7 @@ mod tests {
         };
         let ann = Expect::Announce { numwant: 1 };
         assert_eq!(check(&ok, b"d8:intervali60e5:peers6:abcdefe", &ann), Ok(1));
+        assert_eq!(check(&ok, b"d8:intervali60e5:peers0:e\r\n", &ann), Ok(0));
         assert_eq!(
             check(&ok, b"d8:intervali60e5:peers12:abcdefabcdefe", &ann),
             Err(ErrorKind::InvalidResponse)
