@@ -1,0 +1,655 @@
+//! `shoal-bench compare`: several trackers under the same load, alternating and repeating,
+//! and the Markdown report of seeds 000–003 with SVG charts and JSON beside it.
+//!
+//! Fairness is the point (benchmarking.md): each tracker is started fresh pinned to its
+//! CPU set with `taskset`, the load generator pins itself to the other CPUs, contenders
+//! alternate (A, B, A, B, ...) so that drift of the machine hits all alike, the figures are
+//! min / median / max over rounds, and the CPU of tracker, load generator and everything
+//! else is measured over the same window, so that a run disturbed by other work shows.
+//! Trackers are stopped by the PID we started them with (SIGTERM, then SIGKILL).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use crate::load::Load;
+use crate::report::{self, thousands};
+use crate::run::RunResult;
+
+/// Flags of `shoal-bench compare`.
+#[derive(Args, Clone, Debug)]
+pub struct CompareArgs {
+    /// A contender: a preset (shoal, aquatic_udp, aquatic_http, aquatic_ws, opentracker) or
+    /// NAME=COMMAND, where COMMAND may use {port} and {config}. Repeat for each.
+    #[arg(long = "tracker", required = true)]
+    pub trackers: Vec<String>,
+    /// Port the trackers listen on (below 32768, outside the ephemeral range).
+    #[arg(long, default_value_t = 3100)]
+    pub port: u16,
+    /// CPUs for the tracker (taskset list).
+    #[arg(long, default_value = "0")]
+    pub tracker_cpus: String,
+    /// CPUs for the load generator.
+    #[arg(long, default_value = "1")]
+    pub bench_cpus: String,
+    /// Load-generator worker counts to run at (the x axis of the throughput chart).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub levels: Vec<usize>,
+    /// Rounds (each contender once per round, alternating).
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Directory for report.md, results.json and the charts.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// results.json of an earlier compare, for the "comparison with the previous run" table.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Directories searched first for tracker binaries (then PATH).
+    #[arg(long)]
+    pub bin_dir: Vec<PathBuf>,
+    /// UDP: also run aquatic_udp_load_test (one worker, on the bench CPUs) against the first
+    /// tracker each round, to compare load generators.
+    #[arg(long)]
+    pub vs_aquatic_load_test: bool,
+    #[command(subcommand)]
+    pub load: Load,
+}
+
+/// One tracker's runs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Contender {
+    pub name: String,
+    pub command: String,
+    /// (round, level, result).
+    pub runs: Vec<(usize, usize, RunResult)>,
+}
+
+/// A run of another load generator, for the load-generator table.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LoadGenRun {
+    pub name: String,
+    pub round: usize,
+    pub responses_per_second: f64,
+    pub cpu_percent: f64,
+    pub tracker_cpu_percent: Option<f64>,
+}
+
+/// What `compare` writes to results.json.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Comparison {
+    pub protocol: String,
+    pub command_line: String,
+    pub rounds: usize,
+    pub levels: Vec<usize>,
+    pub tracker_cpus: String,
+    pub bench_cpus: String,
+    pub machine: String,
+    pub contenders: Vec<Contender>,
+    pub load_generators: Vec<LoadGenRun>,
+}
+
+/// A contender's command line, with placeholders filled in, and the config file written
+/// for presets that need one.
+fn resolve(
+    spec: &str,
+    load: &Load,
+    port: u16,
+    dir: &Path,
+    bins: &[PathBuf],
+) -> Result<(String, Vec<String>)> {
+    let proto = load.protocol();
+    let (name, template) = match spec.split_once('=') {
+        Some((n, c)) => (n.to_string(), c.to_string()),
+        None => {
+            let t = match (spec, proto) {
+                ("shoal", "udp") => "shoal --udp 127.0.0.1:{port} --workers 1",
+                ("shoal", "http") => "shoal --http 127.0.0.1:{port} --workers 1",
+                ("shoal", "ws") => "shoal --ws 127.0.0.1:{port} --workers 1",
+                ("aquatic_udp", "udp") | ("aquatic_http", "http") | ("aquatic_ws", "ws") => {
+                    "{bin} -c {config}"
+                }
+                ("opentracker", "udp") => "opentracker -i 127.0.0.1 -P {port}",
+                ("opentracker", "http") => "opentracker -i 127.0.0.1 -p {port}",
+                _ => bail!("no preset {spec:?} for {proto}; use NAME=COMMAND"),
+            };
+            (spec.to_string(), t.replace("{bin}", spec))
+        }
+    };
+    let mut words: Vec<String> = template.split_whitespace().map(str::to_string).collect();
+    if words.is_empty() {
+        bail!("empty command for {name}");
+    }
+    words[0] = find_binary(&words[0], bins);
+    if template.contains("{config}") {
+        let config = dir.join(format!("{name}.toml"));
+        write_aquatic_config(&words[0], port, &config)?;
+        for w in &mut words {
+            *w = w.replace("{config}", &config.to_string_lossy());
+        }
+    }
+    for w in &mut words {
+        *w = w.replace("{port}", &port.to_string());
+    }
+    Ok((name, words))
+}
+
+fn find_binary(name: &str, bins: &[PathBuf]) -> String {
+    if name.contains('/') {
+        return name.to_string();
+    }
+    for d in bins {
+        let p = d.join(name);
+        if p.is_file() {
+            return p.to_string_lossy().into_owned();
+        }
+    }
+    name.to_string()
+}
+
+/// aquatic prints its default config with `-p`; we change only the listen address.
+fn write_aquatic_config(bin: &str, port: u16, path: &Path) -> Result<()> {
+    let out = Command::new(bin)
+        .arg("-p")
+        .output()
+        .with_context(|| format!("running {bin} -p"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut done = false;
+    let config: String = text
+        .lines()
+        .map(|l| {
+            if !done && l.trim_start().starts_with("address = ") {
+                done = true;
+                format!("address = \"127.0.0.1:{port}\"")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if !done {
+        bail!("no `address = ` line in the output of {bin} -p");
+    }
+    std::fs::write(path, config)?;
+    Ok(())
+}
+
+/// A tracker we started; stopped (by its PID) when dropped.
+struct Tracker {
+    child: Child,
+}
+
+impl Tracker {
+    fn start(cpus: &str, words: &[String], log: &Path) -> Result<Self> {
+        let log = std::fs::File::create(log)?;
+        let child = Command::new("taskset")
+            .arg("-c")
+            .arg(cpus)
+            .args(words)
+            .env_remove("RUST_BACKTRACE")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", words.join(" ")))?;
+        Ok(Self { child })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn stop(&mut self) {
+        let _ = crate::sys::terminate(self.child.id());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+/// Waits until the tracker answers (UDP connect, or a TCP connection), up to 10 s.
+fn wait_ready(load: &Load, port: u16, tracker: &mut Tracker) -> Result<()> {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = tracker.child.try_wait() {
+            bail!("the tracker exited at start ({status}); see its log");
+        }
+        let ok = match load {
+            Load::Udp(_) => {
+                let s = UdpSocket::bind("127.0.0.1:0")?;
+                s.set_read_timeout(Some(Duration::from_millis(200)))?;
+                let mut req = Vec::new();
+                shoal_proto::udp::Request::Connect(shoal_proto::udp::ConnectRequest {
+                    transaction_id: shoal_proto::udp::TransactionId(7),
+                })
+                .write(&mut req);
+                let _ = s.send_to(&req, addr);
+                let mut buf = [0u8; 64];
+                matches!(s.recv_from(&mut buf), Ok((16, _)))
+            }
+            _ => std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok(),
+        };
+        if ok {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("the tracker did not answer on port {port} within 10 s")
+}
+
+fn port_is_free(load: &Load, port: u16) -> bool {
+    match load {
+        Load::Udp(_) => UdpSocket::bind(("127.0.0.1", port)).is_ok(),
+        _ => std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+    }
+}
+
+/// Runs aquatic_udp_load_test for the load's duration; returns (responses/s, its CPU %,
+/// tracker CPU %).
+fn aquatic_load_test(
+    args: &CompareArgs,
+    bins: &[PathBuf],
+    tracker_pid: u32,
+    dir: &Path,
+) -> Result<(f64, f64, Option<f64>)> {
+    let bin = find_binary("aquatic_udp_load_test", bins);
+    let run = args.load.run_args();
+    let warm = run.warmup.as_secs().max(1);
+    let total = warm + run.duration.as_secs().max(1);
+    let out = Command::new(&bin)
+        .arg("-p")
+        .output()
+        .context("aquatic_udp_load_test -p")?;
+    let config: String = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            if l.starts_with("server_address = ") {
+                format!("server_address = \"127.0.0.1:{}\"", args.port)
+            } else if l.starts_with("duration = ") {
+                format!("duration = {total}")
+            } else if l.starts_with("summarize_last = ") {
+                format!("summarize_last = {}", run.duration.as_secs().max(1))
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let cfg = dir.join("aquatic_udp_load_test.toml");
+    std::fs::write(&cfg, config)?;
+    let child = Command::new("taskset")
+        .arg("-c")
+        .arg(&args.bench_cpus)
+        .arg(&bin)
+        .arg("-c")
+        .arg(&cfg)
+        .env_remove("RUST_BACKTRACE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting aquatic_udp_load_test")?;
+    let pid = child.id();
+    std::thread::sleep(Duration::from_secs(warm));
+    let a = crate::cpu::CpuSnapshot::take(Some(tracker_pid));
+    let la = crate::cpu::process_cpu_seconds(Some(pid)).unwrap_or(0.0);
+    std::thread::sleep(run.duration.saturating_sub(Duration::from_millis(300)));
+    let b = crate::cpu::CpuSnapshot::take(Some(tracker_pid));
+    let lb = crate::cpu::process_cpu_seconds(Some(pid)).unwrap_or(la);
+    let output = child.wait_with_output()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let rps = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Average responses per second: "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .context("aquatic_udp_load_test printed no average")?;
+    let wall = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
+    let cpu = a.until(&b);
+    Ok((rps, 100.0 * (lb - la) / wall, cpu.tracker_percent))
+}
+
+/// Runs the comparison and writes the report; returns the path of report.md.
+pub fn run(args: &CompareArgs) -> Result<PathBuf> {
+    std::fs::create_dir_all(&args.out)?;
+    let bins = args.bin_dir.clone();
+    let mut load = args.load.clone();
+    load.set_port(args.port);
+    if let Err(e) = crate::sys::pin_to_cpus(&args.bench_cpus) {
+        eprintln!(
+            "warning: could not pin the load generator to {}: {e}",
+            args.bench_cpus
+        );
+    }
+    let mut contenders = Vec::new();
+    for spec in &args.trackers {
+        let (name, words) = resolve(spec, &load, args.port, &args.out, &bins)?;
+        contenders.push(Contender {
+            name,
+            command: words.join(" "),
+            runs: Vec::new(),
+        });
+    }
+    let mut load_gens = Vec::new();
+    let progress =
+        indicatif::ProgressBar::new((args.rounds * contenders.len() * args.levels.len()) as u64);
+    progress.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {pos}/{len} runs, ETA {eta} {msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    progress.set_prefix(format!("compare {}", load.protocol()));
+    for round in 0..args.rounds {
+        for c in contenders.iter_mut() {
+            if !port_is_free(&load, args.port) {
+                bail!(
+                    "port {} is in use; stop whatever listens there first",
+                    args.port
+                );
+            }
+            let words: Vec<String> = c.command.split_whitespace().map(str::to_string).collect();
+            let log = args.out.join(format!("{}.log", c.name));
+            let mut tracker = Tracker::start(&args.tracker_cpus, &words, &log)?;
+            wait_ready(&load, args.port, &mut tracker)
+                .with_context(|| format!("{} ({})", c.name, c.command))?;
+            for &level in &args.levels {
+                let mut l = load.clone();
+                l.run_args_mut().workers = level;
+                l.run_args_mut().tracker_pid = Some(tracker.pid());
+                l.run_args_mut().quiet = true;
+                progress.set_message(format!("round {} {} x{level}", round + 1, c.name));
+                let r = l.run().with_context(|| {
+                    format!("{} round {} at {level} workers", c.name, round + 1)
+                })?;
+                c.runs.push((round, level, r));
+                progress.inc(1);
+            }
+            if args.vs_aquatic_load_test
+                && matches!(load, Load::Udp(_))
+                && c.name == args.trackers[0]
+            {
+                progress.set_message(format!("round {} aquatic_udp_load_test", round + 1));
+                match aquatic_load_test(args, &bins, tracker.pid(), &args.out) {
+                    Ok((rps, cpu, tcpu)) => load_gens.push(LoadGenRun {
+                        name: "aquatic_udp_load_test".into(),
+                        round,
+                        responses_per_second: rps,
+                        cpu_percent: cpu,
+                        tracker_cpu_percent: tcpu,
+                    }),
+                    Err(e) => eprintln!("aquatic_udp_load_test: {e:#}"),
+                }
+            }
+            tracker.stop();
+        }
+    }
+    progress.finish_and_clear();
+    let comparison = Comparison {
+        protocol: load.protocol().to_string(),
+        command_line: std::env::args().collect::<Vec<_>>().join(" "),
+        rounds: args.rounds,
+        levels: args.levels.clone(),
+        tracker_cpus: args.tracker_cpus.clone(),
+        bench_cpus: args.bench_cpus.clone(),
+        machine: machine_description(),
+        contenders,
+        load_generators: load_gens,
+    };
+    let baseline = match &args.baseline {
+        Some(p) => Some(
+            serde_json::from_str::<Comparison>(
+                &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+            )
+            .with_context(|| format!("parsing {}", p.display()))?,
+        ),
+        None => None,
+    };
+    std::fs::write(
+        args.out.join("results.json"),
+        serde_json::to_string_pretty(&comparison)?,
+    )?;
+    write_charts(&comparison, &args.out)?;
+    let md = markdown(&comparison, baseline.as_ref());
+    let path = args.out.join("report.md");
+    std::fs::write(&path, md)?;
+    Ok(path)
+}
+
+fn machine_description() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cores} × {cpu}, Linux {}", kernel.trim())
+}
+
+fn runs_at(c: &Contender, level: usize) -> Vec<&RunResult> {
+    c.runs
+        .iter()
+        .filter(|r| r.1 == level)
+        .map(|r| &r.2)
+        .collect()
+}
+
+fn write_charts(cmp: &Comparison, dir: &Path) -> Result<()> {
+    let by_level: Vec<crate::chart::LevelRuns> = cmp
+        .contenders
+        .iter()
+        .map(|c| {
+            let levels = cmp
+                .levels
+                .iter()
+                .map(|&l| (l, runs_at(c, l).into_iter().cloned().collect()))
+                .collect();
+            (c.name.clone(), levels)
+        })
+        .collect();
+    crate::chart::throughput_by_level(
+        &dir.join("throughput.svg"),
+        &format!(
+            "{} throughput by load-generator workers",
+            cmp.protocol.to_uppercase()
+        ),
+        "load-generator workers",
+        &by_level,
+    )?;
+    // Latency: the median run of each level, by the load's concurrency.
+    let lat: Vec<(String, Vec<RunResult>)> = cmp
+        .contenders
+        .iter()
+        .map(|c| {
+            let runs = cmp
+                .levels
+                .iter()
+                .filter_map(|&l| report::median_run(&runs_at(c, l)).cloned())
+                .collect();
+            (c.name.clone(), runs)
+        })
+        .collect();
+    crate::chart::latency_by_level(
+        &dir.join("latency.svg"),
+        &format!(
+            "{} announce latency by concurrency",
+            cmp.protocol.to_uppercase()
+        ),
+        "requests in flight",
+        &lat,
+    )
+}
+
+/// The Markdown report.
+pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# {} tracker comparison\n",
+        cmp.protocol.to_uppercase()
+    );
+    let _ = writeln!(
+        out,
+        "Machine: {}. Trackers pinned to CPUs `{}`, load generator to `{}`. {} rounds, \
+         contenders alternating; figures are min / **median** / max over rounds.\n\n\
+         Command: `{}`\n",
+        cmp.machine, cmp.tracker_cpus, cmp.bench_cpus, cmp.rounds, cmp.command_line
+    );
+    out.push_str("| Contender | Command |\n|---|---|\n");
+    for c in &cmp.contenders {
+        let _ = writeln!(out, "| {} | `{}` |", c.name, c.command);
+    }
+    out.push_str(
+        "\n## Throughput by load-generator workers (responses per second)\n\n| Load workers |",
+    );
+    for c in &cmp.contenders {
+        let _ = write!(out, " {} |", c.name);
+    }
+    out.push_str("\n|---|");
+    for _ in &cmp.contenders {
+        out.push_str("---|");
+    }
+    out.push('\n');
+    for &level in &cmp.levels {
+        let _ = write!(out, "| {level} |");
+        for c in &cmp.contenders {
+            let _ = write!(out, " {} |", report::min_median_max(&runs_at(c, level)));
+        }
+        out.push('\n');
+    }
+    out.push_str("\n![throughput](throughput.svg)\n\n## CPU use (median run at each level)\n\n\
+        | Contender | Load workers | Responses/s | Tracker CPU | Responses per tracker CPU-second | Load generator CPU | Responses per load-generator CPU-second | Others' CPU | Errors |\n\
+        |---|---|---|---|---|---|---|---|---|\n");
+    for c in &cmp.contenders {
+        for &level in &cmp.levels {
+            let Some(r) = report::median_run(&runs_at(c, level)) else {
+                continue;
+            };
+            let pct = |x: Option<f64>| x.map(|v| format!("{v:.0}%")).unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                out,
+                "| {} | {level} | {} | {} | {} | {:.0}% | {} | {} | {:.2}% |",
+                c.name,
+                thousands(r.summary.responses_per_second as u64),
+                pct(r.cpu.tracker_percent),
+                r.responses_per_tracker_cpu_second
+                    .map(|v| thousands(v as u64))
+                    .unwrap_or_else(|| "-".into()),
+                r.cpu.generator_percent,
+                thousands(r.responses_per_generator_cpu_second as u64),
+                pct(r.cpu.others_percent),
+                100.0 * r.summary.error_rate
+            );
+        }
+    }
+    if !cmp.load_generators.is_empty() {
+        let first = &cmp.contenders[0];
+        out.push_str("\n## Load generators against the same tracker (one core each)\n\n\
+            | Load generator | Responses/s (min / median / max) | Its CPU (median) | Responses per its CPU-second (median) |\n|---|---|---|---|\n");
+        let ours = runs_at(first, cmp.levels[0]);
+        let mut cpu: Vec<f64> = ours.iter().map(|r| r.cpu.generator_percent).collect();
+        let mut per: Vec<f64> = ours
+            .iter()
+            .map(|r| r.responses_per_generator_cpu_second)
+            .collect();
+        let _ = writeln!(
+            out,
+            "| shoal-bench ({} worker) | {} | {:.0}% | {} |",
+            cmp.levels[0],
+            report::min_median_max(&ours),
+            report::median(&mut cpu),
+            thousands(report::median(&mut per) as u64)
+        );
+        let mut rps: Vec<f64> = cmp
+            .load_generators
+            .iter()
+            .map(|g| g.responses_per_second)
+            .collect();
+        let mut gcpu: Vec<f64> = cmp.load_generators.iter().map(|g| g.cpu_percent).collect();
+        let mut gper: Vec<f64> = cmp
+            .load_generators
+            .iter()
+            .map(|g| 100.0 * g.responses_per_second / g.cpu_percent.max(1e-9))
+            .collect();
+        let m = report::median(&mut rps);
+        let _ = writeln!(
+            out,
+            "| aquatic_udp_load_test (1 worker) | {} / **{}** / {} | {:.0}% | {} |",
+            thousands(rps[0] as u64),
+            thousands(m as u64),
+            thousands(rps[rps.len() - 1] as u64),
+            report::median(&mut gcpu),
+            thousands(report::median(&mut gper) as u64)
+        );
+        let _ = writeln!(
+            out,
+            "\nBoth against {} on CPUs `{}`, alternating each round. aquatic_udp_load_test's mix \
+             is its default (50 connect : 50 announce : 1 scrape); shoal-bench's is the one on \
+             the command line above.",
+            first.name, cmp.tracker_cpus
+        );
+    }
+    out.push_str("\n## Latency by operation (median run)\n");
+    for c in &cmp.contenders {
+        for &level in &cmp.levels {
+            let Some(r) = report::median_run(&runs_at(c, level)) else {
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "\n### {} ({} load workers, {} in flight)\n",
+                c.name, level, r.concurrency
+            );
+            out.push_str(&report::ops_table(&r.summary.ops));
+        }
+    }
+    out.push_str("\n![latency](latency.svg)\n");
+    if let Some(base) = baseline {
+        out.push_str("\n## Comparison with the previous run\n");
+        for c in &cmp.contenders {
+            let Some(old) = base.contenders.iter().find(|b| b.name == c.name) else {
+                continue;
+            };
+            let level = *cmp.levels.last().unwrap_or(&1);
+            let (Some(prev), Some(cur)) = (
+                report::median_run(&runs_at(old, level)),
+                report::median_run(&runs_at(c, level)),
+            ) else {
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "\n### {} ({level} load workers, median runs)\n",
+                c.name
+            );
+            out.push_str(&report::baseline_table(prev, cur));
+        }
+    }
+    out
+}

@@ -1,0 +1,138 @@
+//! CPU use of the load generator, the tracker and everything else, from `/proc`.
+//!
+//! A tracker that is faster than the load generator shows up as lower tracker CPU, not as
+//! more responses, so every run reports CPU beside throughput (benchmarking.md). Times are
+//! read at the start and end of the measured window; `/proc/PID/stat` sums all threads of
+//! a process, and `/proc/stat` gives the whole machine, so "others" is what is left.
+
+use std::fs;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys;
+
+/// CPU seconds (user + system) used so far by process `pid` (`None`: ourselves).
+pub fn process_cpu_seconds(pid: Option<u32>) -> Option<f64> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/stat"),
+        None => "/proc/self/stat".to_string(),
+    };
+    let text = fs::read_to_string(path).ok()?;
+    parse_stat_cpu_ticks(&text).map(|t| t as f64 / sys::clock_ticks_per_second() as f64)
+}
+
+/// utime + stime from one `/proc/PID/stat` line. The command name (field 2) may hold
+/// spaces and parentheses, so fields are counted from the last `)`.
+pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Busy CPU seconds of the whole machine (all cores), from `/proc/stat`.
+pub fn machine_busy_seconds() -> Option<f64> {
+    let text = fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...; busy = all but idle and iowait.
+    let busy: u64 = v
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4 && *i < 8)
+        .map(|(_, x)| *x)
+        .sum();
+    Some(busy as f64 / sys::clock_ticks_per_second() as f64)
+}
+
+/// A snapshot of CPU counters at one instant.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuSnapshot {
+    pub at: std::time::Instant,
+    pub generator: f64,
+    pub tracker: Option<f64>,
+    pub machine: Option<f64>,
+}
+
+impl CpuSnapshot {
+    pub fn take(tracker_pid: Option<u32>) -> Self {
+        Self {
+            at: std::time::Instant::now(),
+            generator: process_cpu_seconds(None).unwrap_or(0.0),
+            tracker: tracker_pid.and_then(|p| process_cpu_seconds(Some(p))),
+            machine: machine_busy_seconds(),
+        }
+    }
+
+    /// CPU use between `self` and a later snapshot.
+    pub fn until(&self, end: &CpuSnapshot) -> CpuUse {
+        let wall = end.at.duration_since(self.at).as_secs_f64().max(1e-9);
+        let generator = (end.generator - self.generator).max(0.0);
+        let tracker = match (self.tracker, end.tracker) {
+            (Some(a), Some(b)) => Some((b - a).max(0.0)),
+            _ => None,
+        };
+        let others = match (self.machine, end.machine) {
+            (Some(a), Some(b)) => Some(((b - a) - generator - tracker.unwrap_or(0.0)).max(0.0)),
+            _ => None,
+        };
+        CpuUse {
+            wall_seconds: wall,
+            generator_cpu_seconds: generator,
+            generator_percent: 100.0 * generator / wall,
+            tracker_cpu_seconds: tracker,
+            tracker_percent: tracker.map(|t| 100.0 * t / wall),
+            others_percent: others.map(|o| 100.0 * o / wall),
+        }
+    }
+}
+
+/// CPU use over a window, in CPU-seconds and percent of one core.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CpuUse {
+    pub wall_seconds: f64,
+    pub generator_cpu_seconds: f64,
+    pub generator_percent: f64,
+    pub tracker_cpu_seconds: Option<f64>,
+    pub tracker_percent: Option<f64>,
+    /// Everything else on the machine (a run where this is high is suspect).
+    pub others_percent: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_line_with_spaces_in_name() {
+        let line = "1234 (my (odd) name) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 4 0 100";
+        assert_eq!(parse_stat_cpu_ticks(line), Some(300));
+    }
+
+    #[test]
+    fn own_cpu_time_grows_when_busy() {
+        // The machine may be busy, so spin until 50 ms of CPU were used (bounded by 10 s
+        // of wall time) and check that both readings saw them.
+        let a = CpuSnapshot::take(Some(std::process::id()));
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed().as_secs() < 10 && process_cpu_seconds(None).unwrap() - a.generator < 0.06
+        {
+            for _ in 0..100_000 {
+                x = x.wrapping_mul(31).wrapping_add(7);
+            }
+        }
+        std::hint::black_box(x);
+        let b = CpuSnapshot::take(Some(std::process::id()));
+        let u = a.until(&b);
+        assert!(u.generator_cpu_seconds >= 0.05, "{u:?}");
+        assert!(u.tracker_cpu_seconds.unwrap() >= 0.05, "{u:?}");
+        assert!(u.generator_percent > 0.0 && u.generator_percent <= 100.0 * 64.0);
+    }
+}

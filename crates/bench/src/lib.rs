@@ -1,0 +1,27 @@
+//! shoal-bench: loads a BitTorrent tracker over UDP, HTTP(S) or WebTorrent and reports
+//! what it measured.
+//!
+//! The crate is a library with a thin `main.rs`, so that tests drive the same code as the
+//! command line. Layers, bottom up: [`sys`] (the syscalls std lacks: batched UDP I/O,
+//! rlimits), [`workload`] (what the simulated swarm asks for), [`stats`] and [`cpu`] (what
+//! is counted), [`run`] (the measured window shared by all protocols), one generator per
+//! protocol ([`udp`], [`http`], [`ws`]), and on top [`sweep`] and [`compare`], which run
+//! series of loads and write the reports ([`report`], [`chart`]). It depends on
+//! `shoal-proto` for the UDP wire format only; HTTP and WebTorrent messages are built
+//! here, so that the bench does not trust the codecs it is meant to check.
+
+pub mod bencode;
+pub mod chart;
+pub mod compare;
+pub mod cpu;
+pub mod http;
+pub mod load;
+pub mod net;
+pub mod report;
+pub mod run;
+pub mod stats;
+pub mod sweep;
+pub mod sys;
+pub mod udp;
+pub mod workload;
+pub mod ws;

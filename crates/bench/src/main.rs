@@ -1,0 +1,66 @@
+//! The `shoal-bench` command line: parses arguments and calls into the library.
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use shoal_bench::run::RunResult;
+
+#[derive(Parser)]
+#[command(
+    name = "shoal-bench",
+    version,
+    about = "Load-test BitTorrent trackers and write the report"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Load a UDP (BEP 15) tracker.
+    Udp(shoal_bench::udp::UdpArgs),
+    /// Load an HTTP or HTTPS tracker (announce and scrape).
+    Http(shoal_bench::http::HttpArgs),
+    /// Load a WebTorrent tracker over ws:// or wss:// (announces with offers, answers, scrapes).
+    Ws(shoal_bench::ws::WsArgs),
+    /// Run one load at a series of concurrency levels and print seed 004's or 003's table.
+    Sweep(shoal_bench::sweep::SweepArgs),
+    /// Start several trackers in turn, load each the same way, and write the report.
+    Compare(shoal_bench::compare::CompareArgs),
+}
+
+fn print_and_save(result: &RunResult, json: Option<&std::path::Path>) -> Result<()> {
+    print!("{}", shoal_bench::report::run_text(result));
+    if let Some(path) = json {
+        result.write_json(path)?;
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Udp(args) => {
+            let result = shoal_bench::udp::run(&args)?;
+            print_and_save(&result, args.run.json.as_deref())
+        }
+        Command::Http(args) => {
+            let result = shoal_bench::http::run(&args)?;
+            print_and_save(&result, args.run.json.as_deref())
+        }
+        Command::Ws(args) => {
+            let result = shoal_bench::ws::run(&args)?;
+            print_and_save(&result, args.run.json.as_deref())
+        }
+        Command::Sweep(args) => {
+            shoal_bench::sweep::run(&args)?;
+            Ok(())
+        }
+        Command::Compare(args) => {
+            let path = shoal_bench::compare::run(&args)?;
+            println!("report written to {}", path.display());
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! `shoal-bench sweep`: the same load at a series of concurrency levels.
+//!
+//! It prints seed 004's table (clients, total messages, average/min/max latency,
+//! throughput, throughput per client) or seed 003's (light/medium/heavy scenarios with P95
+//! and error rate, then latency by operation for each), and can write the results as JSON
+//! and the latency-by-concurrency chart as SVG.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+
+use crate::load::Load;
+use crate::report;
+use crate::run::RunResult;
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Table {
+    /// Clients, total messages, avg/min/max latency, throughput, per client (seed 004).
+    Clients,
+    /// Light/medium/heavy scenarios with P95 and error rate (seed 003).
+    Scenarios,
+}
+
+/// Flags of `shoal-bench sweep`.
+#[derive(Args, Clone, Debug)]
+pub struct SweepArgs {
+    /// Concurrency levels (default 1,2,4,...,128 for `clients`, 10,100,1000 for `scenarios`).
+    #[arg(long, value_delimiter = ',')]
+    pub levels: Vec<usize>,
+    /// Which table to print.
+    #[arg(long, value_enum, default_value = "clients")]
+    pub table: Table,
+    /// Write all results as JSON here.
+    #[arg(long)]
+    pub out_json: Option<PathBuf>,
+    /// Write a Markdown report (table and chart) to this directory.
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub load: Load,
+}
+
+/// Runs the sweep, prints the table, returns the results in level order.
+pub fn run(args: &SweepArgs) -> Result<Vec<RunResult>> {
+    let levels = if args.levels.is_empty() {
+        match args.table {
+            Table::Clients => vec![1, 2, 4, 8, 16, 32, 64, 128],
+            Table::Scenarios => vec![10, 100, 1000],
+        }
+    } else {
+        args.levels.clone()
+    };
+    let mut results = Vec::new();
+    for &level in &levels {
+        let mut load = args.load.clone();
+        load.set_clients(level);
+        let r = load
+            .run()
+            .with_context(|| format!("sweep level {level} against {}", load.target()))?;
+        eprintln!(
+            "{level} clients: {:.0} responses/s, {} errors",
+            r.summary.responses_per_second,
+            r.summary.total_errors()
+        );
+        results.push(r);
+    }
+    let table = match args.table {
+        Table::Clients => report::clients_table(&results),
+        Table::Scenarios => report::scenarios_report(&results),
+    };
+    println!("{table}");
+    if let Some(path) = &args.out_json {
+        std::fs::write(path, serde_json::to_string_pretty(&results)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(dir) = &args.out_dir {
+        std::fs::create_dir_all(dir)?;
+        let chart = dir.join("latency-by-clients.svg");
+        crate::chart::latency_by_level(
+            &chart,
+            &format!("{} latency by concurrent clients", args.load.protocol()),
+            "concurrent clients",
+            &[(args.load.target(), results.clone())],
+        )?;
+        let md = format!(
+            "# {} sweep against {}\n\n{table}\n![latency by clients](latency-by-clients.svg)\n",
+            args.load.protocol(),
+            args.load.target()
+        );
+        std::fs::write(dir.join("sweep.md"), md)?;
+        std::fs::write(
+            dir.join("sweep.json"),
+            serde_json::to_string_pretty(&results)?,
+        )?;
+    }
+    Ok(results)
+}

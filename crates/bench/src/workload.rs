@@ -1,0 +1,378 @@
+//! What the simulated swarm asks for: torrents, their popularity, peers, request mix.
+//!
+//! Every protocol's generator draws from the same [`Workload`], so a UDP run and an HTTP
+//! run with the same flags load the tracker's store the same way. Popularity follows a
+//! Pareto law with the same meaning as the `torrent_selection_pareto_shape` of aquatic's
+//! load testers (the seeds' configs): draw `x ~ Pareto(scale 1, shape)`, and the torrent is
+//! at fraction `min(x - 1, 100) / 100` of the list. With shape 2, half of all requests go
+//! to the first 0.4% of torrents. Randomness is `fastrand` (a fast, seedable generator):
+//! drawing requests must cost far less than sending them.
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+
+/// Workload flags shared by every protocol.
+#[derive(Args, Clone, Debug, Serialize, Deserialize)]
+pub struct WorkloadArgs {
+    /// Number of torrents (distinct info hashes).
+    #[arg(long, default_value_t = 10_000)]
+    pub torrents: usize,
+    /// Shape of the Pareto popularity of torrents (higher = more skewed towards the first).
+    #[arg(long, default_value_t = 2.0)]
+    pub pareto_shape: f64,
+    /// Number of simulated peers (distinct peer_id and port).
+    #[arg(long, default_value_t = 100_000)]
+    pub peers: usize,
+    /// Probability that a simulated peer is a seeder.
+    #[arg(long, default_value_t = 0.25)]
+    pub seeder_probability: f64,
+    /// Relative weight of announce requests.
+    #[arg(long, default_value_t = 10)]
+    pub weight_announce: u32,
+    /// Relative weight of scrape requests.
+    #[arg(long, default_value_t = 1)]
+    pub weight_scrape: u32,
+    /// Relative weight of extra connect requests (UDP only; aquatic_udp_load_test uses 50
+    /// connect to 50 announce). Connects needed to get a connection id always happen.
+    #[arg(long, default_value_t = 0)]
+    pub weight_connect: u32,
+    /// Peers asked for in each announce.
+    #[arg(long, default_value_t = 50)]
+    pub numwant: u32,
+    /// Info hashes per scrape request.
+    #[arg(long, default_value_t = 5)]
+    pub scrape_hashes: usize,
+    /// Probability that a re-announce is `completed` (a leecher becoming a seeder).
+    #[arg(long, default_value_t = 0.02)]
+    pub completed_probability: f64,
+    /// Probability that a re-announce is `stopped` (the peer leaves and later restarts).
+    #[arg(long, default_value_t = 0.02)]
+    pub stopped_probability: f64,
+    /// Offers per WebTorrent announce.
+    #[arg(long, default_value_t = 2)]
+    pub offers: usize,
+    /// Seed of the random generator (runs with the same seed ask the same things).
+    #[arg(long, default_value_t = 0x5ea1)]
+    pub seed: u64,
+}
+
+/// The kind of request a generator sends next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestKind {
+    Connect,
+    Announce,
+    Scrape,
+}
+
+/// One simulated peer: who it is and where it stands in its torrent.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
+    pub peer_id: PeerId,
+    /// The port it announces (BEP 15 `port`, HTTP `port=`).
+    pub port: u16,
+    pub torrent: u32,
+    pub seeder: bool,
+    /// False until its first announce (`started`) and again after `stopped`.
+    pub active: bool,
+    pub key: u32,
+}
+
+/// What one announce says, drawn by [`Workload::announce`].
+#[derive(Clone, Copy, Debug)]
+pub struct AnnounceSpec {
+    pub info_hash: InfoHash,
+    pub peer_id: PeerId,
+    pub port: u16,
+    pub event: AnnounceEvent,
+    pub left: u64,
+    pub downloaded: u64,
+    pub uploaded: u64,
+    pub numwant: u32,
+    pub key: u32,
+}
+
+/// Pareto-distributed index in `0..n` (see the module doc for the mapping).
+pub fn pareto_index(rng: &mut fastrand::Rng, shape: f64, n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    // Inverse transform: x = (1 - u)^(-1/shape) with u in [0, 1) gives x >= 1.
+    let u = rng.f64();
+    let x = (1.0 - u).powf(-1.0 / shape);
+    let fraction = ((x - 1.0).min(100.0)) / 100.0;
+    ((fraction * n as f64) as usize).min(n - 1)
+}
+
+/// The info hash of torrent `i`: fixed per index (so all workers and all runs agree), and
+/// spread over the whole hash space (so a tracker's sharding by hash sees real variety).
+pub fn info_hash(i: u32) -> InfoHash {
+    let mut h = [0u8; 20];
+    let mut x = (i as u64) ^ 0x9e37_79b9_7f4a_7c15;
+    for chunk in h.chunks_mut(8) {
+        // splitmix64 steps: cheap, and distinct inputs give distinct outputs.
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let b = z.to_be_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+    // Keep the index readable in the first bytes for debugging.
+    h[..4].copy_from_slice(&i.to_be_bytes());
+    InfoHash(h)
+}
+
+/// The peer id of simulated peer `i`: an Azureus-style client prefix and the index.
+pub fn peer_id(i: u32, salt: u32) -> PeerId {
+    let mut p = *b"-SB0001-000000000000";
+    let digits = format!("{:06}{:06}", salt % 1_000_000, i % 1_000_000);
+    p[8..].copy_from_slice(digits.as_bytes());
+    // Indices past a million still get distinct ids: fold the high part into the prefix.
+    p[7] = b'A' + ((i / 1_000_000) % 26) as u8;
+    PeerId(p)
+}
+
+/// The workload of one generator worker: its share of peers and its random stream.
+pub struct Workload {
+    pub args: WorkloadArgs,
+    pub rng: fastrand::Rng,
+    pub peers: Vec<Peer>,
+    weights: [u32; 3],
+    weight_total: u32,
+}
+
+impl Workload {
+    /// Workload for worker `worker` of `workers`: peers `worker, worker + workers, ...`.
+    pub fn new(args: &WorkloadArgs, worker: usize, workers: usize) -> Self {
+        let mut rng =
+            fastrand::Rng::with_seed(args.seed ^ (worker as u64).wrapping_mul(0x1000_0001));
+        let workers = workers.max(1);
+        let mine = (args.peers.max(workers) + workers - 1 - worker) / workers;
+        let mut peers = Vec::with_capacity(mine);
+        for k in 0..mine {
+            let i = (worker + k * workers) as u32;
+            peers.push(Peer {
+                peer_id: peer_id(i, args.seed as u32),
+                port: 1024 + (i % 64_000) as u16,
+                torrent: pareto_index(&mut rng, args.pareto_shape, args.torrents) as u32,
+                seeder: rng.f64() < args.seeder_probability,
+                active: false,
+                key: rng.u32(..),
+            });
+        }
+        let weights = [
+            args.weight_connect,
+            args.weight_announce,
+            args.weight_scrape,
+        ];
+        let weight_total = weights.iter().sum::<u32>().max(1);
+        Self {
+            args: args.clone(),
+            rng,
+            peers,
+            weights,
+            weight_total,
+        }
+    }
+
+    /// Draws the kind of the next request by the configured weights.
+    pub fn next_kind(&mut self) -> RequestKind {
+        let mut r = self.rng.u32(..self.weight_total);
+        for (i, w) in self.weights.iter().enumerate() {
+            if r < *w {
+                return [
+                    RequestKind::Connect,
+                    RequestKind::Announce,
+                    RequestKind::Scrape,
+                ][i];
+            }
+            r -= w;
+        }
+        RequestKind::Announce
+    }
+
+    /// A random torrent index by popularity.
+    pub fn torrent(&mut self) -> u32 {
+        pareto_index(&mut self.rng, self.args.pareto_shape, self.args.torrents) as u32
+    }
+
+    /// Next announce of peer `p` (an index into `peers`), advancing its state: first
+    /// `started`, then mostly plain re-announces, now and then `completed` or `stopped`.
+    pub fn announce(&mut self, p: usize) -> AnnounceSpec {
+        let args = &self.args;
+        let peer = &mut self.peers[p];
+        let event = if !peer.active {
+            peer.active = true;
+            AnnounceEvent::Started
+        } else {
+            let r = self.rng.f64();
+            if r < args.stopped_probability {
+                peer.active = false;
+                AnnounceEvent::Stopped
+            } else if !peer.seeder && r < args.stopped_probability + args.completed_probability {
+                peer.seeder = true;
+                AnnounceEvent::Completed
+            } else {
+                AnnounceEvent::None
+            }
+        };
+        let spec = AnnounceSpec {
+            info_hash: info_hash(peer.torrent),
+            peer_id: peer.peer_id,
+            port: peer.port,
+            event,
+            left: if peer.seeder { 0 } else { 1 << 20 },
+            downloaded: if peer.seeder { 1 << 20 } else { 0 },
+            uploaded: 0,
+            numwant: args.numwant,
+            key: peer.key,
+        };
+        if event == AnnounceEvent::Stopped {
+            // When it comes back it joins another torrent, as a fresh leecher or seeder.
+            let torrent = pareto_index(&mut self.rng, args.pareto_shape, args.torrents) as u32;
+            let seeder = self.rng.f64() < args.seeder_probability;
+            let peer = &mut self.peers[p];
+            peer.torrent = torrent;
+            peer.seeder = seeder;
+        }
+        spec
+    }
+
+    /// A random peer index.
+    pub fn random_peer(&mut self) -> usize {
+        self.rng.usize(..self.peers.len())
+    }
+
+    /// Fills `out` with `scrape_hashes` popular info hashes.
+    pub fn scrape(&mut self, out: &mut Vec<InfoHash>) {
+        out.clear();
+        for _ in 0..self.args.scrape_hashes.max(1) {
+            let t = self.torrent();
+            out.push(info_hash(t));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct W {
+        #[command(flatten)]
+        w: WorkloadArgs,
+    }
+
+    fn args(extra: &[&str]) -> WorkloadArgs {
+        let mut v = vec!["t"];
+        v.extend_from_slice(extra);
+        W::parse_from(v).w
+    }
+
+    /// The share of draws below fraction `t` of the list follows the Pareto CDF
+    /// 1 - (1 + 100 t)^-shape (the mapping in the module doc).
+    #[test]
+    fn pareto_popularity_has_the_expected_shape() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let n = 10_000;
+        for shape in [1.0, 2.0, 4.0] {
+            let mut counts = vec![0u32; n];
+            let draws = 400_000;
+            for _ in 0..draws {
+                counts[pareto_index(&mut rng, shape, n)] += 1;
+            }
+            for t in [0.001, 0.01, 0.05, 0.2] {
+                let below: u32 = counts[..(t * n as f64) as usize].iter().sum();
+                let got = below as f64 / draws as f64;
+                let want = 1.0 - (1.0 + 100.0 * t).powf(-shape);
+                assert!(
+                    (got - want).abs() < 0.01,
+                    "shape {shape} t {t}: got {got:.4}, want {want:.4}"
+                );
+            }
+            // Popularity falls with rank.
+            assert!(counts[0] > counts[n / 10] && counts[n / 10] >= counts[n - 2]);
+        }
+    }
+
+    #[test]
+    fn higher_shape_is_more_skewed() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let top = |rng: &mut fastrand::Rng, shape| {
+            (0..100_000)
+                .filter(|_| pareto_index(rng, shape, 1000) < 10)
+                .count()
+        };
+        let a = top(&mut rng, 1.0);
+        let b = top(&mut rng, 3.0);
+        assert!(b > a, "{b} <= {a}");
+    }
+
+    #[test]
+    fn request_mix_follows_weights() {
+        let a = args(&[
+            "--weight-announce",
+            "3",
+            "--weight-scrape",
+            "1",
+            "--peers",
+            "10",
+        ]);
+        let mut w = Workload::new(&a, 0, 1);
+        let mut counts = [0; 3];
+        for _ in 0..40_000 {
+            counts[w.next_kind() as usize] += 1;
+        }
+        assert_eq!(counts[0], 0);
+        let share = counts[2] as f64 / 40_000.0;
+        assert!((share - 0.25).abs() < 0.01, "{share}");
+    }
+
+    #[test]
+    fn peers_are_split_between_workers_without_overlap() {
+        let a = args(&["--peers", "1001"]);
+        let mut ids = std::collections::HashSet::new();
+        let mut total = 0;
+        for worker in 0..4 {
+            let w = Workload::new(&a, worker, 4);
+            total += w.peers.len();
+            for p in &w.peers {
+                assert!(ids.insert((p.peer_id, p.port)));
+            }
+        }
+        assert_eq!(total, 1001);
+    }
+
+    #[test]
+    fn announces_start_then_reannounce() {
+        let a = args(&[
+            "--peers",
+            "1",
+            "--stopped-probability",
+            "0",
+            "--seeder-probability",
+            "0",
+        ]);
+        let mut w = Workload::new(&a, 0, 1);
+        assert_eq!(w.announce(0).event, AnnounceEvent::Started);
+        let mut completed = 0;
+        for _ in 0..1000 {
+            let s = w.announce(0);
+            assert_ne!(s.event, AnnounceEvent::Started);
+            if s.event == AnnounceEvent::Completed {
+                completed += 1;
+                assert_eq!(s.left, 0);
+            }
+        }
+        assert_eq!(completed, 1, "a leecher completes once, then seeds");
+    }
+
+    #[test]
+    fn info_hashes_are_distinct() {
+        let set: std::collections::HashSet<_> = (0..100_000).map(info_hash).collect();
+        assert_eq!(set.len(), 100_000);
+    }
+}

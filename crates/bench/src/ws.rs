@@ -1,0 +1,433 @@
+//! The WebTorrent (JSON over WebSocket) load generator.
+//!
+//! Each connection is a tokio task standing for one browser tab: its simulated peers
+//! announce with WebRTC offers and scrape, one request in flight at a time, and while it
+//! waits it does what a real client does with what the tracker relays to it: it answers
+//! every offer (sending the answer back through the tracker to the offering peer) and
+//! counts the answers that come back for its own offers. Latency is the time from sending
+//! an announce or scrape to the tracker's own response to it (not the relayed messages).
+//!
+//! Binary fields (info hash, peer id, offer id) are JSON strings of code points U+0000 to
+//! U+00FF, one per byte, as real clients send them (see docs/real-clients.md).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use clap::Args;
+use futures_util::{SinkExt, StreamExt};
+use rustls::ClientConfig;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::net::{self, Endpoint};
+use crate::run::{supervise, Control, RunArgs, RunResult};
+use crate::stats::{ErrorKind, Op, Stats};
+use crate::workload::{RequestKind, Workload, WorkloadArgs};
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+
+/// Flags of `shoal-bench ws`.
+#[derive(Args, Clone, Debug)]
+pub struct WsArgs {
+    /// Tracker URL, e.g. ws://127.0.0.1:3000 or wss://localhost:3443.
+    #[arg(long)]
+    pub target: String,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Concurrent WebSocket connections.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    /// Spread connections over this many loopback source addresses.
+    #[arg(long, default_value_t = 16)]
+    pub source_ips: u32,
+    /// Verify the tracker's TLS certificate against this PEM file (default: accept any).
+    #[arg(long)]
+    pub ca_cert: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+}
+
+/// A binary identifier as a JSON string of code points U+0000..U+00FF.
+pub fn latin1(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| b as char).collect()
+}
+
+/// The inverse of [`latin1`]; `None` if a code point is above U+00FF or the length is wrong.
+pub fn from_latin1<const N: usize>(s: &str) -> Option<[u8; N]> {
+    let mut out = [0u8; N];
+    let mut n = 0;
+    for c in s.chars() {
+        let c = u32::from(c);
+        if c > 0xff || n == N {
+            return None;
+        }
+        out[n] = c as u8;
+        n += 1;
+    }
+    (n == N).then_some(out)
+}
+
+/// Runs `shoal-bench ws`.
+pub fn run(args: &WsArgs) -> Result<RunResult> {
+    if let Ok(limit) = crate::sys::raise_nofile_limit() {
+        if (limit as usize) < args.connections + 64 {
+            anyhow::bail!(
+                "{} connections need more open files than the limit of {limit}",
+                args.connections
+            );
+        }
+    }
+    let ep = Endpoint::parse(&args.target)?;
+    let tls = if ep.tls {
+        Some(net::tls_config(args.ca_cert.as_deref(), &[])?)
+    } else {
+        None
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.run.workers.max(1))
+        .enable_all()
+        .build()?;
+    let ctl = Control::new(&args.run);
+    let shared = Arc::new(Shared {
+        ep,
+        tls,
+        args: args.clone(),
+        ctl: ctl.clone(),
+    });
+    let tasks: Vec<_> = (0..args.connections.max(1))
+        .map(|k| rt.spawn(connection(shared.clone(), k)))
+        .collect();
+    let cpu = supervise(&ctl, &args.run, &format!("ws {}", args.target));
+    let mut stats = Stats::for_tcp();
+    rt.block_on(async {
+        for t in tasks {
+            if let Ok(s) = t.await {
+                stats.merge(&s);
+            }
+        }
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let cpu = cpu.map_err(|e| crate::http::with_errors(e, &stats))?;
+    Ok(RunResult::new(
+        "ws",
+        args.target.clone(),
+        &args.run,
+        args.connections,
+        stats.summary(args.run.duration.as_secs_f64()),
+        cpu,
+    ))
+}
+
+struct Shared {
+    ep: Endpoint,
+    tls: Option<Arc<ClientConfig>>,
+    args: WsArgs,
+    ctl: Arc<Control>,
+}
+
+/// What the answer being waited for must be.
+enum Waiting {
+    Announce(InfoHash),
+    Scrape(Vec<InfoHash>),
+}
+
+const FAKE_SDP: &str = "v=0\r\no=- 4215775240449105457 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\nc=IN IP4 0.0.0.0\r\na=ice-ufrag:shoalbench\r\na=ice-pwd:shoalbenchshoalbenchsh\r\na=fingerprint:sha-256 00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF\r\na=setup:actpass\r\na=mid:0\r\na=sctp-port:5000\r\n";
+
+async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
+    let args = &sh.args;
+    let n = args.connections.max(1);
+    let mut workload = Workload::new(&args.workload, k, n);
+    let mut stats = Stats::for_tcp();
+    let mut measuring = false;
+    let timeout = args.run.timeout;
+    let url = format!("ws://{}{}", sh.ep.addr, sh.ep.path);
+    // Which of our peers announced each torrent (answers go out under that peer id).
+    let mut ours: HashMap<InfoHash, PeerId> = HashMap::new();
+    let mut hashes = Vec::new();
+    let mut ws = None;
+    loop {
+        let now = Instant::now();
+        if now >= sh.ctl.end || sh.ctl.stopped() {
+            break;
+        }
+        if !measuring && now >= sh.ctl.measure_from {
+            stats.reset();
+            measuring = true;
+        }
+        if ws.is_none() {
+            let t = Instant::now();
+            let opened = tokio::time::timeout(timeout, async {
+                let s = net::connect(&sh.ep, sh.tls.as_ref(), args.source_ips, k as u32).await?;
+                tokio_tungstenite::client_async(url.as_str(), s)
+                    .await
+                    .map_err(std::io::Error::other)
+            })
+            .await;
+            match opened {
+                Ok(Ok((s, _))) => {
+                    stats.record(Op::Connect, t.elapsed().as_nanos() as u64);
+                    ws = Some(s);
+                }
+                Ok(Err(_)) => {
+                    stats.error(ErrorKind::Connection);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+                Err(_) => {
+                    stats.error(ErrorKind::Timeout);
+                    continue;
+                }
+            }
+        }
+        let s = ws.as_mut().expect("connected above");
+        let (op, msg, waiting) = match workload.next_kind() {
+            RequestKind::Scrape => {
+                workload.scrape(&mut hashes);
+                let list: Vec<String> = hashes.iter().map(|h| latin1(&h.0)).collect();
+                let msg = json!({"action": "scrape", "info_hash": list});
+                (Op::Scrape, msg, Waiting::Scrape(hashes.clone()))
+            }
+            _ => {
+                let p = workload.random_peer();
+                let a = workload.announce(p);
+                ours.insert(a.info_hash, a.peer_id);
+                let mut msg = json!({
+                    "action": "announce",
+                    "info_hash": latin1(&a.info_hash.0),
+                    "peer_id": latin1(&a.peer_id.0),
+                    "numwant": a.numwant,
+                    "uploaded": a.uploaded,
+                    "downloaded": a.downloaded,
+                    "left": a.left,
+                });
+                let event = match a.event {
+                    AnnounceEvent::Started => Some("started"),
+                    AnnounceEvent::Completed => Some("completed"),
+                    AnnounceEvent::Stopped => Some("stopped"),
+                    AnnounceEvent::None => None,
+                };
+                if let Some(e) = event {
+                    msg["event"] = json!(e);
+                }
+                if a.event != AnnounceEvent::Stopped {
+                    let offers: Vec<Value> = (0..args.workload.offers.min(a.numwant as usize))
+                        .map(|_| {
+                            let id: [u8; 20] = std::array::from_fn(|_| workload.rng.u8(..));
+                            json!({"offer": {"type": "offer", "sdp": FAKE_SDP}, "offer_id": latin1(&id)})
+                        })
+                        .collect();
+                    msg["offers"] = Value::Array(offers);
+                }
+                (Op::Announce, msg, Waiting::Announce(a.info_hash))
+            }
+        };
+        let text = msg.to_string();
+        stats.sent[op as usize] += 1;
+        stats.bytes_out += text.len() as u64;
+        let sent_at = Instant::now();
+        let deadline = sent_at + timeout;
+        if s.send(Message::Text(text)).await.is_err() {
+            stats.error(ErrorKind::Connection);
+            ws = None;
+            continue;
+        }
+        // Read until our answer arrives, serving relayed offers and answers meanwhile.
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let next = match tokio::time::timeout(left, s.next()).await {
+                Err(_) => {
+                    stats.error(ErrorKind::Timeout);
+                    break;
+                }
+                Ok(None) | Ok(Some(Err(_))) => {
+                    stats.error(ErrorKind::Connection);
+                    ws = None;
+                    break;
+                }
+                Ok(Some(Ok(m))) => m,
+            };
+            let text = match next {
+                Message::Text(t) => t,
+                Message::Close(_) => {
+                    stats.error(ErrorKind::Connection);
+                    ws = None;
+                    break;
+                }
+                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
+                Message::Binary(_) => {
+                    stats.error(ErrorKind::InvalidResponse);
+                    continue;
+                }
+            };
+            stats.bytes_in += text.len() as u64;
+            match classify(&text, &waiting, args.workload.numwant) {
+                Incoming::Offer {
+                    info_hash,
+                    from,
+                    offer_id,
+                } => {
+                    stats.add_extra("offers_received", 1);
+                    let me = ours
+                        .get(&info_hash)
+                        .copied()
+                        .unwrap_or(workload.peers[0].peer_id);
+                    let answer = json!({
+                        "action": "announce",
+                        "info_hash": latin1(&info_hash.0),
+                        "peer_id": latin1(&me.0),
+                        "to_peer_id": from,
+                        "offer_id": offer_id,
+                        "answer": {"type": "answer", "sdp": FAKE_SDP},
+                    })
+                    .to_string();
+                    stats.bytes_out += answer.len() as u64;
+                    if s.send(Message::Text(answer)).await.is_err() {
+                        stats.error(ErrorKind::Connection);
+                        ws = None;
+                        break;
+                    }
+                    stats.add_extra("answers_sent", 1);
+                }
+                Incoming::Answer => stats.add_extra("answers_received", 1),
+                Incoming::Other => stats.add_extra("unmatched_messages", 1),
+                Incoming::Mine(Ok(())) => {
+                    stats.record(op, sent_at.elapsed().as_nanos() as u64);
+                    sh.ctl.responses.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                Incoming::Mine(Err(kind)) => {
+                    stats.error(kind);
+                    break;
+                }
+            }
+        }
+        if ws.is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    if !measuring {
+        stats.reset();
+    }
+    if let Some(mut s) = ws {
+        let _ = tokio::time::timeout(Duration::from_millis(200), s.close(None)).await;
+    }
+    stats
+}
+
+enum Incoming {
+    /// An offer relayed from another peer: to be answered.
+    Offer {
+        info_hash: InfoHash,
+        from: Value,
+        offer_id: Value,
+    },
+    /// An answer relayed back for one of our offers.
+    Answer,
+    /// The response to the request we are waiting for, checked.
+    Mine(Result<(), ErrorKind>),
+    /// Something else (a late response to an earlier, timed-out request).
+    Other,
+}
+
+/// Sorts one message from the tracker and checks it if it is the awaited response.
+fn classify(text: &str, waiting: &Waiting, numwant: u32) -> Incoming {
+    let Ok(v) = serde_json::from_str::<Value>(text) else {
+        return Incoming::Mine(Err(ErrorKind::InvalidResponse));
+    };
+    if v.get("failure reason").is_some() {
+        return Incoming::Mine(Err(ErrorKind::ErrorResponse));
+    }
+    let hash = |v: &Value| v.as_str().and_then(from_latin1::<20>).map(InfoHash);
+    match (v.get("action").and_then(Value::as_str), waiting) {
+        (Some("announce"), _) if v.get("offer").is_some() => {
+            match (
+                v.get("info_hash").and_then(hash),
+                v.get("peer_id"),
+                v.get("offer_id"),
+            ) {
+                (Some(info_hash), Some(from), Some(offer_id)) => Incoming::Offer {
+                    info_hash,
+                    from: from.clone(),
+                    offer_id: offer_id.clone(),
+                },
+                _ => Incoming::Mine(Err(ErrorKind::InvalidResponse)),
+            }
+        }
+        (Some("announce"), _) if v.get("answer").is_some() => Incoming::Answer,
+        (Some("announce"), Waiting::Announce(ih)) => {
+            if v.get("info_hash").and_then(hash) != Some(*ih) {
+                return Incoming::Other;
+            }
+            let counts_ok = ["complete", "incomplete"]
+                .iter()
+                .all(|k| v.get(*k).map(|x| x.is_u64()).unwrap_or(true));
+            let _ = numwant;
+            if counts_ok && v.get("interval").map(Value::is_u64).unwrap_or(true) {
+                Incoming::Mine(Ok(()))
+            } else {
+                Incoming::Mine(Err(ErrorKind::InvalidResponse))
+            }
+        }
+        (Some("scrape"), Waiting::Scrape(asked)) => match v.get("files").and_then(Value::as_object)
+        {
+            Some(files) => {
+                let ok = files.iter().all(|(k, f)| {
+                    from_latin1::<20>(k).is_some_and(|h| asked.contains(&InfoHash(h)))
+                        && f.get("complete").is_some_and(Value::is_u64)
+                });
+                Incoming::Mine(if ok {
+                    Ok(())
+                } else {
+                    Err(ErrorKind::InvalidResponse)
+                })
+            }
+            None => Incoming::Mine(Err(ErrorKind::InvalidResponse)),
+        },
+        _ => Incoming::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latin1_round_trip() {
+        let b: [u8; 20] = std::array::from_fn(|i| (i * 13) as u8 | 0x80);
+        let s = latin1(&b);
+        assert_eq!(from_latin1::<20>(&s), Some(b));
+        assert_eq!(from_latin1::<20>("short"), None);
+        assert_eq!(from_latin1::<2>("\u{100}a"), None);
+    }
+
+    #[test]
+    fn classifies_tracker_messages() {
+        let ih = InfoHash([0xab; 20]);
+        let w = Waiting::Announce(ih);
+        let ihs = latin1(&ih.0);
+        let resp = json!({"action": "announce", "info_hash": ihs, "complete": 1, "incomplete": 0, "interval": 120}).to_string();
+        assert!(matches!(classify(&resp, &w, 5), Incoming::Mine(Ok(()))));
+        let bad = json!({"action": "announce", "info_hash": ihs, "complete": "x"}).to_string();
+        assert!(matches!(
+            classify(&bad, &w, 5),
+            Incoming::Mine(Err(ErrorKind::InvalidResponse))
+        ));
+        let offer = json!({"action": "announce", "info_hash": ihs, "peer_id": "p", "offer_id": "o", "offer": {"type": "offer", "sdp": ""}}).to_string();
+        assert!(matches!(classify(&offer, &w, 5), Incoming::Offer { .. }));
+        let fail = json!({"failure reason": "nope"}).to_string();
+        assert!(matches!(
+            classify(&fail, &w, 5),
+            Incoming::Mine(Err(ErrorKind::ErrorResponse))
+        ));
+        let scr = Waiting::Scrape(vec![ih]);
+        let files = json!({"action": "scrape", "files": {ihs.clone(): {"complete": 1, "incomplete": 2, "downloaded": 3}}}).to_string();
+        assert!(matches!(classify(&files, &scr, 5), Incoming::Mine(Ok(()))));
+        let other = Waiting::Scrape(vec![InfoHash([1; 20])]);
+        assert!(matches!(
+            classify(&files, &other, 5),
+            Incoming::Mine(Err(_))
+        ));
+    }
+}

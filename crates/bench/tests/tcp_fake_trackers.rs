@@ -1,0 +1,224 @@
+//! The HTTP and WebTorrent generators against tiny in-test trackers that count what they
+//! answer: the bench's counts must agree with the tracker's, and relayed offers must be
+//! answered.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+
+#[derive(Parser)]
+struct HttpCli {
+    #[command(flatten)]
+    args: shoal_bench::http::HttpArgs,
+}
+
+#[derive(Parser)]
+struct WsCli {
+    #[command(flatten)]
+    args: shoal_bench::ws::WsArgs,
+}
+
+/// An HTTP tracker on 127.0.0.1:0 answering every request with one peer (keep-alive),
+/// counting its answers.
+fn http_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<AtomicU64>) {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicU64::new(0));
+    let c = count.clone();
+    rt.spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            let c = c.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                        buf.drain(..end + 4);
+                        let body: &[u8] = if head.starts_with("GET /scrape") {
+                            b"d5:filesdee"
+                        } else {
+                            b"d8:intervali1800e5:peers6:\x7f\0\0\x01\x1a\xe1e"
+                        };
+                        let mut resp =
+                            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len())
+                                .into_bytes();
+                        resp.extend_from_slice(body);
+                        if s.write_all(&resp).await.is_err() {
+                            return;
+                        }
+                        c.fetch_add(1, Ordering::Relaxed);
+                    }
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, count)
+}
+
+#[test]
+fn http_counts_match_the_tracker() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, count) = http_tracker(&rt);
+    let target = format!("http://{addr}/announce");
+    let args = HttpCli::parse_from([
+        "t",
+        "--quiet",
+        "--target",
+        &target,
+        "--warmup",
+        "0s",
+        "--duration",
+        "1s",
+        "--connections",
+        "4",
+        "--weight-scrape",
+        "1",
+    ])
+    .args;
+    let r = shoal_bench::http::run(&args).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let served = count.load(Ordering::Relaxed);
+    let s = &r.summary;
+    let counted = s.ops["announce"].responses + s.ops["scrape"].responses;
+    assert!(counted > 100, "{s:?}");
+    // Only requests in flight at the end (one per connection) may differ.
+    assert!(
+        served.abs_diff(counted) <= 4,
+        "served {served}, counted {counted}"
+    );
+    assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
+    assert_eq!(s.peers_received, s.ops["announce"].responses);
+    // Four connections, kept alive: four TCP connects.
+    assert_eq!(s.ops["connect"].responses, 4);
+}
+
+#[test]
+fn http_without_keep_alive_reconnects_every_time() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, _count) = http_tracker(&rt);
+    let target = format!("http://{addr}/announce");
+    let args = HttpCli::parse_from([
+        "t",
+        "--quiet",
+        "--target",
+        &target,
+        "--warmup",
+        "0s",
+        "--duration",
+        "1s",
+        "--connections",
+        "2",
+        "--no-keep-alive",
+        "--source-ips",
+        "4",
+    ])
+    .args;
+    let r = shoal_bench::http::run(&args).unwrap();
+    let s = &r.summary;
+    let requests = s.ops["announce"].responses + s.ops["scrape"].responses;
+    assert!(requests > 20);
+    assert_eq!(
+        s.responses, requests,
+        "TCP connects are not tracker responses"
+    );
+    assert!(s.ops["connect"].responses.abs_diff(requests) <= 2, "{s:?}");
+}
+
+/// A WebTorrent tracker that answers each announce and relays one offer back to the
+/// announcing connection, counting answers to those offers.
+fn ws_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<[AtomicU64; 3]>) {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
+    let c = counts.clone();
+    rt.spawn(async move {
+        loop {
+            let Ok((s, _)) = listener.accept().await else { return };
+            let c = c.clone();
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(s).await else { return };
+                while let Some(Ok(Message::Text(t))) = ws.next().await {
+                    let v: Value = serde_json::from_str(&t).unwrap();
+                    if v.get("answer").is_some() {
+                        c[2].fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    if v["action"] == "scrape" {
+                        let _ = ws.send(Message::Text(json!({"action": "scrape", "files": {}}).to_string())).await;
+                        continue;
+                    }
+                    let ih = v["info_hash"].clone();
+                    if v.get("offers").is_some_and(|o| !o.as_array().unwrap().is_empty()) {
+                        let offer = json!({"action": "announce", "info_hash": ih, "peer_id": "x".repeat(20),
+                            "offer_id": "o".repeat(20), "offer": {"type": "offer", "sdp": "v=0"}});
+                        let _ = ws.send(Message::Text(offer.to_string())).await;
+                        c[1].fetch_add(1, Ordering::Relaxed);
+                    }
+                    let resp = json!({"action": "announce", "info_hash": ih, "complete": 1, "incomplete": 1, "interval": 120});
+                    let _ = ws.send(Message::Text(resp.to_string())).await;
+                    c[0].fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    (addr, counts)
+}
+
+#[test]
+fn ws_answers_relayed_offers_and_counts_match() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, counts) = ws_tracker(&rt);
+    let target = format!("ws://{addr}/");
+    let args = WsCli::parse_from([
+        "t",
+        "--quiet",
+        "--target",
+        &target,
+        "--warmup",
+        "0s",
+        "--duration",
+        "1s",
+        "--connections",
+        "4",
+        "--weight-scrape",
+        "0",
+    ])
+    .args;
+    let r = shoal_bench::ws::run(&args).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let s = &r.summary;
+    let announces = counts[0].load(Ordering::Relaxed);
+    let offers = counts[1].load(Ordering::Relaxed);
+    let answers = counts[2].load(Ordering::Relaxed);
+    let counted = s.ops["announce"].responses;
+    assert!(counted > 50, "{s:?}");
+    assert!(
+        announces.abs_diff(counted) <= 4,
+        "tracker {announces}, bench {counted}"
+    );
+    assert!(offers.abs_diff(s.extra["offers_received"]) <= 4);
+    assert!(
+        answers.abs_diff(s.extra["answers_sent"]) <= 4,
+        "{answers} {:?}",
+        s.extra
+    );
+    assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
+}

@@ -1,0 +1,296 @@
+//! The UDP generator against tiny in-test trackers whose behaviour is known exactly: one
+//! answers every request after a fixed delay (the reported latency must match it), one
+//! answers with a known mix of broken responses (each must be counted as an error of the
+//! right kind, and only the good ones as responses).
+
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use shoal_bench::udp::{run, UdpArgs};
+use shoal_proto::udp::{AnnounceHeader, ConnectionId, Request, Response, ScrapeStats};
+use shoal_proto::CompactPeerV4;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: UdpArgs,
+}
+
+#[derive(Default, Debug, Clone)]
+struct Sent {
+    connects: u64,
+    good: u64,
+    wrong_action: u64,
+    too_many_peers: u64,
+    truncated: u64,
+    wrong_tid: u64,
+    error: u64,
+}
+
+/// Builds the answer to `req`: a correct one, or for `bad` one of the broken kinds.
+fn answer(req: &Request<'_>, mode: u64, out: &mut [u8], sent: &mut Sent) -> Option<usize> {
+    let peers = [CompactPeerV4([127, 0, 0, 9, 0, 80]); 3];
+    match req {
+        Request::Connect(c) => {
+            sent.connects += 1;
+            Response::Connect {
+                transaction_id: c.transaction_id,
+                connection_id: ConnectionId(42),
+            }
+            .write(out)
+        }
+        Request::Announce(a) => {
+            let header = AnnounceHeader {
+                transaction_id: a.transaction_id,
+                interval: 1800,
+                leechers: 1,
+                seeders: 2,
+            };
+            match mode {
+                0 => {
+                    sent.good += 1;
+                    let n = (a.numwant.max(0) as usize).min(peers.len());
+                    Response::AnnounceV4 {
+                        header,
+                        peers: &peers[..n],
+                    }
+                    .write(out)
+                }
+                1 => {
+                    sent.wrong_action += 1;
+                    Response::Scrape {
+                        transaction_id: a.transaction_id,
+                        stats: &[],
+                    }
+                    .write(out)
+                }
+                2 => {
+                    sent.too_many_peers += 1;
+                    // numwant is 2 in that test: three peers is one too many.
+                    Response::AnnounceV4 {
+                        header,
+                        peers: &peers,
+                    }
+                    .write(out)
+                }
+                3 => {
+                    sent.truncated += 1;
+                    let n = Response::AnnounceV4 { header, peers: &[] }.write(out)?;
+                    Some(n - 3)
+                }
+                4 => {
+                    sent.wrong_tid += 1;
+                    let mut h = header;
+                    h.transaction_id.0 ^= 0x8000_0000;
+                    Response::AnnounceV4 {
+                        header: h,
+                        peers: &[],
+                    }
+                    .write(out)
+                }
+                _ => {
+                    sent.error += 1;
+                    Response::Error {
+                        transaction_id: a.transaction_id,
+                        message: b"connection id expired",
+                    }
+                    .write(out)
+                }
+            }
+        }
+        Request::Scrape(s) => {
+            sent.good += 1;
+            let stats = vec![ScrapeStats::new(1, 2, 3); s.info_hashes.len()];
+            Response::Scrape {
+                transaction_id: s.transaction_id,
+                stats: &stats,
+            }
+            .write(out)
+        }
+    }
+}
+
+/// A tracker on 127.0.0.1:0 that answers each request `delay` after it arrived, cycling
+/// announce answers through `modes`. Returns its address, a stop flag and its counts.
+fn fake_tracker(
+    delay: Duration,
+    modes: &'static [u64],
+) -> (std::net::SocketAddr, Arc<AtomicBool>, Arc<Mutex<Sent>>) {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let addr = sock.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(Mutex::new(Sent::default()));
+    let (stop2, sent2) = (stop.clone(), sent.clone());
+    thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut out = [0u8; 2048];
+        let mut announces = 0usize;
+        // Bounded: the test stops it, and it gives up by itself after 60 s.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !stop2.load(Ordering::Relaxed) && Instant::now() < deadline {
+            let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                continue;
+            };
+            let arrived = Instant::now();
+            let Ok(req) = Request::parse(&buf[..n]) else {
+                continue;
+            };
+            let mode = if matches!(req, Request::Announce(_)) {
+                announces += 1;
+                modes[(announces - 1) % modes.len()]
+            } else {
+                0
+            };
+            let mut s = sent2.lock().unwrap().clone();
+            let Some(len) = answer(&req, mode, &mut out, &mut s) else {
+                continue;
+            };
+            let due = arrived + delay;
+            // Sleep most of the way, then spin: thread wake-ups are too coarse for 10%.
+            if let Some(d) = due.checked_duration_since(Instant::now()) {
+                thread::sleep(d.saturating_sub(Duration::from_micros(300)));
+            }
+            while Instant::now() < due {
+                std::hint::spin_loop();
+            }
+            let _ = sock.send_to(&out[..len], from);
+            *sent2.lock().unwrap() = s;
+        }
+    });
+    (addr, stop, sent)
+}
+
+fn args(extra: &[&str]) -> UdpArgs {
+    let mut v = vec!["t", "--quiet", "--warmup", "0s", "--workers", "1"];
+    v.extend_from_slice(extra);
+    Cli::parse_from(v).args
+}
+
+#[test]
+fn reported_p50_matches_a_known_delay() {
+    let delay = Duration::from_millis(2);
+    let (addr, stop, sent) = fake_tracker(delay, &[0]);
+    let target = addr.to_string();
+    let a = args(&[
+        "--target",
+        &target,
+        "--duration",
+        "2s",
+        "--concurrency",
+        "1",
+        "--weight-scrape",
+        "1",
+    ]);
+    let r = run(&a).expect("run against the fake tracker");
+    stop.store(true, Ordering::Relaxed);
+    let s = &r.summary;
+    let p50 = s.ops["announce"].p50;
+    assert!(
+        (p50 - 2000.0).abs() <= 200.0,
+        "announce p50 {p50}µs, expected 2000µs ± 10%"
+    );
+    assert!((s.ops["scrape"].p50 - 2000.0).abs() <= 200.0, "{:?}", s.ops);
+    assert!(
+        s.ops["announce"].min >= 2000.0,
+        "answers cannot beat the delay"
+    );
+    // One request at a time for 2 s at ~2 ms each: several hundred responses.
+    assert!(s.responses > 300, "{}", s.responses);
+    assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
+    // Our count of responses equals what the tracker sent, but for the one in flight.
+    thread::sleep(Duration::from_millis(50));
+    let sent = sent.lock().unwrap().clone();
+    let tracker_total = sent.connects + sent.good;
+    assert!(
+        tracker_total.abs_diff(s.responses) <= 1 + tracker_total / 100,
+        "tracker sent {tracker_total}, bench counted {}",
+        s.responses
+    );
+}
+
+#[test]
+fn invalid_responses_are_counted_as_errors() {
+    // good, wrong action, too many peers, truncated, wrong transaction id, error response.
+    static MODES: [u64; 6] = [0, 1, 2, 3, 4, 5];
+    let (addr, stop, sent) = fake_tracker(Duration::ZERO, &MODES);
+    let target = addr.to_string();
+    let a = args(&[
+        "--target",
+        &target,
+        "--duration",
+        "1s",
+        "--concurrency",
+        "1",
+        "--timeout",
+        "20ms",
+        "--weight-scrape",
+        "0",
+        "--numwant",
+        "2",
+    ]);
+    let r = run(&a).expect("run against the broken tracker");
+    stop.store(true, Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(50));
+    let sent = sent.lock().unwrap().clone();
+    let s = &r.summary;
+    let e = |k: &str| s.errors[k];
+    let close = |a: u64, b: u64| a.abs_diff(b) <= 1;
+    assert!(sent.good >= 5, "{sent:?}");
+    assert!(
+        close(s.ops["announce"].responses, sent.good),
+        "{sent:?} {s:?}"
+    );
+    assert!(
+        close(
+            e("invalid_response"),
+            sent.wrong_action + sent.too_many_peers + sent.truncated
+        ),
+        "{sent:?} {:?}",
+        s.errors
+    );
+    assert!(
+        close(e("unknown_transaction"), sent.wrong_tid),
+        "{sent:?} {:?}",
+        s.errors
+    );
+    assert!(
+        close(e("error_response"), sent.error),
+        "{sent:?} {:?}",
+        s.errors
+    );
+    // A wrong transaction id leaves the real request unanswered: it times out.
+    assert!(
+        close(e("timeout"), sent.wrong_tid),
+        "{sent:?} {:?}",
+        s.errors
+    );
+    // After each error response the client fetched a new connection id.
+    assert!(sent.connects > sent.error, "{sent:?}");
+}
+
+#[test]
+fn a_silent_target_is_a_clear_error() {
+    // A bound socket that never answers.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = silent.local_addr().unwrap().to_string();
+    let a = args(&[
+        "--target",
+        &target,
+        "--duration",
+        "10s",
+        "--timeout",
+        "200ms",
+    ]);
+    let t = Instant::now();
+    let err = run(&a).expect_err("nothing answers");
+    assert!(t.elapsed() < Duration::from_secs(5), "gave up late");
+    let msg = format!("{err:#}");
+    assert!(msg.contains("no valid response"), "{msg}");
+    assert!(msg.contains("timeout"), "{msg}");
+}
