@@ -468,7 +468,7 @@ fn scrape_is_limited_and_ip_field_ignored_unless_allowed() {
     cl.send_announce(req);
     let listed = tracker
         .store()
-        .with_torrent(&InfoHash([8; 20]), |t| t.v4().peers()[0].addr)
+        .with_torrent(&InfoHash([8; 20]), |t| t.v4().peer(0).addr)
         .unwrap();
     assert_eq!(
         listed.ip(),
@@ -485,7 +485,7 @@ fn scrape_is_limited_and_ip_field_ignored_unless_allowed() {
     cl.send_announce(req);
     let listed = tracker
         .store()
-        .with_torrent(&InfoHash([8; 20]), |t| t.v4().peers()[0].addr)
+        .with_torrent(&InfoHash([8; 20]), |t| t.v4().peer(0).addr)
         .unwrap();
     assert_eq!(listed.ip(), std::net::Ipv4Addr::new(10, 9, 8, 7));
 }

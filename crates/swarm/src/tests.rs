@@ -277,7 +277,7 @@ proptest! {
                     } else {
                         model.insert(peer, (seeder, now + 20));
                         let pos = r.position.unwrap();
-                        prop_assert_eq!(swarm.peers()[pos].peer_id, pid(peer));
+                        prop_assert_eq!(swarm.peer(pos).peer_id, pid(peer));
                         let mut out: Vec<CompactPeerV4> = Vec::new();
                         swarm.select(usize::MAX, seeder, Some(pos), &mut out);
                         prop_assert!(!out.contains(&v4(peer)));
@@ -294,6 +294,42 @@ proptest! {
             swarm.check_invariants(&hasher);
             prop_assert_eq!(swarm.len(), model.len());
             prop_assert_eq!(swarm.seeders() as usize, model.values().filter(|(s, _)| *s).count());
+        }
+    }
+}
+
+proptest! {
+    /// Partial windows (which wrap and skip the asker): the right count, no duplicates,
+    /// never the asker, and only leechers for a seeder.
+    #[test]
+    fn selection_windows_are_sound(
+        kinds in proptest::collection::vec(any::<bool>(), 1..80),
+        asker in any::<proptest::sample::Index>(),
+        numwant in 0usize..90,
+        rounds in 1usize..8,
+    ) {
+        let hasher = Hasher::default();
+        let mut swarm: Swarm<CompactPeerV4> = Swarm::default();
+        for (n, &seeder) in kinds.iter().enumerate() {
+            let p = Peer { peer_id: pid(n as u32), addr: v4(n as u32), expires: 100, seeder };
+            swarm.upsert(p, false, &hasher);
+        }
+        let a = asker.index(kinds.len());
+        let asker_peer = Peer { peer_id: pid(a as u32), addr: v4(a as u32), expires: 100, seeder: kinds[a] };
+        let me = swarm.upsert(asker_peer, false, &hasher).position;
+        let leechers: std::collections::HashSet<CompactPeerV4> = kinds.iter().enumerate()
+            .filter(|(_, &s)| !s).map(|(n, _)| v4(n as u32)).collect();
+        let pool = if kinds[a] { leechers.len() - usize::from(!kinds[a]) } else { kinds.len() - 1 };
+        for _ in 0..rounds {
+            let mut out: Vec<CompactPeerV4> = Vec::new();
+            swarm.select(numwant, kinds[a], me, &mut out);
+            prop_assert_eq!(out.len(), numwant.min(pool));
+            let distinct: std::collections::HashSet<_> = out.iter().copied().collect();
+            prop_assert_eq!(distinct.len(), out.len(), "duplicates");
+            prop_assert!(!out.contains(&v4(a as u32)), "the asker got itself");
+            if kinds[a] {
+                prop_assert!(out.iter().all(|p| leechers.contains(p)), "a seeder got a seeder");
+            }
         }
     }
 }
