@@ -9,8 +9,10 @@
 //! - [`common`]: the tracker's vocabulary shared by all protocols (info hashes, peer ids,
 //!   events, compact peer addresses).
 //! - [`udp`]: BEP 15 (UDP tracker protocol) with BEP 41 options.
+//! - [`ws`]: WebTorrent tracker messages (JSON over WebSocket).
 
 pub mod common;
 pub mod udp;
+pub mod ws;
 
 pub use common::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};

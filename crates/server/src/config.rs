@@ -23,6 +23,7 @@ pub struct Config {
     pub announce: AnnounceConfig,
     pub store: StoreSection,
     pub access_list: AccessListConfig,
+    pub ws: WsConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +57,49 @@ pub struct StoreSection {
     pub clean_interval: u64,
 }
 
+/// The WebTorrent tracker (WebSocket on the HTTP and HTTPS listeners).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WsConfig {
+    pub interval: u32,
+    pub max_offers: usize,
+    pub max_message_size: usize,
+    pub max_frame_size: usize,
+    pub max_connections: usize,
+    pub max_torrents_per_connection: usize,
+    pub outgoing_queue: usize,
+    pub send_timeout: u64,
+    pub ping_interval: u64,
+    pub idle_timeout: u64,
+    pub max_strikes: u32,
+    pub offer_max_age: u32,
+    pub max_pending_offers: usize,
+    pub max_scrape_hashes: usize,
+    pub full_scrape: bool,
+}
+
+impl Default for WsConfig {
+    fn default() -> Self {
+        Self {
+            interval: 120,
+            max_offers: 10,
+            max_message_size: 64 << 10,
+            max_frame_size: 64 << 10,
+            max_connections: 50_000,
+            max_torrents_per_connection: 256,
+            outgoing_queue: 64,
+            send_timeout: 10,
+            ping_interval: 60,
+            idle_timeout: 180,
+            max_strikes: 5,
+            offer_max_age: 60,
+            max_pending_offers: 32,
+            max_scrape_hashes: 64,
+            full_scrape: false,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum AccessModeConfig {
@@ -81,6 +125,7 @@ impl Default for Config {
             announce: AnnounceConfig::default(),
             store: StoreSection::default(),
             access_list: AccessListConfig::default(),
+            ws: WsConfig::default(),
         }
     }
 }
@@ -165,6 +210,19 @@ impl Config {
             && self.access_list.path.as_os_str().is_empty()
         {
             bail!("access_list.path must be set when access_list.mode is not \"off\"");
+        }
+        let ws = &self.ws;
+        if ws.max_message_size < 1024 || ws.max_frame_size < 1024 {
+            bail!("ws.max_message_size and ws.max_frame_size must be at least 1024");
+        }
+        if ws.outgoing_queue == 0 || ws.max_connections == 0 || ws.max_strikes == 0 {
+            bail!("ws.outgoing_queue, ws.max_connections and ws.max_strikes must be at least 1");
+        }
+        if ws.ping_interval == 0 || ws.idle_timeout <= ws.ping_interval {
+            bail!("ws.ping_interval must be at least 1 and below ws.idle_timeout");
+        }
+        if ws.send_timeout == 0 || ws.interval == 0 {
+            bail!("ws.send_timeout and ws.interval must be at least 1");
         }
         if self.store.clean_interval == 0 {
             bail!("store.clean_interval must be at least 1 second");

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod sys;
 pub mod udp;
+pub mod ws;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +31,7 @@ use udp::{UdpFrontEnd, UdpSettings};
 pub struct Tracker {
     config: Config,
     store: Arc<Store>,
+    ws: Arc<ws::WsContext>,
     shutdown: Arc<AtomicBool>,
     udp: Option<UdpFrontEnd>,
     cleaner: Option<JoinHandle<()>>,
@@ -76,19 +78,22 @@ impl Tracker {
             )?)
         };
 
+        let ws = Arc::new(ws::WsContext::new(&config, store.clone()));
         let cleaner = {
             let store = store.clone();
+            let ws = ws.clone();
             let shutdown = shutdown.clone();
             let every = Duration::from_secs(config.store.clean_interval);
             std::thread::Builder::new()
                 .name("cleaner".into())
-                .spawn(move || run_cleaner(&store, &shutdown, every))
+                .spawn(move || run_cleaner(&store, &ws, &shutdown, every))
                 .context("spawning the cleaner")?
         };
 
         Ok(Self {
             config,
             store,
+            ws,
             shutdown,
             udp,
             cleaner: Some(cleaner),
@@ -101,6 +106,12 @@ impl Tracker {
 
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// The WebTorrent state shared by every WebSocket connection (what the HTTP and
+    /// HTTPS listeners pass to [`ws::serve_upgrade`]).
+    pub fn ws_context(&self) -> &Arc<ws::WsContext> {
+        &self.ws
     }
 
     /// The UDP addresses actually bound (port 0 resolved).
@@ -163,7 +174,7 @@ fn load_access_list(config: &Config) -> anyhow::Result<AccessList> {
     )?)
 }
 
-fn run_cleaner(store: &Store, shutdown: &AtomicBool, every: Duration) {
+fn run_cleaner(store: &Store, ws: &ws::WsContext, shutdown: &AtomicBool, every: Duration) {
     let mut next = Instant::now() + every;
     while !shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100).min(every));
@@ -172,7 +183,16 @@ fn run_cleaner(store: &Store, shutdown: &AtomicBool, every: Duration) {
         }
         next = Instant::now() + every;
         let started = Instant::now();
-        let r = store.clean(shoal_swarm::clock::now());
+        let now = shoal_swarm::clock::now();
+        let r = store.clean(now);
+        let w = ws.clean(now);
+        tracing::debug!(
+            "WebTorrent: {} peers expired, {} torrents removed, {} torrents, {} peers",
+            w.peers_expired,
+            w.torrents_removed,
+            w.torrents,
+            w.peers
+        );
         tracing::debug!(
             "cleaned in {:?}: {} peers expired, {} torrents removed, {} torrents, {} peers",
             started.elapsed(),

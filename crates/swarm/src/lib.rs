@@ -10,10 +10,14 @@
 //! The store knows nothing of sockets, clocks or config files: callers pass the current
 //! coarse time ([`clock::now`]) and the peers chosen for a response go into a caller's
 //! reusable buffer ([`PeerSink`]), so an announce does not allocate in the steady state.
+//!
+//! WebTorrent peers, whose "address" is a connection, live in a store of their own,
+//! [`webtorrent::WebTorrentStore`], sharded the same way.
 
 pub mod access;
 pub mod clock;
 mod peers;
+pub mod webtorrent;
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,650 @@
+//! WebTorrent tracker messages: the JSON that browser WebTorrent clients (and the
+//! `bittorrent-tracker` npm client) exchange with a tracker over a WebSocket.
+//!
+//! Requests are parsed straight from a text frame's bytes into typed values
+//! ([`parse_request`]); responses are typed values serialized to JSON text. The SDP
+//! `offer` and `answer` objects are never interpreted: they are kept as raw JSON borrowed
+//! from the request and copied verbatim into the relayed message, so relaying costs one
+//! parse and one write, not a round trip through a JSON tree.
+//!
+//! Binary fields (info hash, peer id, offer id) are JSON strings whose code points are
+//! U+0000..=U+00FF, one per byte (what JavaScript's `String.fromCharCode` of each byte
+//! gives). A code point above U+00FF or a wrong length is refused with a message saying
+//! which field was wrong, so that the tracker can answer with a `failure reason`.
+//!
+//! Like the rest of this crate: no sockets, no clocks, no panics on any input (fuzzed by
+//! `fuzz/fuzz_targets/ws_message.rs`).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::common::{AnnounceEvent, InfoHash, PeerId};
+
+/// Longest offer id accepted, in bytes. The reference client sends 20 random bytes; a
+/// little room is left for other clients, and a bound keeps the store's records small.
+pub const MAX_OFFER_ID_LEN: usize = 32;
+
+/// The id a client gives one of its offers, echoed back with the answer.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OfferId {
+    len: u8,
+    bytes: [u8; MAX_OFFER_ID_LEN],
+}
+
+impl OfferId {
+    /// An offer id of 1..=[`MAX_OFFER_ID_LEN`] bytes.
+    pub fn new(bytes: &[u8]) -> Option<Self> {
+        if bytes.is_empty() || bytes.len() > MAX_OFFER_ID_LEN {
+            return None;
+        }
+        let mut b = [0u8; MAX_OFFER_ID_LEN];
+        b[..bytes.len()].copy_from_slice(bytes);
+        Some(Self {
+            len: bytes.len() as u8,
+            bytes: b,
+        })
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl fmt::Debug for OfferId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OfferId(")?;
+        for b in self.as_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// Decodes a "binary string" (one code point U+0000..=U+00FF per byte) into `out`,
+/// which must be filled exactly. Returns the number of bytes on success.
+fn decode_binary_into(s: &str, out: &mut [u8]) -> Result<usize, BinaryError> {
+    let mut n = 0;
+    for c in s.chars() {
+        let c = u32::from(c);
+        if c > 0xFF {
+            return Err(BinaryError::NotByte);
+        }
+        let slot = out.get_mut(n).ok_or(BinaryError::TooLong)?;
+        *slot = c as u8;
+        n += 1;
+    }
+    Ok(n)
+}
+
+enum BinaryError {
+    NotByte,
+    TooLong,
+}
+
+/// Encodes bytes as a "binary string" (one code point per byte).
+pub fn encode_binary(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| char::from(b)).collect()
+}
+
+/// Decodes a "binary string" of any length (for tests and clients).
+pub fn decode_binary(s: &str) -> Option<Vec<u8>> {
+    s.chars().map(|c| u8::try_from(u32::from(c)).ok()).collect()
+}
+
+fn decode_20<E: de::Error>(s: &str, what: &'static str) -> Result<[u8; 20], E> {
+    let mut out = [0u8; 20];
+    match decode_binary_into(s, &mut out) {
+        Ok(20) => Ok(out),
+        Ok(n) => Err(E::custom(format_args!("{what} must be 20 bytes, got {n}"))),
+        Err(BinaryError::TooLong) => {
+            Err(E::custom(format_args!("{what} must be 20 bytes, got more")))
+        }
+        Err(BinaryError::NotByte) => Err(E::custom(format_args!(
+            "{what} has a character above U+00FF"
+        ))),
+    }
+}
+
+/// A 20-byte binary string field, named for error messages.
+macro_rules! binary20 {
+    ($wrapper:ident, $ty:ident, $what:literal) => {
+        struct $wrapper($ty);
+        impl<'de> Deserialize<'de> for $wrapper {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl Visitor<'_> for V {
+                    type Value = $wrapper;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        f.write_str(concat!($what, " as a string of 20 bytes"))
+                    }
+                    fn visit_str<E: de::Error>(self, s: &str) -> Result<$wrapper, E> {
+                        decode_20(s, $what).map(|b| $wrapper($ty(b)))
+                    }
+                }
+                d.deserialize_str(V)
+            }
+        }
+    };
+}
+
+binary20!(PeerIdField, PeerId, "peer_id");
+binary20!(ToPeerIdField, PeerId, "to_peer_id");
+binary20!(HashItem, InfoHash, "info_hash");
+
+struct OfferIdField(OfferId);
+
+impl<'de> Deserialize<'de> for OfferIdField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = OfferIdField;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(f, "offer_id as a string of 1 to {MAX_OFFER_ID_LEN} bytes")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<OfferIdField, E> {
+                let mut out = [0u8; MAX_OFFER_ID_LEN];
+                match decode_binary_into(s, &mut out) {
+                    Ok(n) if n > 0 => Ok(OfferIdField(OfferId {
+                        len: n as u8,
+                        bytes: out,
+                    })),
+                    Ok(_) => Err(E::custom("offer_id is empty")),
+                    Err(BinaryError::TooLong) => Err(E::custom(format_args!(
+                        "offer_id is longer than {MAX_OFFER_ID_LEN} bytes"
+                    ))),
+                    Err(BinaryError::NotByte) => {
+                        Err(E::custom("offer_id has a character above U+00FF"))
+                    }
+                }
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// `info_hash`: one hash (announce, scrape) or an array of them (scrape).
+enum HashField {
+    One(InfoHash),
+    Many(Vec<InfoHash>),
+}
+
+/// Most info hashes one scrape may name, whatever the server's own limit: bounds the
+/// memory a parse can take beyond the message itself.
+pub const MAX_SCRAPE_HASHES: usize = 1000;
+
+impl<'de> Deserialize<'de> for HashField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = HashField;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("info_hash as a string of 20 bytes or an array of them")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<HashField, E> {
+                decode_20(s, "info_hash").map(|b| HashField::One(InfoHash(b)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<HashField, A::Error> {
+                let mut v = Vec::new();
+                while let Some(HashItem(h)) = seq.next_element()? {
+                    if v.len() == MAX_SCRAPE_HASHES {
+                        return Err(de::Error::custom(format_args!(
+                            "more than {MAX_SCRAPE_HASHES} info hashes"
+                        )));
+                    }
+                    v.push(h);
+                }
+                Ok(HashField::Many(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A JSON number of any kind, read leniently (clients send integers; a float or a
+/// negative value is not worth refusing for figures the tracker barely uses).
+struct Number(f64);
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        f64::deserialize(d).map(Number)
+    }
+}
+
+/// One offer of an announce: the SDP is kept as the raw JSON the client sent.
+#[derive(Deserialize)]
+struct RawOffer<'a> {
+    offer_id: OfferIdField,
+    #[serde(borrow)]
+    offer: &'a RawValue,
+}
+
+/// Every field any request may carry. Unknown fields are ignored (clients add their
+/// own); known fields with the wrong type are errors.
+#[derive(Deserialize)]
+struct RawRequest<'a> {
+    #[serde(borrow)]
+    action: Option<Cow<'a, str>>,
+    info_hash: Option<HashField>,
+    peer_id: Option<PeerIdField>,
+    numwant: Option<Number>,
+    #[allow(dead_code)]
+    uploaded: Option<Number>,
+    #[allow(dead_code)]
+    downloaded: Option<Number>,
+    left: Option<Number>,
+    #[serde(borrow)]
+    event: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    offers: Option<Vec<RawOffer<'a>>>,
+    #[serde(borrow)]
+    answer: Option<&'a RawValue>,
+    to_peer_id: Option<ToPeerIdField>,
+    offer_id: Option<OfferIdField>,
+}
+
+/// A parsed request. Borrows the SDP objects from the message bytes.
+#[derive(Debug)]
+pub enum Request<'a> {
+    Announce(Announce<'a>),
+    Answer(Answer<'a>),
+    Scrape(Scrape),
+}
+
+/// An `announce` (possibly carrying offers for other peers).
+#[derive(Debug)]
+pub struct Announce<'a> {
+    pub info_hash: InfoHash,
+    pub peer_id: PeerId,
+    pub event: AnnounceEvent,
+    /// Bytes left; `None` when the client does not know yet (no metadata).
+    pub left: Option<u64>,
+    /// Peers wanted; `None` if not given.
+    pub numwant: Option<u64>,
+    pub offers: Vec<Offer<'a>>,
+}
+
+impl Announce<'_> {
+    /// Seeders have nothing left, or just said they completed.
+    pub fn is_seeder(&self) -> bool {
+        self.left == Some(0) || self.event == AnnounceEvent::Completed
+    }
+}
+
+/// One WebRTC offer to be relayed to some other peer of the swarm.
+#[derive(Debug)]
+pub struct Offer<'a> {
+    pub offer_id: OfferId,
+    pub offer: &'a RawValue,
+}
+
+/// An answer to an offer, to be relayed to the peer that made the offer.
+#[derive(Debug)]
+pub struct Answer<'a> {
+    pub info_hash: InfoHash,
+    /// The answering peer.
+    pub peer_id: PeerId,
+    /// The peer that made the offer.
+    pub to_peer_id: PeerId,
+    pub offer_id: OfferId,
+    pub answer: &'a RawValue,
+}
+
+/// A scrape: no info hash means every torrent (if the server allows a full scrape).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Scrape {
+    pub info_hashes: Vec<InfoHash>,
+}
+
+/// Why a message was refused. The text goes back to the client as its `failure reason`.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("invalid message: {0}")]
+    Json(String),
+    #[error("missing field {0}")]
+    Missing(&'static str),
+    #[error("unknown action {0:?}")]
+    UnknownAction(String),
+    #[error("unknown event {0:?}")]
+    UnknownEvent(String),
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+impl RequestError {
+    /// A short label for metrics (bounded set of values).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RequestError::Json(_) => "malformed",
+            RequestError::Missing(_) => "missing_field",
+            RequestError::UnknownAction(_) => "unknown_action",
+            RequestError::UnknownEvent(_) => "unknown_event",
+            RequestError::Invalid(_) => "invalid",
+        }
+    }
+}
+
+/// What is known of a request that failed, so that the failure can be addressed the way
+/// clients expect (`bittorrent-tracker` ignores announce replies for other torrents).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FailureContext {
+    pub action: Option<Action>,
+    pub info_hash: Option<InfoHash>,
+}
+
+/// The two actions of the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Announce,
+    Scrape,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Announce => "announce",
+            Action::Scrape => "scrape",
+        }
+    }
+}
+
+/// Parses one text message. On error, also returns what could be read of the request.
+pub fn parse_request(bytes: &[u8]) -> Result<Request<'_>, (RequestError, FailureContext)> {
+    let raw: RawRequest<'_> = match serde_json::from_slice(bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            return Err((
+                RequestError::Json(e.to_string()),
+                peek_context(bytes).unwrap_or_default(),
+            ))
+        }
+    };
+    let action = match raw.action.as_deref() {
+        Some("announce") => Action::Announce,
+        Some("scrape") => Action::Scrape,
+        Some(other) => {
+            let mut name: String = other.chars().take(32).collect();
+            if other.chars().nth(32).is_some() {
+                name.push('…');
+            }
+            return Err((RequestError::UnknownAction(name), FailureContext::default()));
+        }
+        None => return Err((RequestError::Missing("action"), FailureContext::default())),
+    };
+    let single_hash = match &raw.info_hash {
+        Some(HashField::One(h)) => Some(*h),
+        _ => None,
+    };
+    let ctx = FailureContext {
+        action: Some(action),
+        info_hash: single_hash,
+    };
+    match action {
+        Action::Scrape => Ok(Request::Scrape(Scrape {
+            info_hashes: match raw.info_hash {
+                None => Vec::new(),
+                Some(HashField::One(h)) => vec![h],
+                Some(HashField::Many(v)) => v,
+            },
+        })),
+        Action::Announce => {
+            let info_hash = match raw.info_hash {
+                Some(HashField::One(h)) => h,
+                Some(HashField::Many(_)) => {
+                    return Err((
+                        RequestError::Invalid("announce takes one info_hash, not an array"),
+                        ctx,
+                    ))
+                }
+                None => return Err((RequestError::Missing("info_hash"), ctx)),
+            };
+            let peer_id = match raw.peer_id {
+                Some(PeerIdField(p)) => p,
+                None => return Err((RequestError::Missing("peer_id"), ctx)),
+            };
+            if let Some(answer) = raw.answer {
+                let to_peer_id = match raw.to_peer_id {
+                    Some(ToPeerIdField(p)) => p,
+                    None => return Err((RequestError::Missing("to_peer_id"), ctx)),
+                };
+                let offer_id = match raw.offer_id {
+                    Some(OfferIdField(o)) => o,
+                    None => return Err((RequestError::Missing("offer_id"), ctx)),
+                };
+                return Ok(Request::Answer(Answer {
+                    info_hash,
+                    peer_id,
+                    to_peer_id,
+                    offer_id,
+                    answer,
+                }));
+            }
+            let event = match raw.event.as_deref() {
+                None | Some("") | Some("update") | Some("empty") => AnnounceEvent::None,
+                Some("started") => AnnounceEvent::Started,
+                Some("stopped") => AnnounceEvent::Stopped,
+                Some("completed") => AnnounceEvent::Completed,
+                Some(other) => {
+                    let name: String = other.chars().take(32).collect();
+                    return Err((RequestError::UnknownEvent(name), ctx));
+                }
+            };
+            Ok(Request::Announce(Announce {
+                info_hash,
+                peer_id,
+                event,
+                left: raw.left.map(|Number(n)| to_u64(n)),
+                numwant: raw.numwant.map(|Number(n)| to_u64(n)),
+                offers: raw
+                    .offers
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|o| Offer {
+                        offer_id: o.offer_id.0,
+                        offer: o.offer,
+                    })
+                    .collect(),
+            }))
+        }
+    }
+}
+
+fn to_u64(n: f64) -> u64 {
+    // `as` saturates and maps NaN to 0: exactly the leniency wanted here.
+    n as u64
+}
+
+/// After a failed parse: the action and single info hash, if the message is JSON at all
+/// and they can be read, so the failure reaches the right torrent on the client.
+fn peek_context(bytes: &[u8]) -> Option<FailureContext> {
+    #[derive(Deserialize)]
+    struct Peek<'a> {
+        #[serde(borrow)]
+        action: Option<Cow<'a, str>>,
+        info_hash: Option<&'a RawValue>,
+    }
+    let p: Peek<'_> = serde_json::from_slice(bytes).ok()?;
+    let action = match p.action.as_deref() {
+        Some("announce") => Some(Action::Announce),
+        Some("scrape") => Some(Action::Scrape),
+        _ => None,
+    };
+    let info_hash = p
+        .info_hash
+        .and_then(|raw| serde_json::from_str::<HashItem>(raw.get()).ok())
+        .map(|HashItem(h)| h);
+    Some(FailureContext { action, info_hash })
+}
+
+/// Serializes 20 bytes (or an offer id) as a binary string without an intermediate
+/// `String`.
+struct Binary<'a>(&'a [u8]);
+
+impl Serialize for Binary<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&BinaryDisplay(self.0))
+    }
+}
+
+struct BinaryDisplay<'a>(&'a [u8]);
+
+impl fmt::Display for BinaryDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write;
+        for &b in self.0 {
+            f.write_char(char::from(b))?;
+        }
+        Ok(())
+    }
+}
+
+/// The reply to an announce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnnounceResponse {
+    pub info_hash: InfoHash,
+    pub complete: u32,
+    pub incomplete: u32,
+    pub interval: u32,
+}
+
+impl Serialize for AnnounceResponse {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(5))?;
+        m.serialize_entry("action", "announce")?;
+        m.serialize_entry("info_hash", &Binary(&self.info_hash.0))?;
+        m.serialize_entry("complete", &self.complete)?;
+        m.serialize_entry("incomplete", &self.incomplete)?;
+        m.serialize_entry("interval", &self.interval)?;
+        m.end()
+    }
+}
+
+/// An offer relayed from `peer_id` to another peer of the swarm.
+#[derive(Debug)]
+pub struct RelayedOffer<'a> {
+    pub info_hash: InfoHash,
+    pub peer_id: PeerId,
+    pub offer_id: OfferId,
+    pub offer: &'a RawValue,
+}
+
+impl Serialize for RelayedOffer<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(5))?;
+        m.serialize_entry("action", "announce")?;
+        m.serialize_entry("info_hash", &Binary(&self.info_hash.0))?;
+        m.serialize_entry("peer_id", &Binary(&self.peer_id.0))?;
+        m.serialize_entry("offer_id", &Binary(self.offer_id.as_bytes()))?;
+        m.serialize_entry("offer", self.offer)?;
+        m.end()
+    }
+}
+
+/// An answer relayed from `peer_id` (the answering peer) to the peer that made the offer.
+#[derive(Debug)]
+pub struct RelayedAnswer<'a> {
+    pub info_hash: InfoHash,
+    pub peer_id: PeerId,
+    pub offer_id: OfferId,
+    pub answer: &'a RawValue,
+}
+
+impl Serialize for RelayedAnswer<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(5))?;
+        m.serialize_entry("action", "announce")?;
+        m.serialize_entry("info_hash", &Binary(&self.info_hash.0))?;
+        m.serialize_entry("peer_id", &Binary(&self.peer_id.0))?;
+        m.serialize_entry("offer_id", &Binary(self.offer_id.as_bytes()))?;
+        m.serialize_entry("answer", self.answer)?;
+        m.end()
+    }
+}
+
+/// Figures of one torrent in a scrape reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrapeStats {
+    pub complete: u32,
+    pub incomplete: u32,
+    pub downloaded: u32,
+}
+
+/// The reply to a scrape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScrapeResponse {
+    pub files: Vec<(InfoHash, ScrapeStats)>,
+    /// Seconds clients should wait between scrapes, if the server says.
+    pub min_request_interval: Option<u32>,
+}
+
+impl Serialize for ScrapeResponse {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Files<'a>(&'a [(InfoHash, ScrapeStats)]);
+        impl Serialize for Files<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(self.0.len()))?;
+                for (h, st) in self.0 {
+                    m.serialize_entry(&Binary(&h.0), st)?;
+                }
+                m.end()
+            }
+        }
+        struct Flags(u32);
+        impl Serialize for Flags {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("min_request_interval", &self.0)?;
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("action", "scrape")?;
+        m.serialize_entry("files", &Files(&self.files))?;
+        if let Some(i) = self.min_request_interval {
+            m.serialize_entry("flags", &Flags(i))?;
+        }
+        m.end()
+    }
+}
+
+/// A refusal (`failure reason`) or a notice (`warning message`), addressed to the
+/// request's action and torrent when they are known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice<'a> {
+    pub failure: bool,
+    pub text: &'a str,
+    pub context: FailureContext,
+}
+
+impl Serialize for Notice<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        if let Some(a) = self.context.action {
+            m.serialize_entry("action", a.as_str())?;
+        }
+        if let Some(h) = &self.context.info_hash {
+            m.serialize_entry("info_hash", &Binary(&h.0))?;
+        }
+        let key = if self.failure {
+            "failure reason"
+        } else {
+            "warning message"
+        };
+        m.serialize_entry(key, self.text)?;
+        m.end()
+    }
+}
+
+/// Serializes any response to JSON text.
+pub fn to_json<T: Serialize>(value: &T) -> String {
+    // Serializing these types cannot fail: map keys are strings and no value is a
+    // non-finite float. Fall back to an empty object rather than panic regardless.
+    serde_json::to_string(value).unwrap_or_else(|_| String::from("{}"))
+}
+
+#[cfg(test)]
+mod tests;

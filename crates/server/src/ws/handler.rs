@@ -1,0 +1,279 @@
+//! What one WebTorrent message does: the protocol's logic, with no I/O of its own.
+//!
+//! The connection task passes each text message here with its own state; replies for the
+//! sender come back as JSON text, and offers and answers for other peers go straight to
+//! their connections through the registry. Keeping this synchronous (no `.await`) means a
+//! message is handled start to finish under at most one shard lock at a time, and the
+//! logic can be read without the connection's timing concerns.
+
+use std::collections::HashSet;
+
+use shoal_proto::ws::{
+    self, AnnounceResponse, FailureContext, Notice, OfferId, RelayedAnswer, RelayedOffer, Request,
+    RequestError, ScrapeResponse, ScrapeStats,
+};
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+use shoal_swarm::webtorrent::{ConnectionId, OfferTarget, WsAnnounce};
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+
+use super::registry::Delivery;
+use super::WsContext;
+
+/// A connection's own state, as the handler sees it.
+pub struct ConnState {
+    pub id: ConnectionId,
+    /// The (torrent, peer id) pairs this connection has announced, to be removed from
+    /// the store when it closes.
+    pub peers: HashSet<(InfoHash, PeerId)>,
+    /// Bad messages so far.
+    pub strikes: u32,
+    /// Reused buffers.
+    targets: Vec<OfferTarget>,
+    offer_ids: Vec<OfferId>,
+}
+
+impl ConnState {
+    pub fn new(id: ConnectionId) -> Self {
+        Self {
+            id,
+            peers: HashSet::new(),
+            strikes: 0,
+            targets: Vec::new(),
+            offer_ids: Vec::new(),
+        }
+    }
+}
+
+/// What the connection should do after a message.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Continue,
+    /// Too many bad messages: send the replies, then close.
+    Close,
+}
+
+fn count(action: &'static str, result: &'static str) {
+    metrics::counter!("shoal_requests_total", "protocol" => "ws", "action" => action, "result" => result)
+        .increment(1);
+}
+
+fn failure(text: &str, context: FailureContext) -> Utf8Bytes {
+    ws::to_json(&Notice {
+        failure: true,
+        text,
+        context,
+    })
+    .into()
+}
+
+/// Handles one message from connection `conn`, pushing replies for it onto `replies`.
+pub fn handle(
+    ctx: &WsContext,
+    conn: &mut ConnState,
+    message: &[u8],
+    now: u32,
+    replies: &mut Vec<Utf8Bytes>,
+) -> Verdict {
+    match ws::parse_request(message) {
+        Ok(Request::Announce(a)) => announce(ctx, conn, &a, now, replies),
+        Ok(Request::Answer(a)) => answer(ctx, conn, &a, now, replies),
+        Ok(Request::Scrape(s)) => scrape(ctx, &s.info_hashes, replies),
+        Err((err, context)) => return misbehaved(ctx, conn, &err, context, replies),
+    }
+    Verdict::Continue
+}
+
+/// A bad message: a `failure reason`, and a strike.
+pub fn misbehaved(
+    ctx: &WsContext,
+    conn: &mut ConnState,
+    err: &RequestError,
+    context: FailureContext,
+    replies: &mut Vec<Utf8Bytes>,
+) -> Verdict {
+    count("invalid", err.kind());
+    replies.push(failure(&err.to_string(), context));
+    conn.strikes += 1;
+    if conn.strikes >= ctx.settings.max_strikes {
+        Verdict::Close
+    } else {
+        Verdict::Continue
+    }
+}
+
+fn announce(
+    ctx: &WsContext,
+    conn: &mut ConnState,
+    a: &ws::Announce<'_>,
+    now: u32,
+    replies: &mut Vec<Utf8Bytes>,
+) {
+    let context = FailureContext {
+        action: Some(ws::Action::Announce),
+        info_hash: Some(a.info_hash),
+    };
+    if !ctx.allows(&a.info_hash) {
+        count("announce", "refused");
+        replies.push(failure("torrent not allowed", context));
+        return;
+    }
+    let key = (a.info_hash, a.peer_id);
+    if a.event != AnnounceEvent::Stopped
+        && conn.peers.len() >= ctx.settings.max_torrents_per_connection
+        && !conn.peers.contains(&key)
+    {
+        count("announce", "refused");
+        replies.push(failure("too many torrents on this connection", context));
+        return;
+    }
+    // As many offers as the client sent, asked for, and the server allows.
+    let n = a.offers.len().min(ctx.settings.max_offers).min(
+        a.numwant
+            .map_or(usize::MAX, |n| n.min(usize::MAX as u64) as usize),
+    );
+    conn.offer_ids.clear();
+    conn.offer_ids
+        .extend(a.offers[..n].iter().map(|o| o.offer_id));
+    let outcome = ctx.torrents.announce(
+        &WsAnnounce {
+            info_hash: a.info_hash,
+            peer_id: a.peer_id,
+            conn: conn.id,
+            event: a.event,
+            seeder: a.is_seeder(),
+        },
+        &conn.offer_ids,
+        now,
+        &mut conn.targets,
+    );
+    if outcome.joined {
+        conn.peers.insert(key);
+    }
+    if outcome.left {
+        conn.peers.remove(&key);
+    }
+    for t in &conn.targets {
+        let o = &a.offers[t.offer];
+        let relayed = ws::to_json(&RelayedOffer {
+            info_hash: a.info_hash,
+            peer_id: a.peer_id,
+            offer_id: o.offer_id,
+            offer: o.offer,
+        });
+        relay("offer", ctx.registry.deliver(t.conn, relayed.into()));
+    }
+    count("announce", "ok");
+    replies.push(
+        ws::to_json(&AnnounceResponse {
+            info_hash: a.info_hash,
+            complete: outcome.stats.seeders,
+            incomplete: outcome.stats.leechers,
+            interval: ctx.settings.interval,
+        })
+        .into(),
+    );
+}
+
+fn relay(what: &'static str, delivery: Delivery) {
+    let result = match delivery {
+        Delivery::Queued => "ok",
+        Delivery::Gone => "gone",
+        Delivery::Kicked => "kicked",
+    };
+    metrics::counter!("shoal_ws_relayed_total", "message" => what, "result" => result).increment(1);
+}
+
+fn answer(
+    ctx: &WsContext,
+    conn: &mut ConnState,
+    a: &ws::Answer<'_>,
+    now: u32,
+    replies: &mut Vec<Utf8Bytes>,
+) {
+    let context = FailureContext {
+        action: Some(ws::Action::Announce),
+        info_hash: Some(a.info_hash),
+    };
+    match ctx.torrents.answer(
+        &a.info_hash,
+        &a.peer_id,
+        conn.id,
+        &a.to_peer_id,
+        &a.offer_id,
+        now,
+    ) {
+        Ok(to) => {
+            let relayed = ws::to_json(&RelayedAnswer {
+                info_hash: a.info_hash,
+                peer_id: a.peer_id,
+                offer_id: a.offer_id,
+                answer: a.answer,
+            });
+            let delivery = ctx.registry.deliver(to, relayed.into());
+            relay("answer", delivery);
+            if delivery == Delivery::Queued {
+                count("answer", "ok");
+            } else {
+                count("answer", "refused");
+                replies.push(failure("answer to a peer that has left", context));
+            }
+        }
+        Err(refusal) => {
+            count("answer", refusal.kind());
+            replies.push(failure(&refusal.to_string(), context));
+        }
+    }
+}
+
+fn scrape(ctx: &WsContext, info_hashes: &[InfoHash], replies: &mut Vec<Utf8Bytes>) {
+    let context = FailureContext {
+        action: Some(ws::Action::Scrape),
+        info_hash: None,
+    };
+    let limit = ctx.settings.max_scrape_hashes;
+    if info_hashes.len() > limit {
+        count("scrape", "refused");
+        replies.push(failure(
+            &format!("too many info hashes (at most {limit})"),
+            context,
+        ));
+        return;
+    }
+    let mut files = Vec::with_capacity(info_hashes.len());
+    if info_hashes.is_empty() {
+        if !ctx.settings.full_scrape {
+            count("scrape", "refused");
+            replies.push(failure("full scrape is disabled", context));
+            return;
+        }
+        ctx.torrents.scrape_all(limit, |ih, st| {
+            if ctx.allows(&ih) {
+                files.push((ih, stats(st)));
+            }
+        });
+    } else {
+        for ih in info_hashes {
+            // Torrents the access list refuses are left out, like unknown ones would
+            // not be: the client learns nothing about them.
+            if ctx.allows(ih) {
+                files.push((*ih, stats(ctx.torrents.scrape(ih))));
+            }
+        }
+    }
+    count("scrape", "ok");
+    replies.push(
+        ws::to_json(&ScrapeResponse {
+            files,
+            min_request_interval: Some(ctx.settings.interval),
+        })
+        .into(),
+    );
+}
+
+fn stats(st: shoal_swarm::TorrentStats) -> ScrapeStats {
+    ScrapeStats {
+        complete: st.seeders,
+        incomplete: st.leechers,
+        downloaded: st.completed,
+    }
+}

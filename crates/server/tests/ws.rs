@@ -1,0 +1,605 @@
+//! Integration tests of the WebTorrent front end over real WebSocket connections: the
+//! front end runs in-process behind its standalone listener on 127.0.0.1:0, and the
+//! clients are tokio-tungstenite connections speaking the JSON the reference client
+//! speaks.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use shoal_proto::ws::encode_binary;
+use shoal_proto::{InfoHash, PeerId};
+use shoal_server::config::Config;
+use shoal_server::ws::{standalone, WsContext};
+use shoal_swarm::{Store, StoreConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+struct Harness {
+    addr: SocketAddr,
+    ctx: Arc<WsContext>,
+}
+
+async fn start(config: Config) -> Harness {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let ctx = Arc::new(WsContext::new(
+        &config,
+        Arc::new(Store::new(StoreConfig::default())),
+    ));
+    tokio::spawn(standalone::serve(
+        listener,
+        ctx.clone(),
+        Duration::from_secs(1),
+    ));
+    Harness { addr, ctx }
+}
+
+async fn start_default() -> Harness {
+    start(Config::default()).await
+}
+
+async fn connect(addr: SocketAddr) -> Client {
+    let (c, resp) = tokio_tungstenite::connect_async(format!("ws://{addr}/announce"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 101);
+    c
+}
+
+async fn send(c: &mut Client, v: Value) {
+    c.send(Message::text(v.to_string())).await.unwrap();
+}
+
+/// The next text message, as JSON (fails the test after 5 s).
+async fn recv(c: &mut Client) -> Value {
+    loop {
+        let m = tokio::time::timeout(WAIT, c.next())
+            .await
+            .expect("no message within 5 s");
+        match m.expect("connection closed").expect("read error") {
+            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// Asserts that nothing arrives for a while.
+async fn silent(c: &mut Client) {
+    match tokio::time::timeout(Duration::from_millis(300), c.next()).await {
+        Err(_) => {}
+        Ok(m) => panic!("unexpected message {m:?}"),
+    }
+}
+
+fn bin(b: &[u8]) -> String {
+    encode_binary(b)
+}
+
+fn ih(n: u8) -> [u8; 20] {
+    [n; 20]
+}
+
+fn pid(n: u8) -> [u8; 20] {
+    let mut p = *b"-WW0208-000000000000";
+    p[19] = n;
+    p
+}
+
+fn announce(info_hash: [u8; 20], peer: [u8; 20], left: Option<u64>, event: &str) -> Value {
+    json!({"action": "announce", "info_hash": bin(&info_hash), "peer_id": bin(&peer),
+           "numwant": 5, "uploaded": 0, "downloaded": 0, "left": left, "event": event})
+}
+
+fn with_offers(mut v: Value, ids: &[u8]) -> Value {
+    let offers: Vec<Value> = ids
+        .iter()
+        .map(|&i| json!({"offer_id": bin(&[i; 20]), "offer": {"type": "offer", "sdp": format!("sdp-{i}")}}))
+        .collect();
+    v["offers"] = json!(offers);
+    v
+}
+
+fn answer(info_hash: [u8; 20], from: [u8; 20], to: [u8; 20], offer_id: &str) -> Value {
+    json!({"action": "announce", "info_hash": bin(&info_hash), "peer_id": bin(&from),
+           "to_peer_id": bin(&to), "offer_id": offer_id, "answer": {"type": "answer", "sdp": "ans"}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn announce_replies_with_counts_and_interval() {
+    let h = start_default().await;
+    let mut a = connect(h.addr).await;
+    // A seeder's first announce may be `completed`.
+    send(&mut a, announce(ih(1), pid(1), Some(0), "completed")).await;
+    let r = recv(&mut a).await;
+    assert_eq!(
+        r,
+        json!({"action": "announce", "info_hash": bin(&ih(1)), "complete": 1, "incomplete": 0, "interval": 120})
+    );
+    let mut b = connect(h.addr).await;
+    // A leecher without metadata: `left: null`.
+    send(&mut b, announce(ih(1), pid(2), None, "started")).await;
+    let r = recv(&mut b).await;
+    assert_eq!(
+        (r["complete"].as_u64(), r["incomplete"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let st = h.ctx.torrents.scrape(&InfoHash(ih(1)));
+    assert_eq!((st.seeders, st.leechers, st.completed), (1, 1, 1));
+}
+
+/// Two peers in the swarm, a third announces with offers: each offer reaches a different
+/// peer, and the answer goes back to the offerer only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offers_are_relayed_and_answers_go_back_to_the_offerer_only() {
+    let h = start_default().await;
+    let (mut a, mut b, mut c) = (
+        connect(h.addr).await,
+        connect(h.addr).await,
+        connect(h.addr).await,
+    );
+    send(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
+    recv(&mut a).await;
+    send(&mut b, announce(ih(1), pid(2), Some(10), "started")).await;
+    recv(&mut b).await;
+    send(
+        &mut c,
+        with_offers(announce(ih(1), pid(3), Some(10), "started"), &[7, 8, 9]),
+    )
+    .await;
+    let r = recv(&mut c).await;
+    assert_eq!(r["incomplete"], 2);
+    let oa = recv(&mut a).await;
+    let ob = recv(&mut b).await;
+    for o in [&oa, &ob] {
+        assert_eq!(o["action"], "announce");
+        assert_eq!(o["info_hash"], bin(&ih(1)));
+        assert_eq!(o["peer_id"], bin(&pid(3)));
+        assert_eq!(o["offer"]["type"], "offer");
+    }
+    // Two peers, three offers: two relayed, to different peers, with different offers.
+    assert_ne!(oa["offer_id"], ob["offer_id"]);
+    let n: u8 = oa["offer"]["sdp"].as_str().unwrap()[4..].parse().unwrap();
+    assert_eq!(
+        oa["offer_id"],
+        bin(&[n; 20]),
+        "the offer id travels with its own offer"
+    );
+    silent(&mut a).await;
+
+    // A answers its offer: C gets it, from A, with the offer id; B gets nothing.
+    send(
+        &mut a,
+        answer(ih(1), pid(1), pid(3), oa["offer_id"].as_str().unwrap()),
+    )
+    .await;
+    let ans = recv(&mut c).await;
+    assert_eq!(
+        ans,
+        json!({"action": "announce", "info_hash": bin(&ih(1)), "peer_id": bin(&pid(1)),
+                           "offer_id": oa["offer_id"], "answer": {"type": "answer", "sdp": "ans"}})
+    );
+    silent(&mut b).await;
+    silent(&mut a).await;
+    // The same answer twice is refused: one answer per offer.
+    send(
+        &mut a,
+        answer(ih(1), pid(1), pid(3), oa["offer_id"].as_str().unwrap()),
+    )
+    .await;
+    let r = recv(&mut a).await;
+    assert!(
+        r["failure reason"]
+            .as_str()
+            .unwrap()
+            .contains("not relayed"),
+        "{r}"
+    );
+    silent(&mut c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_answers_are_refused() {
+    let h = start_default().await;
+    let (mut a, mut c, mut m) = (
+        connect(h.addr).await,
+        connect(h.addr).await,
+        connect(h.addr).await,
+    );
+    send(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
+    recv(&mut a).await;
+    send(
+        &mut c,
+        with_offers(announce(ih(1), pid(3), Some(10), "started"), &[7]),
+    )
+    .await;
+    recv(&mut c).await;
+    let offer = recv(&mut a).await;
+    let offer_id = offer["offer_id"].as_str().unwrap().to_owned();
+    // M joins, then answers the offer that went to A, pretending to be A.
+    send(&mut m, announce(ih(1), pid(9), Some(10), "started")).await;
+    recv(&mut m).await;
+    send(&mut m, answer(ih(1), pid(1), pid(3), &offer_id)).await;
+    let r = recv(&mut m).await;
+    assert_eq!(r["action"], "announce");
+    assert_eq!(r["info_hash"], bin(&ih(1)));
+    assert!(
+        r["failure reason"]
+            .as_str()
+            .unwrap()
+            .contains("not in the swarm on this connection"),
+        "{r}"
+    );
+    // ... or as itself.
+    send(&mut m, answer(ih(1), pid(9), pid(3), &offer_id)).await;
+    let r = recv(&mut m).await;
+    assert!(
+        r["failure reason"]
+            .as_str()
+            .unwrap()
+            .contains("not relayed"),
+        "{r}"
+    );
+    silent(&mut c).await;
+    // The real answer still goes through.
+    send(&mut a, answer(ih(1), pid(1), pid(3), &offer_id)).await;
+    assert_eq!(recv(&mut c).await["peer_id"], bin(&pid(1)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_to_nobody_are_refused() {
+    let h = start_default().await;
+    let (mut a, mut c) = (connect(h.addr).await, connect(h.addr).await);
+    send(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
+    recv(&mut a).await;
+    // An offer id nobody sent, in a torrent, then in no torrent at all.
+    send(&mut a, answer(ih(1), pid(1), pid(3), &bin(&[5; 20]))).await;
+    assert!(recv(&mut a).await["failure reason"].is_string());
+    send(&mut a, answer(ih(2), pid(1), pid(3), &bin(&[5; 20]))).await;
+    assert!(recv(&mut a).await["failure reason"].is_string());
+    // A real offer whose offerer has left before the answer.
+    send(
+        &mut c,
+        with_offers(announce(ih(1), pid(3), Some(10), "started"), &[7]),
+    )
+    .await;
+    recv(&mut c).await;
+    let offer = recv(&mut a).await;
+    send(&mut c, announce(ih(1), pid(3), Some(10), "stopped")).await;
+    recv(&mut c).await;
+    send(
+        &mut a,
+        answer(ih(1), pid(1), pid(3), offer["offer_id"].as_str().unwrap()),
+    )
+    .await;
+    let r = recv(&mut a).await;
+    assert!(
+        r["failure reason"].as_str().unwrap().contains("left"),
+        "{r}"
+    );
+    silent(&mut c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrape_one_many_and_none() {
+    let mut config = Config::default();
+    config.ws.full_scrape = true;
+    let h = start(config).await;
+    let mut a = connect(h.addr).await;
+    send(&mut a, announce(ih(1), pid(1), Some(0), "completed")).await;
+    recv(&mut a).await;
+    send(&mut a, announce(ih(2), pid(1), Some(5), "started")).await;
+    recv(&mut a).await;
+    send(
+        &mut a,
+        json!({"action": "scrape", "info_hash": bin(&ih(1))}),
+    )
+    .await;
+    let r = recv(&mut a).await;
+    assert_eq!(
+        r,
+        json!({"action": "scrape", "files": {bin(&ih(1)): {"complete": 1, "incomplete": 0, "downloaded": 1}},
+                         "flags": {"min_request_interval": 120}})
+    );
+    send(
+        &mut a,
+        json!({"action": "scrape", "info_hash": [bin(&ih(1)), bin(&ih(2)), bin(&ih(3))]}),
+    )
+    .await;
+    let r = recv(&mut a).await;
+    assert_eq!(
+        r["files"][bin(&ih(2))],
+        json!({"complete": 0, "incomplete": 1, "downloaded": 0})
+    );
+    assert_eq!(
+        r["files"][bin(&ih(3))],
+        json!({"complete": 0, "incomplete": 0, "downloaded": 0})
+    );
+    send(&mut a, json!({"action": "scrape"})).await;
+    let r = recv(&mut a).await;
+    assert_eq!(r["files"].as_object().unwrap().len(), 2, "{r}");
+
+    // Without full scrape, no info hash is refused.
+    let h = start_default().await;
+    let mut b = connect(h.addr).await;
+    send(&mut b, json!({"action": "scrape"})).await;
+    let r = recv(&mut b).await;
+    assert_eq!(r["action"], "scrape");
+    assert!(r["failure reason"]
+        .as_str()
+        .unwrap()
+        .contains("full scrape"));
+    let many: Vec<String> = (0..65).map(|i| bin(&ih(i))).collect();
+    send(&mut b, json!({"action": "scrape", "info_hash": many})).await;
+    assert!(recv(&mut b).await["failure reason"]
+        .as_str()
+        .unwrap()
+        .contains("too many"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_removes_only_the_senders_own_peer() {
+    let h = start_default().await;
+    let (mut a, mut b) = (connect(h.addr).await, connect(h.addr).await);
+    send(&mut a, announce(ih(1), pid(1), Some(5), "started")).await;
+    recv(&mut a).await;
+    send(&mut b, announce(ih(1), pid(2), Some(5), "started")).await;
+    recv(&mut b).await;
+    // B claims A's peer id is stopping: A stays.
+    send(&mut b, announce(ih(1), pid(1), Some(5), "stopped")).await;
+    assert_eq!(recv(&mut b).await["incomplete"], 2);
+    send(&mut b, announce(ih(1), pid(2), Some(5), "stopped")).await;
+    assert_eq!(recv(&mut b).await["incomplete"], 1);
+    assert!(h
+        .ctx
+        .torrents
+        .peer_connection(&InfoHash(ih(1)), &PeerId(pid(1)))
+        .is_some());
+    assert!(h
+        .ctx
+        .torrents
+        .peer_connection(&InfoHash(ih(1)), &PeerId(pid(2)))
+        .is_none());
+}
+
+async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..100 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what}: not within 5 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_removes_its_peers() {
+    let h = start_default().await;
+    let (mut a, mut b) = (connect(h.addr).await, connect(h.addr).await);
+    // One connection, several torrents (as Node clients do).
+    for t in 1..=3 {
+        send(&mut a, announce(ih(t), pid(1), Some(0), "started")).await;
+        recv(&mut a).await;
+    }
+    send(&mut b, announce(ih(1), pid(2), Some(5), "started")).await;
+    recv(&mut b).await;
+    assert_eq!(h.ctx.torrents.scrape(&InfoHash(ih(1))).seeders, 1);
+    // Dropped without a close frame.
+    drop(a);
+    eventually("peers of the dropped connection removed", || {
+        (1..=3).all(|t| h.ctx.torrents.scrape(&InfoHash(ih(t))).seeders == 0)
+    })
+    .await;
+    assert_eq!(h.ctx.torrents.scrape(&InfoHash(ih(1))).leechers, 1);
+    eventually("registry emptied", || h.ctx.open_connections() == 1).await;
+}
+
+/// A client that stops reading while offers keep coming is disconnected (its queue is
+/// bounded), and its peer leaves the swarm; the others carry on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_is_disconnected() {
+    let mut config = Config::default();
+    config.ws.outgoing_queue = 4;
+    // Long enough that only the queue overflow can close the slow reader in time.
+    config.ws.send_timeout = 60;
+    let h = start(config).await;
+    // The slow reader: small receive buffer, never reads after its announce.
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(h.addr).await.unwrap();
+    let (mut slow, _) =
+        tokio_tungstenite::client_async(format!("ws://{}/", h.addr), MaybeTlsStream::Plain(stream))
+            .await
+            .unwrap();
+    send(&mut slow, announce(ih(1), pid(1), Some(0), "started")).await;
+    recv(&mut slow).await;
+    let mut fast = connect(h.addr).await;
+    let big_sdp = "x".repeat(30_000);
+    let mut kicked = false;
+    for round in 0..600u32 {
+        let mut v = announce(ih(1), pid(2), Some(5), "update");
+        v["offers"] = json!([{"offer_id": bin(&[(round % 250) as u8 + 1; 20]), "offer": {"type": "offer", "sdp": big_sdp}}]);
+        send(&mut fast, v).await;
+        recv(&mut fast).await;
+        if h.ctx
+            .torrents
+            .peer_connection(&InfoHash(ih(1)), &PeerId(pid(1)))
+            .is_none()
+        {
+            kicked = true;
+            break;
+        }
+    }
+    if !kicked {
+        eventually("the slow reader disconnected", || {
+            h.ctx
+                .torrents
+                .peer_connection(&InfoHash(ih(1)), &PeerId(pid(1)))
+                .is_none()
+        })
+        .await;
+    }
+    // Memory stayed bounded meanwhile: the fast client is still served.
+    send(&mut fast, announce(ih(1), pid(2), Some(5), "update")).await;
+    assert_eq!(recv(&mut fast).await["complete"], 0);
+    drop(slow);
+}
+
+/// Every kind of bad input gets a `failure reason`; after `max_strikes` of them the
+/// connection is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_input_gets_a_failure_reason_then_a_close() {
+    let mut config = Config::default();
+    config.ws.max_strikes = 100;
+    let h = start(config).await;
+    let mut a = connect(h.addr).await;
+    let cases: Vec<(String, &str)> = vec![
+        ("not json".into(), "invalid message"),
+        ("[1,2,3]".into(), "invalid message"),
+        ("{}".into(), "missing field action"),
+        (r#"{"action":"dance"}"#.into(), "unknown action"),
+        (r#"{"action":7}"#.into(), "invalid type"),
+        (json!({"action": "announce", "peer_id": bin(&pid(1))}).to_string(), "missing field info_hash"),
+        (json!({"action": "announce", "info_hash": bin(&ih(1))}).to_string(), "missing field peer_id"),
+        (json!({"action": "announce", "info_hash": "short", "peer_id": bin(&pid(1))}).to_string(), "info_hash must be 20 bytes"),
+        (json!({"action": "announce", "info_hash": bin(&ih(1)), "peer_id": bin(&[1; 21])}).to_string(), "peer_id must be 20 bytes"),
+        (json!({"action": "announce", "info_hash": "\u{263a}".repeat(20), "peer_id": bin(&pid(1))}).to_string(), "above U+00FF"),
+        (json!({"action": "announce", "info_hash": 5, "peer_id": bin(&pid(1))}).to_string(), "invalid type"),
+        (json!({"action": "announce", "info_hash": bin(&ih(1)), "peer_id": bin(&pid(1)), "left": "lots"}).to_string(), "invalid type"),
+        (json!({"action": "announce", "info_hash": bin(&ih(1)), "peer_id": bin(&pid(1)), "event": "dance"}).to_string(), "unknown event"),
+        (json!({"action": "announce", "info_hash": bin(&ih(1)), "peer_id": bin(&pid(1)), "offers": [{"offer_id": 3, "offer": {}}]}).to_string(), "invalid type"),
+        (json!({"action": "announce", "info_hash": bin(&ih(1)), "peer_id": bin(&pid(1)), "answer": {}}).to_string(), "missing field to_peer_id"),
+        (json!({"action": "scrape", "info_hash": [bin(&ih(1)), 4]}).to_string(), "invalid type"),
+    ];
+    for (text, want) in &cases {
+        a.send(Message::text(text.clone())).await.unwrap();
+        let r = recv(&mut a).await;
+        let reason = r["failure reason"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{text}: {r}"));
+        assert!(reason.contains(want), "{text}: {reason}");
+    }
+    // The failure is addressed to the torrent when the info hash could be read.
+    a.send(Message::text(
+        json!({"action": "announce", "info_hash": bin(&ih(4)), "peer_id": 1}).to_string(),
+    ))
+    .await
+    .unwrap();
+    let r = recv(&mut a).await;
+    assert_eq!(
+        (r["action"].as_str(), r["info_hash"].as_str()),
+        (Some("announce"), Some(bin(&ih(4)).as_str()))
+    );
+    // Binary frames are read as JSON text too (and refused when they are not).
+    a.send(Message::binary(vec![0xff, 0, 1])).await.unwrap();
+    assert!(recv(&mut a).await["failure reason"].is_string());
+    // The connection still works.
+    send(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
+    assert_eq!(recv(&mut a).await["complete"], 1);
+
+    // With the default of 5 strikes: 5 bad messages, 5 failures, then a close.
+    let h = start_default().await;
+    let mut b = connect(h.addr).await;
+    for _ in 0..5 {
+        b.send(Message::text("{")).await.unwrap();
+        assert!(recv(&mut b).await["failure reason"].is_string());
+    }
+    let m = tokio::time::timeout(WAIT, b.next()).await.unwrap();
+    assert!(
+        matches!(m, Some(Ok(Message::Close(Some(ref f)))) if u16::from(f.code) == 1008),
+        "{m:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_messages_are_refused_and_closed() {
+    let mut config = Config::default();
+    config.ws.max_message_size = 4096;
+    config.ws.max_frame_size = 4096;
+    let h = start(config).await;
+    let mut a = connect(h.addr).await;
+    a.send(Message::text("x".repeat(5000))).await.unwrap();
+    let r = recv(&mut a).await;
+    assert!(
+        r["failure reason"].as_str().unwrap().contains("too large"),
+        "{r}"
+    );
+    let m = tokio::time::timeout(WAIT, a.next()).await.unwrap();
+    assert!(
+        matches!(m, Some(Ok(Message::Close(Some(ref f)))) if u16::from(f.code) == 1009),
+        "{m:?}"
+    );
+    eventually("connection slot released", || h.ctx.open_connections() == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_maximum_get_503() {
+    let mut config = Config::default();
+    config.ws.max_connections = 2;
+    let h = start(config).await;
+    let _a = connect(h.addr).await;
+    let _b = connect(h.addr).await;
+    let err = tokio_tungstenite::connect_async(format!("ws://{}/", h.addr))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("503"), "{err}");
+    drop(_a);
+    eventually("slot freed", || h.ctx.open_connections() == 1).await;
+    let _c = connect(h.addr).await;
+}
+
+/// A silent client is pinged; one that answers pings stays, one that never reads nor
+/// answers is closed after the idle timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_pinged_then_closed() {
+    let mut config = Config::default();
+    config.ws.ping_interval = 1;
+    config.ws.idle_timeout = 2;
+    let h = start(config).await;
+    // A raw client: handshake by hand, then silence.
+    let mut raw = TcpStream::connect(h.addr).await.unwrap();
+    raw.write_all(b"GET /announce HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    let closed = tokio::time::timeout(Duration::from_secs(8), async {
+        loop {
+            let n = raw.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                return;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "idle connection not closed");
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"),
+        "{text}"
+    );
+    let head_end = text.find("\r\n\r\n").unwrap() + 4;
+    assert_eq!(got[head_end], 0x89, "a ping frame follows the handshake");
+
+    // A client that keeps reading answers the pings and stays past the idle timeout.
+    let mut a = connect(h.addr).await;
+    let stayed = tokio::time::timeout(Duration::from_secs(4), a.next()).await;
+    assert!(
+        stayed.is_err() || matches!(stayed, Ok(Some(Ok(Message::Ping(_))))),
+        "{stayed:?}"
+    );
+    send(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
+    assert_eq!(recv(&mut a).await["complete"], 1);
+}

@@ -1,0 +1,489 @@
+//! The WebTorrent store: swarms whose peers are WebSocket connections, not addresses.
+//!
+//! A WebTorrent peer cannot be handed out as an IP and port: the tracker relays its WebRTC
+//! offers to other peers and their answers back. So these swarms live apart from the
+//! UDP/HTTP ones in [`crate::Store`], keyed the same way (sharded by info hash, each shard
+//! behind its own lock), and each peer points at an opaque [`ConnectionId`] that the
+//! server maps to a live connection. The store never sees a socket or a runtime.
+//!
+//! It also remembers which offers it relayed to which peer (on the recipient, a short,
+//! bounded list), so that an answer is relayed only when it answers an offer that really
+//! went to the answering connection, from the peer it names, not too long ago. Forged
+//! answers and answers to peers that are gone are refused, not relayed blindly.
+
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+use indexmap::IndexMap;
+use parking_lot::Mutex;
+use shoal_proto::ws::OfferId;
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+
+use crate::TorrentStats;
+
+/// The server's name for one live connection. Opaque to the store; never reused by the
+/// server while a peer may still point at it.
+pub type ConnectionId = u64;
+
+type Hasher = foldhash::fast::RandomState;
+
+/// Tunables of the WebTorrent store. The server fills it from its config.
+#[derive(Clone, Debug)]
+pub struct WsStoreConfig {
+    /// Number of shards (rounded up to a power of two).
+    pub shards: usize,
+    /// Seconds a peer stays listed after its last announce (even if its connection stays
+    /// open).
+    pub peer_ttl: u32,
+    /// Seconds an empty torrent (and its completed count) is kept.
+    pub torrent_ttl: u32,
+    /// Seconds an answer to a relayed offer is accepted after the offer went out.
+    pub offer_max_age: u32,
+    /// Offers remembered per recipient peer; older ones are forgotten first.
+    pub max_pending_offers: usize,
+}
+
+impl Default for WsStoreConfig {
+    fn default() -> Self {
+        Self {
+            shards: 512,
+            peer_ttl: 3600,
+            torrent_ttl: 3600,
+            offer_max_age: 60,
+            max_pending_offers: 32,
+        }
+    }
+}
+
+/// An offer relayed to a peer, waiting for its answer.
+#[derive(Clone, Copy, Debug)]
+struct PendingOffer {
+    offer_id: OfferId,
+    /// The peer that made the offer (where the answer must go).
+    from: PeerId,
+    sent_at: u32,
+}
+
+#[derive(Debug)]
+struct WsPeer {
+    conn: ConnectionId,
+    seeder: bool,
+    expires: u32,
+    /// Offers sent to this peer, oldest first. Empty (no allocation) for most peers
+    /// most of the time.
+    pending: Vec<PendingOffer>,
+}
+
+#[derive(Debug, Default)]
+struct WsTorrent {
+    /// Insertion-ordered map: O(1) lookup by peer id and O(1) access by index for
+    /// random selection.
+    peers: IndexMap<PeerId, WsPeer, Hasher>,
+    seeders: u32,
+    completed: u32,
+    last_announce: u32,
+}
+
+impl WsTorrent {
+    fn stats(&self) -> TorrentStats {
+        TorrentStats {
+            seeders: self.seeders,
+            leechers: self.peers.len() as u32 - self.seeders,
+            completed: self.completed,
+        }
+    }
+
+    fn remove(&mut self, peer_id: &PeerId) -> Option<WsPeer> {
+        let p = self.peers.swap_remove(peer_id)?;
+        if p.seeder {
+            self.seeders -= 1;
+        }
+        Some(p)
+    }
+}
+
+#[derive(Default)]
+struct Shard {
+    torrents: HashTable<(InfoHash, WsTorrent)>,
+}
+
+/// One WebTorrent announce, as the store needs it (already validated by the front end).
+#[derive(Clone, Copy, Debug)]
+pub struct WsAnnounce {
+    pub info_hash: InfoHash,
+    pub peer_id: PeerId,
+    pub conn: ConnectionId,
+    pub event: AnnounceEvent,
+    pub seeder: bool,
+}
+
+/// Where one offer of an announce goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OfferTarget {
+    /// Index of the offer in the announce's list.
+    pub offer: usize,
+    pub peer_id: PeerId,
+    pub conn: ConnectionId,
+}
+
+/// What an announce did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WsAnnounceOutcome {
+    pub stats: TorrentStats,
+    /// The peer is now listed for this connection and was not before (the connection
+    /// must remember it, to remove it when it closes).
+    pub joined: bool,
+    /// The peer was listed for this connection and is no more (`stopped`).
+    pub left: bool,
+}
+
+/// Why an answer was not relayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerRefusal {
+    /// The answering peer is not in the swarm on this connection.
+    #[error("answer from a peer that is not in the swarm on this connection")]
+    NotAPeer,
+    /// No offer with this id from that peer was relayed to the answering peer.
+    #[error("answer to an offer that was not relayed to this peer")]
+    NoSuchOffer,
+    /// The offer is older than the configured age.
+    #[error("answer to an offer that has expired")]
+    Expired,
+    /// The peer that made the offer has left.
+    #[error("answer to a peer that has left")]
+    OffererGone,
+}
+
+impl AnswerRefusal {
+    /// A short label for metrics.
+    pub fn kind(self) -> &'static str {
+        match self {
+            AnswerRefusal::NotAPeer => "not_a_peer",
+            AnswerRefusal::NoSuchOffer => "no_such_offer",
+            AnswerRefusal::Expired => "expired",
+            AnswerRefusal::OffererGone => "offerer_gone",
+        }
+    }
+}
+
+/// What one cleaning pass did and what is left.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WsCleanReport {
+    pub peers_expired: usize,
+    pub torrents_removed: usize,
+    pub torrents: usize,
+    pub peers: usize,
+}
+
+/// The WebTorrent store. Share it with an `Arc`.
+pub struct WebTorrentStore {
+    shards: Box<[Mutex<Shard>]>,
+    shard_mask: usize,
+    hasher: Hasher,
+    config: WsStoreConfig,
+}
+
+impl WebTorrentStore {
+    pub fn new(config: WsStoreConfig) -> Self {
+        let n = config.shards.max(1).next_power_of_two();
+        Self {
+            shards: (0..n).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_mask: n - 1,
+            hasher: Hasher::default(),
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &WsStoreConfig {
+        &self.config
+    }
+
+    #[inline]
+    fn locate(&self, info_hash: &InfoHash) -> (u64, &Mutex<Shard>) {
+        let h = self.hasher.hash_one(info_hash);
+        (h, &self.shards[(h >> 32) as usize & self.shard_mask])
+    }
+
+    /// Records an announce from `req.conn` and chooses where its offers go: each to a
+    /// different random peer of the swarm (never the announcer, nothing on its own
+    /// connection, and no seeder-to-seeder offers), at most one per offer id given. The
+    /// targets are written to `out` (cleared first), and each target remembers the offer
+    /// so that its answer can be checked.
+    ///
+    /// A `stopped` removes the peer only if it belongs to this connection; a peer id
+    /// announced from another connection moves to this one (a client that reconnected).
+    pub fn announce(
+        &self,
+        req: &WsAnnounce,
+        offers: &[OfferId],
+        now: u32,
+        out: &mut Vec<OfferTarget>,
+    ) -> WsAnnounceOutcome {
+        out.clear();
+        let stopped = req.event == AnnounceEvent::Stopped;
+        let (h, shard) = self.locate(&req.info_hash);
+        let mut shard = shard.lock();
+        let hasher = &self.hasher;
+        let torrent = match shard.torrents.find_mut(h, |(ih, _)| *ih == req.info_hash) {
+            Some((_, t)) => t,
+            None if stopped => return WsAnnounceOutcome::default(),
+            None => {
+                &mut shard
+                    .torrents
+                    .insert_unique(h, (req.info_hash, WsTorrent::default()), |(ih, _)| {
+                        hasher.hash_one(ih)
+                    })
+                    .into_mut()
+                    .1
+            }
+        };
+        torrent.last_announce = now;
+        let mut outcome = WsAnnounceOutcome::default();
+        if stopped {
+            if torrent
+                .peers
+                .get(&req.peer_id)
+                .is_some_and(|p| p.conn == req.conn)
+            {
+                torrent.remove(&req.peer_id);
+                outcome.left = true;
+            }
+            outcome.stats = torrent.stats();
+            return outcome;
+        }
+        let expires = now.saturating_add(self.config.peer_ttl);
+        let became_seeder = match torrent.peers.get_mut(&req.peer_id) {
+            Some(p) => {
+                outcome.joined = p.conn != req.conn;
+                p.conn = req.conn;
+                p.expires = expires;
+                let became = req.seeder && !p.seeder;
+                if p.seeder != req.seeder {
+                    p.seeder = req.seeder;
+                    if req.seeder {
+                        torrent.seeders += 1;
+                    } else {
+                        torrent.seeders -= 1;
+                    }
+                }
+                became
+            }
+            None => {
+                torrent.peers.insert(
+                    req.peer_id,
+                    WsPeer {
+                        conn: req.conn,
+                        seeder: req.seeder,
+                        expires,
+                        pending: Vec::new(),
+                    },
+                );
+                outcome.joined = true;
+                if req.seeder {
+                    torrent.seeders += 1;
+                }
+                req.seeder
+            }
+        };
+        if became_seeder && req.event == AnnounceEvent::Completed {
+            torrent.completed = torrent.completed.saturating_add(1);
+        }
+        if !offers.is_empty() {
+            self.choose_targets(torrent, req, offers, now, out);
+        }
+        outcome.stats = torrent.stats();
+        outcome
+    }
+
+    fn choose_targets(
+        &self,
+        torrent: &mut WsTorrent,
+        req: &WsAnnounce,
+        offers: &[OfferId],
+        now: u32,
+        out: &mut Vec<OfferTarget>,
+    ) {
+        let len = torrent.peers.len();
+        let eligible = |i: usize| -> bool {
+            let (pid, p) = torrent.peers.get_index(i).expect("index in range");
+            *pid != req.peer_id && p.conn != req.conn && !(req.seeder && p.seeder)
+        };
+        // Distinct random indices: in a small swarm shuffle the eligible ones; in a large
+        // one draw at random with a bounded number of tries (a few collisions at most).
+        let mut chosen: Vec<usize> = Vec::with_capacity(offers.len().min(len));
+        if len <= 4 * offers.len() + 16 {
+            let mut all: Vec<usize> = (0..len).filter(|&i| eligible(i)).collect();
+            let k = offers.len().min(all.len());
+            for i in 0..k {
+                let j = fastrand::usize(i..all.len());
+                all.swap(i, j);
+            }
+            all.truncate(k);
+            chosen = all;
+        } else {
+            let mut tries = 8 * offers.len() + 16;
+            while chosen.len() < offers.len() && tries > 0 {
+                tries -= 1;
+                let i = fastrand::usize(0..len);
+                if !chosen.contains(&i) && eligible(i) {
+                    chosen.push(i);
+                }
+            }
+        }
+        let max_age = self.config.offer_max_age;
+        let cap = self.config.max_pending_offers.max(1);
+        for (offer, i) in chosen.into_iter().enumerate() {
+            let (pid, p) = torrent.peers.get_index_mut(i).expect("index in range");
+            p.pending
+                .retain(|o| now.saturating_sub(o.sent_at) <= max_age);
+            if p.pending.len() >= cap {
+                p.pending.remove(0);
+            }
+            p.pending.push(PendingOffer {
+                offer_id: offers[offer],
+                from: req.peer_id,
+                sent_at: now,
+            });
+            out.push(OfferTarget {
+                offer,
+                peer_id: *pid,
+                conn: p.conn,
+            });
+        }
+    }
+
+    /// Checks an answer from `answerer` (on connection `conn`) to the offer `offer_id`
+    /// made by `to`, and returns the connection to relay it to. The offer is consumed:
+    /// one answer per offer.
+    pub fn answer(
+        &self,
+        info_hash: &InfoHash,
+        answerer: &PeerId,
+        conn: ConnectionId,
+        to: &PeerId,
+        offer_id: &OfferId,
+        now: u32,
+    ) -> Result<ConnectionId, AnswerRefusal> {
+        let (h, shard) = self.locate(info_hash);
+        let mut shard = shard.lock();
+        let torrent = shard
+            .torrents
+            .find_mut(h, |(ih, _)| ih == info_hash)
+            .map(|(_, t)| t)
+            .ok_or(AnswerRefusal::NotAPeer)?;
+        let me = torrent
+            .peers
+            .get_mut(answerer)
+            .filter(|p| p.conn == conn)
+            .ok_or(AnswerRefusal::NotAPeer)?;
+        let at = me
+            .pending
+            .iter()
+            .position(|o| o.offer_id == *offer_id && o.from == *to)
+            .ok_or(AnswerRefusal::NoSuchOffer)?;
+        let offer = me.pending.remove(at);
+        if now.saturating_sub(offer.sent_at) > self.config.offer_max_age {
+            return Err(AnswerRefusal::Expired);
+        }
+        torrent
+            .peers
+            .get(to)
+            .map(|p| p.conn)
+            .ok_or(AnswerRefusal::OffererGone)
+    }
+
+    /// Removes the peers a closed connection announced, all at once. Peers that have
+    /// since moved to another connection stay. Returns how many were removed.
+    pub fn remove_connection(
+        &self,
+        conn: ConnectionId,
+        peers: impl IntoIterator<Item = (InfoHash, PeerId)>,
+    ) -> usize {
+        let mut removed = 0;
+        for (info_hash, peer_id) in peers {
+            let (h, shard) = self.locate(&info_hash);
+            let mut shard = shard.lock();
+            if let Some((_, t)) = shard.torrents.find_mut(h, |(ih, _)| *ih == info_hash) {
+                if t.peers.get(&peer_id).is_some_and(|p| p.conn == conn) {
+                    t.remove(&peer_id);
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
+    /// Figures of one torrent (zeros for an unknown one).
+    pub fn scrape(&self, info_hash: &InfoHash) -> TorrentStats {
+        let (h, shard) = self.locate(info_hash);
+        let shard = shard.lock();
+        shard
+            .torrents
+            .find(h, |(ih, _)| ih == info_hash)
+            .map_or(TorrentStats::default(), |(_, t)| t.stats())
+    }
+
+    /// Visits torrents shard by shard (each locked only for its own visit), stopping
+    /// after `limit` of them: a full scrape never stops the world nor grows unbounded.
+    pub fn scrape_all(&self, limit: usize, mut f: impl FnMut(InfoHash, TorrentStats)) {
+        let mut n = 0;
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for (ih, t) in shard.torrents.iter() {
+                if n == limit {
+                    return;
+                }
+                f(*ih, t.stats());
+                n += 1;
+            }
+        }
+    }
+
+    /// Whether `peer_id` is listed in `info_hash`, and on which connection (tests, admin).
+    pub fn peer_connection(&self, info_hash: &InfoHash, peer_id: &PeerId) -> Option<ConnectionId> {
+        let (h, shard) = self.locate(info_hash);
+        let shard = shard.lock();
+        shard
+            .torrents
+            .find(h, |(ih, _)| ih == info_hash)
+            .and_then(|(_, t)| t.peers.get(peer_id))
+            .map(|p| p.conn)
+    }
+
+    /// Drops expired peers, expired pending offers and torrents that stayed empty past
+    /// their time, one shard at a time.
+    pub fn clean(&self, now: u32) -> WsCleanReport {
+        let mut report = WsCleanReport::default();
+        let ttl = self.config.torrent_ttl;
+        let max_age = self.config.offer_max_age;
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            shard.torrents.retain(|(_, t)| {
+                let before = t.peers.len();
+                t.peers.retain(|_, p| {
+                    p.pending
+                        .retain(|o| now.saturating_sub(o.sent_at) <= max_age);
+                    if p.pending.is_empty() {
+                        p.pending = Vec::new();
+                    }
+                    p.expires >= now
+                });
+                report.peers_expired += before - t.peers.len();
+                t.seeders = t.peers.values().filter(|p| p.seeder).count() as u32;
+                let keep = !t.peers.is_empty() || now.saturating_sub(t.last_announce) < ttl;
+                if keep {
+                    report.peers += t.peers.len();
+                } else {
+                    report.torrents_removed += 1;
+                }
+                keep
+            });
+            report.torrents += shard.torrents.len();
+        }
+        report
+    }
+}
+
+#[cfg(test)]
+#[path = "webtorrent_tests.rs"]
+mod tests;

@@ -1,0 +1,62 @@
+//! Fuzzes the WebTorrent message parser with arbitrary bytes, as a client could send.
+//!
+//! Beyond "never panics": whatever parses is relayed the way the tracker would relay it,
+//! and the relayed JSON must parse back to the same binary fields (the binary-string
+//! encoding is lossless for every byte).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use shoal_proto::ws::{self, decode_binary, RelayedAnswer, RelayedOffer, Request};
+
+fuzz_target!(|data: &[u8]| {
+    match ws::parse_request(data) {
+        Ok(Request::Announce(a)) => {
+            for o in &a.offers {
+                let text = ws::to_json(&RelayedOffer {
+                    info_hash: a.info_hash,
+                    peer_id: a.peer_id,
+                    offer_id: o.offer_id,
+                    offer: o.offer,
+                });
+                let v: serde_json::Value = serde_json::from_str(&text).expect("relayed JSON");
+                assert_eq!(
+                    decode_binary(v["info_hash"].as_str().unwrap()).unwrap(),
+                    a.info_hash.0
+                );
+                assert_eq!(
+                    decode_binary(v["peer_id"].as_str().unwrap()).unwrap(),
+                    a.peer_id.0
+                );
+                assert_eq!(
+                    decode_binary(v["offer_id"].as_str().unwrap()).unwrap(),
+                    o.offer_id.as_bytes()
+                );
+            }
+        }
+        Ok(Request::Answer(a)) => {
+            let text = ws::to_json(&RelayedAnswer {
+                info_hash: a.info_hash,
+                peer_id: a.peer_id,
+                offer_id: a.offer_id,
+                answer: a.answer,
+            });
+            let v: serde_json::Value = serde_json::from_str(&text).expect("relayed JSON");
+            assert_eq!(
+                decode_binary(v["peer_id"].as_str().unwrap()).unwrap(),
+                a.peer_id.0
+            );
+        }
+        Ok(Request::Scrape(s)) => {
+            assert!(s.info_hashes.len() <= ws::MAX_SCRAPE_HASHES);
+        }
+        Err((e, ctx)) => {
+            let text = ws::to_json(&ws::Notice {
+                failure: true,
+                text: &e.to_string(),
+                context: ctx,
+            });
+            let _: serde_json::Value = serde_json::from_str(&text).expect("failure JSON");
+        }
+    }
+});
