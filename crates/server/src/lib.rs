@@ -9,8 +9,10 @@
 
 pub mod cli;
 pub mod config;
+pub mod http;
 pub mod sys;
 pub mod udp;
+pub mod ws;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +34,7 @@ pub struct Tracker {
     store: Arc<Store>,
     shutdown: Arc<AtomicBool>,
     udp: Option<UdpFrontEnd>,
+    http: Option<http::HttpFrontEnd>,
     cleaner: Option<JoinHandle<()>>,
 }
 
@@ -76,6 +79,18 @@ impl Tracker {
             )?)
         };
 
+        let http = if config.http.listen.is_empty() && config.https.listen.is_empty() {
+            None
+        } else {
+            let ws = Arc::new(ws::WsContext::default());
+            Some(http::HttpFrontEnd::start(
+                &config,
+                store.clone(),
+                ws,
+                shutdown.clone(),
+            )?)
+        };
+
         let cleaner = {
             let store = store.clone();
             let shutdown = shutdown.clone();
@@ -91,6 +106,7 @@ impl Tracker {
             store,
             shutdown,
             udp,
+            http,
             cleaner: Some(cleaner),
         })
     }
@@ -108,14 +124,42 @@ impl Tracker {
         self.udp.as_ref().map_or(&[], |u| &u.local_addrs)
     }
 
+    /// The plain-HTTP addresses actually bound (port 0 resolved).
+    pub fn http_addrs(&self) -> &[SocketAddr] {
+        self.http.as_ref().map_or(&[], |h| &h.http_addrs)
+    }
+
+    /// The HTTPS addresses actually bound (port 0 resolved).
+    pub fn https_addrs(&self) -> &[SocketAddr] {
+        self.http.as_ref().map_or(&[], |h| &h.https_addrs)
+    }
+
+    /// Open HTTP and HTTPS connections right now.
+    pub fn http_open_connections(&self) -> usize {
+        self.http.as_ref().map_or(0, |h| h.open_connections())
+    }
+
     /// Request counters of the UDP front end, summed over workers.
     pub fn udp_counters(&self) -> udp::counters::LocalCounters {
         self.udp.as_ref().map(|u| u.totals()).unwrap_or_default()
     }
 
-    /// Re-reads what can change without a restart (the access list). On error the old
-    /// state stays in force.
+    /// Re-reads what can change without a restart (the access list, the TLS certificate).
+    /// On error the old state stays in force (each part on its own: a bad certificate
+    /// does not keep a good access list from loading).
     pub fn reload(&self) -> anyhow::Result<()> {
+        let tls = match &self.http {
+            Some(h) => h.reload_tls(),
+            None => Ok(()),
+        };
+        if tls.is_ok() && !self.https_addrs().is_empty() {
+            tracing::info!("TLS certificate reloaded");
+        }
+        self.reload_access_list()?;
+        tls.context("reloading the TLS certificate")
+    }
+
+    fn reload_access_list(&self) -> anyhow::Result<()> {
         let list = load_access_list(&self.config)?;
         tracing::info!(
             "access list reloaded: mode {:?}, {} info hashes",
@@ -128,10 +172,19 @@ impl Tracker {
 
     /// Lines saying where the tracker listens, for the operator.
     pub fn describe_listeners(&self) -> Vec<String> {
-        self.udp_addrs()
+        let udp = self
+            .udp_addrs()
             .iter()
-            .map(|a| format!("UDP tracker listening on udp://{a}/announce"))
-            .collect()
+            .map(|a| format!("UDP tracker listening on udp://{a}/announce"));
+        let http = self
+            .http_addrs()
+            .iter()
+            .map(|a| format!("HTTP tracker listening on http://{a}/announce"));
+        let https = self
+            .https_addrs()
+            .iter()
+            .map(|a| format!("HTTPS tracker listening on https://{a}/announce"));
+        udp.chain(http).chain(https).collect()
     }
 
     /// Stops every front end and waits for its threads.
@@ -143,6 +196,9 @@ impl Tracker {
         self.shutdown.store(true, Ordering::Relaxed);
         if let Some(udp) = self.udp.take() {
             udp.join();
+        }
+        if let Some(http) = self.http.take() {
+            http.join();
         }
         if let Some(c) = self.cleaner.take() {
             let _ = c.join();
