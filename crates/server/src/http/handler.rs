@@ -426,6 +426,48 @@ mod tests {
         assert!(!accepts_gzip(b"gzipx"));
     }
 
+    fn shared() -> Arc<Shared> {
+        let config = crate::Config::default();
+        Arc::new(Shared {
+            store: Arc::new(shoal_swarm::Store::new(config.store_config())),
+            settings: super::super::HttpSettings::from_config(&config),
+            proxy: super::super::proxy::ProxyRules::new("", 1, &[]).unwrap(),
+            full_scrape: None,
+            ws: Arc::new(crate::ws::WsContext::default()),
+            open: Default::default(),
+        })
+    }
+
+    fn handle(raw: &[u8], leftover: &[u8]) -> (Next, Vec<u8>) {
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut req = httparse::Request::new(&mut headers);
+        assert!(req.parse(raw).unwrap().is_complete());
+        let mut out = Vec::new();
+        let remote: SocketAddr = "127.0.0.1:5555".parse().unwrap();
+        let next = Handler::new(shared()).handle(&req, remote, leftover, &mut out);
+        (next, out)
+    }
+
+    #[test]
+    fn websocket_upgrades_on_any_path_are_handed_over_with_the_leftover() {
+        let (next, out) = handle(
+            b"GET /any/path?x=1 HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            b"\x81\x05hello",
+        );
+        assert!(out.is_empty(), "nothing may be written before the handover");
+        let Next::Upgrade(u) = next else {
+            panic!("{next:?}")
+        };
+        assert_eq!(u.path, "/any/path?x=1");
+        assert_eq!(u.sec_websocket_key, "dGhlIHNhbXBsZSBub25jZQ==");
+        assert_eq!(u.remote, "127.0.0.1:5555".parse().unwrap());
+        assert_eq!(u.leftover, b"\x81\x05hello");
+        let (next, out) = handle(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", b"");
+        assert!(matches!(next, Next::Close));
+        assert!(out.starts_with(b"HTTP/1.1 400"));
+    }
+
     #[test]
     fn connection_tokens_are_found_in_lists() {
         assert!(has_token(b"keep-alive, Upgrade", "upgrade"));
