@@ -9,9 +9,13 @@
 //! - [`common`]: the tracker's vocabulary shared by all protocols (info hashes, peer ids,
 //!   events, compact peer addresses).
 //! - [`udp`]: BEP 15 (UDP tracker protocol) with BEP 41 options.
+//! - [`http`]: BEP 3 / BEP 48 request targets and query strings.
+//! - [`bencode`]: the bencoded responses of the HTTP tracker (BEP 3, 7, 23, 48).
 //! - [`ws`]: WebTorrent tracker messages (JSON over WebSocket).
 
+pub mod bencode;
 pub mod common;
+pub mod http;
 pub mod udp;
 pub mod ws;
 

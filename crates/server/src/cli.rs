@@ -27,6 +27,19 @@ pub struct Args {
     /// Serve UDP on this address (repeatable, e.g. --udp 0.0.0.0:6969 --udp [::]:6969).
     #[arg(long, value_name = "ADDR")]
     pub udp: Vec<SocketAddr>,
+    /// Serve plain HTTP on this address (repeatable).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Vec<SocketAddr>,
+    /// Serve HTTPS on this address (repeatable); needs --tls-cert and --tls-key (or the
+    /// config's https.cert and https.key).
+    #[arg(long, value_name = "ADDR")]
+    pub https: Vec<SocketAddr>,
+    /// PEM certificate chain for HTTPS.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
     /// Worker threads (0 = one per core).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
@@ -44,6 +57,14 @@ impl Args {
         };
         if self.any_listener() {
             config.udp.listen = self.udp.clone();
+            config.http.listen = self.http.clone();
+            config.https.listen = self.https.clone();
+        }
+        if let Some(cert) = &self.tls_cert {
+            config.https.cert = cert.clone();
+        }
+        if let Some(key) = &self.tls_key {
+            config.https.key = key.clone();
         }
         if let Some(w) = self.workers {
             config.workers = w;
@@ -56,7 +77,7 @@ impl Args {
     }
 
     fn any_listener(&self) -> bool {
-        !self.udp.is_empty()
+        !self.udp.is_empty() || !self.http.is_empty() || !self.https.is_empty()
     }
 }
 
@@ -74,7 +95,31 @@ mod tests {
         let args = Args::parse_from(["shoal", "--udp", "127.0.0.1:7000", "--workers", "3"]);
         let c = args.config().unwrap();
         assert_eq!(c.udp.listen, vec!["127.0.0.1:7000".parse().unwrap()]);
+        assert!(c.http.listen.is_empty());
         assert_eq!(c.workers, 3);
+        let c = Args::parse_from([
+            "shoal",
+            "--http",
+            "127.0.0.1:7001",
+            "--http",
+            "[::1]:7001",
+            "--https",
+            "127.0.0.1:7443",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+        ])
+        .config()
+        .unwrap();
+        assert!(c.udp.listen.is_empty());
+        assert_eq!(c.http.listen.len(), 2);
+        assert_eq!(c.https.listen, vec!["127.0.0.1:7443".parse().unwrap()]);
+        assert_eq!(c.https.cert, PathBuf::from("c.pem"));
+        let err = Args::parse_from(["shoal", "--https", "127.0.0.1:7443"])
+            .config()
+            .unwrap_err();
+        assert!(err.to_string().contains("https.cert"));
         let c = Args::parse_from(["shoal"]).config().unwrap();
         assert_eq!(c, Config::default());
     }

@@ -5,7 +5,7 @@
 //! option, so the printed file and the code cannot drift apart. Unknown keys are refused
 //! (serde's `deny_unknown_fields`), and the error names the key.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -20,6 +20,8 @@ pub struct Config {
     pub log_level: String,
     pub workers: usize,
     pub udp: UdpConfig,
+    pub http: HttpConfig,
+    pub https: HttpsConfig,
     pub announce: AnnounceConfig,
     pub store: StoreSection,
     pub access_list: AccessListConfig,
@@ -37,6 +39,37 @@ pub struct UdpConfig {
     pub connection_id_key_file: PathBuf,
     pub allow_ip_field: bool,
     pub max_scrape_hashes: usize,
+}
+
+/// The HTTP tracker (BEP 3, 23, 7, 48): plain-HTTP listeners and the settings HTTP and
+/// HTTPS listeners share.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    pub listen: Vec<SocketAddr>,
+    pub keep_alive: bool,
+    pub idle_timeout_ms: u64,
+    pub request_timeout_ms: u64,
+    pub max_request_bytes: usize,
+    pub max_headers: usize,
+    pub max_connections: usize,
+    pub allow_ip_field: bool,
+    pub max_scrape_hashes: usize,
+    pub full_scrape: bool,
+    pub full_scrape_interval: u64,
+    pub gzip: bool,
+    pub proxy_header: String,
+    pub proxy_hop: usize,
+    pub proxy_trusted: Vec<String>,
+}
+
+/// HTTPS listeners (rustls) and their certificate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpsConfig {
+    pub listen: Vec<SocketAddr>,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,6 +155,8 @@ impl Default for Config {
             log_level: "info".into(),
             workers: 0,
             udp: UdpConfig::default(),
+            http: HttpConfig::default(),
+            https: HttpsConfig::default(),
             announce: AnnounceConfig::default(),
             store: StoreSection::default(),
             access_list: AccessListConfig::default(),
@@ -148,6 +183,31 @@ impl Default for UdpConfig {
     }
 }
 
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            listen: vec![
+                "0.0.0.0:6969".parse().expect("valid address"),
+                "[::]:6969".parse().expect("valid address"),
+            ],
+            keep_alive: true,
+            idle_timeout_ms: 30_000,
+            request_timeout_ms: 5_000,
+            max_request_bytes: 4096,
+            max_headers: 32,
+            max_connections: 20_000,
+            allow_ip_field: false,
+            max_scrape_hashes: 100,
+            full_scrape: true,
+            full_scrape_interval: 60,
+            gzip: true,
+            proxy_header: String::new(),
+            proxy_hop: 1,
+            proxy_trusted: vec!["127.0.0.1".into(), "::1".into()],
+        }
+    }
+}
+
 impl Default for AnnounceConfig {
     fn default() -> Self {
         Self {
@@ -166,6 +226,56 @@ impl Default for StoreSection {
             peer_ttl: 3600,
             torrent_ttl: 3600,
             clean_interval: 30,
+        }
+    }
+}
+
+/// Most headers a request may have (`http.max_headers`).
+pub const MAX_HTTP_HEADERS: usize = 128;
+
+/// An IP network (`10.0.0.0/8`, `::1/128`), or one address as a network of one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpNet {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl IpNet {
+    pub fn parse(s: &str) -> anyhow::Result<Self> {
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = addr.trim().parse().context("not an IP address")?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            Some(p) => p.trim().parse::<u8>().context("bad prefix length")?,
+            None => max,
+        };
+        if prefix > max {
+            bail!("prefix length above {max}");
+        }
+        Ok(Self { addr, prefix })
+    }
+
+    /// Whether `ip` is in this network (IPv4-mapped IPv6 addresses count as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        fn masked(bits: u128, prefix: u8, width: u8) -> u128 {
+            if prefix == 0 {
+                0
+            } else {
+                bits >> (width - prefix)
+            }
+        }
+        match (self.addr, ip.to_canonical()) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                masked(u32::from(n).into(), self.prefix, 32)
+                    == masked(u32::from(a).into(), self.prefix, 32)
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                masked(u128::from(n), self.prefix, 128) == masked(u128::from(a), self.prefix, 128)
+            }
+            _ => false,
         }
     }
 }
@@ -224,8 +334,53 @@ impl Config {
         if ws.send_timeout == 0 || ws.interval == 0 {
             bail!("ws.send_timeout and ws.interval must be at least 1");
         }
+        self.validate_http()?;
         if self.store.clean_interval == 0 {
             bail!("store.clean_interval must be at least 1 second");
+        }
+        Ok(())
+    }
+
+    fn validate_http(&self) -> anyhow::Result<()> {
+        let h = &self.http;
+        if !(256..=65536).contains(&h.max_request_bytes) {
+            bail!("http.max_request_bytes must be between 256 and 65536");
+        }
+        if !(1..=MAX_HTTP_HEADERS).contains(&h.max_headers) {
+            bail!("http.max_headers must be between 1 and {MAX_HTTP_HEADERS}");
+        }
+        if h.max_connections == 0 {
+            bail!("http.max_connections must be at least 1");
+        }
+        if h.idle_timeout_ms == 0 || h.request_timeout_ms == 0 {
+            bail!("http.idle_timeout_ms and http.request_timeout_ms must be at least 1");
+        }
+        if h.max_scrape_hashes == 0 {
+            bail!("http.max_scrape_hashes must be at least 1");
+        }
+        if h.full_scrape_interval == 0 {
+            bail!("http.full_scrape_interval must be at least 1 second");
+        }
+        if !h.proxy_header.is_empty()
+            && !h
+                .proxy_header
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            bail!("http.proxy_header must be a header name such as X-Forwarded-For");
+        }
+        if h.proxy_hop == 0 {
+            bail!("http.proxy_hop must be at least 1 (1 = the address the nearest proxy saw)");
+        }
+        for net in &h.proxy_trusted {
+            IpNet::parse(net).with_context(|| {
+                format!("http.proxy_trusted: {net:?} is not an address or network")
+            })?;
+        }
+        if !self.https.listen.is_empty()
+            && (self.https.cert.as_os_str().is_empty() || self.https.key.as_os_str().is_empty())
+        {
+            bail!("https.cert and https.key must be set when https.listen is not empty");
         }
         Ok(())
     }
@@ -307,6 +462,26 @@ mod tests {
                 "option {key} has no comment"
             );
         }
+    }
+
+    #[test]
+    fn networks_contain_their_addresses() {
+        let n = IpNet::parse("10.1.0.0/16").unwrap();
+        assert!(n.contains("10.1.200.3".parse().unwrap()));
+        assert!(n.contains("::ffff:10.1.0.1".parse().unwrap()));
+        assert!(!n.contains("10.2.0.1".parse().unwrap()));
+        assert!(IpNet::parse("0.0.0.0/0")
+            .unwrap()
+            .contains("1.2.3.4".parse().unwrap()));
+        let one = IpNet::parse("::1").unwrap();
+        assert!(one.contains("::1".parse().unwrap()));
+        assert!(!one.contains("::2".parse().unwrap()));
+        assert!(IpNet::parse("10.0.0.0/33").is_err());
+        assert!(IpNet::parse("nope").is_err());
+        let err = Config::from_toml("[http]\nproxy_trusted = [\"x\"]\n").unwrap_err();
+        assert!(err.to_string().contains("proxy_trusted"), "{err:#}");
+        let err = Config::from_toml("[https]\nlisten = [\"127.0.0.1:443\"]\n").unwrap_err();
+        assert!(err.to_string().contains("https.cert"), "{err:#}");
     }
 
     #[test]

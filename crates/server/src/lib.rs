@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod http;
 pub mod sys;
 pub mod udp;
 pub mod ws;
@@ -34,6 +35,7 @@ pub struct Tracker {
     ws: Arc<ws::WsContext>,
     shutdown: Arc<AtomicBool>,
     udp: Option<UdpFrontEnd>,
+    http: Option<http::HttpFrontEnd>,
     cleaner: Option<JoinHandle<()>>,
 }
 
@@ -79,6 +81,17 @@ impl Tracker {
         };
 
         let ws = Arc::new(ws::WsContext::new(&config, store.clone()));
+        let http = if config.http.listen.is_empty() && config.https.listen.is_empty() {
+            None
+        } else {
+            Some(http::HttpFrontEnd::start(
+                &config,
+                store.clone(),
+                ws.clone(),
+                shutdown.clone(),
+            )?)
+        };
+
         let cleaner = {
             let store = store.clone();
             let ws = ws.clone();
@@ -96,6 +109,7 @@ impl Tracker {
             ws,
             shutdown,
             udp,
+            http,
             cleaner: Some(cleaner),
         })
     }
@@ -119,14 +133,42 @@ impl Tracker {
         self.udp.as_ref().map_or(&[], |u| &u.local_addrs)
     }
 
+    /// The plain-HTTP addresses actually bound (port 0 resolved).
+    pub fn http_addrs(&self) -> &[SocketAddr] {
+        self.http.as_ref().map_or(&[], |h| &h.http_addrs)
+    }
+
+    /// The HTTPS addresses actually bound (port 0 resolved).
+    pub fn https_addrs(&self) -> &[SocketAddr] {
+        self.http.as_ref().map_or(&[], |h| &h.https_addrs)
+    }
+
+    /// Open HTTP and HTTPS connections right now.
+    pub fn http_open_connections(&self) -> usize {
+        self.http.as_ref().map_or(0, |h| h.open_connections())
+    }
+
     /// Request counters of the UDP front end, summed over workers.
     pub fn udp_counters(&self) -> udp::counters::LocalCounters {
         self.udp.as_ref().map(|u| u.totals()).unwrap_or_default()
     }
 
-    /// Re-reads what can change without a restart (the access list). On error the old
-    /// state stays in force.
+    /// Re-reads what can change without a restart (the access list, the TLS certificate).
+    /// On error the old state stays in force (each part on its own: a bad certificate
+    /// does not keep a good access list from loading).
     pub fn reload(&self) -> anyhow::Result<()> {
+        let tls = match &self.http {
+            Some(h) => h.reload_tls(),
+            None => Ok(()),
+        };
+        if tls.is_ok() && !self.https_addrs().is_empty() {
+            tracing::info!("TLS certificate reloaded");
+        }
+        self.reload_access_list()?;
+        tls.context("reloading the TLS certificate")
+    }
+
+    fn reload_access_list(&self) -> anyhow::Result<()> {
         let list = load_access_list(&self.config)?;
         tracing::info!(
             "access list reloaded: mode {:?}, {} info hashes",
@@ -139,10 +181,19 @@ impl Tracker {
 
     /// Lines saying where the tracker listens, for the operator.
     pub fn describe_listeners(&self) -> Vec<String> {
-        self.udp_addrs()
+        let udp = self
+            .udp_addrs()
             .iter()
-            .map(|a| format!("UDP tracker listening on udp://{a}/announce"))
-            .collect()
+            .map(|a| format!("UDP tracker listening on udp://{a}/announce"));
+        let http = self
+            .http_addrs()
+            .iter()
+            .map(|a| format!("HTTP tracker listening on http://{a}/announce"));
+        let https = self
+            .https_addrs()
+            .iter()
+            .map(|a| format!("HTTPS tracker listening on https://{a}/announce"));
+        udp.chain(http).chain(https).collect()
     }
 
     /// Stops every front end and waits for its threads.
@@ -154,6 +205,9 @@ impl Tracker {
         self.shutdown.store(true, Ordering::Relaxed);
         if let Some(udp) = self.udp.take() {
             udp.join();
+        }
+        if let Some(http) = self.http.take() {
+            http.join();
         }
         if let Some(c) = self.cleaner.take() {
             let _ = c.join();

@@ -12,6 +12,7 @@ use shoal_server::{Config, Tracker};
 fn config(listen: &str) -> Config {
     let mut c = Config::default();
     c.udp.listen = vec![listen.parse().unwrap()];
+    c.http.listen.clear();
     c.workers = 2;
     c
 }

@@ -1,0 +1,151 @@
+//! One HTTP connection: read request heads, answer them, enforce the limits.
+//!
+//! The loop owns the bytes and the clock, nothing else: it reads into a fixed buffer of
+//! `max_request_bytes`, lets `httparse` find a complete head (no copy, no allocation), asks
+//! the [`Handler`] for the response, writes it, and keeps whatever the client pipelined
+//! after the head for the next turn. Limits:
+//!
+//! - waiting for the first byte of a request is bounded by the idle timeout (then the
+//!   connection closes quietly);
+//! - once a request began, its whole head must arrive within the request timeout (a
+//!   slowloris client gets `408` and a close);
+//! - a head longer than the buffer, or with more than `max_headers` headers, or that is not
+//!   HTTP at all, gets `400` and a close;
+//! - writing a response is bounded by the request timeout too (a client that does not read
+//!   cannot hold the task forever).
+//!
+//! It is generic over the stream, so plain TCP and TLS share it, and a WebSocket upgrade
+//! hands the stream itself to the WebTorrent front end.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::{timeout, timeout_at, Instant};
+
+use super::handler::{write_http_error, Handler, Next};
+use super::Shared;
+use crate::config::MAX_HTTP_HEADERS;
+
+/// Serves one connection until it closes, times out or is upgraded.
+pub async fn serve<S>(mut stream: S, remote: SocketAddr, shared: Arc<Shared>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let settings = &shared.settings;
+    let mut buf = vec![0u8; settings.max_request_bytes];
+    let mut filled = 0usize;
+    let mut out: Vec<u8> = Vec::with_capacity(512);
+    let mut handler = Handler::new(shared.clone());
+    let idle = settings.idle_timeout;
+    let request_timeout = settings.request_timeout;
+    let max_headers = settings.max_headers.min(MAX_HTTP_HEADERS);
+
+    loop {
+        // Read until one complete head is buffered.
+        let mut deadline = (filled > 0).then(|| Instant::now() + request_timeout);
+        let (head_len, next) = loop {
+            if filled > 0 {
+                let mut headers = [httparse::EMPTY_HEADER; MAX_HTTP_HEADERS];
+                let mut req = httparse::Request::new(&mut headers[..max_headers]);
+                match req.parse(&buf[..filled]) {
+                    Ok(httparse::Status::Complete(n)) => {
+                        out.clear();
+                        let next = handler.handle(&req, remote, &buf[n..filled], &mut out);
+                        break (n, next);
+                    }
+                    Ok(httparse::Status::Partial) => {}
+                    Err(e) => {
+                        let msg = match e {
+                            httparse::Error::TooManyHeaders => "too many headers",
+                            _ => "malformed HTTP request",
+                        };
+                        out.clear();
+                        write_http_error(&mut out, "400 Bad Request", msg);
+                        let _ = timeout(request_timeout, write_and_close(&mut stream, &out)).await;
+                        return;
+                    }
+                }
+                if filled == buf.len() {
+                    out.clear();
+                    write_http_error(&mut out, "400 Bad Request", "request head too long");
+                    let _ = timeout(request_timeout, write_and_close(&mut stream, &out)).await;
+                    return;
+                }
+            }
+            let read = match deadline {
+                Some(d) => timeout_at(d, stream.read(&mut buf[filled..])).await,
+                None => timeout(idle, stream.read(&mut buf[filled..])).await,
+            };
+            match read {
+                Ok(Ok(0)) | Ok(Err(_)) => return,
+                Ok(Ok(n)) => {
+                    filled += n;
+                    deadline.get_or_insert_with(|| Instant::now() + request_timeout);
+                }
+                Err(_elapsed) => {
+                    if deadline.is_some() {
+                        out.clear();
+                        write_http_error(&mut out, "408 Request Timeout", "request too slow");
+                        let _ = timeout(request_timeout, write_and_close(&mut stream, &out)).await;
+                    }
+                    return;
+                }
+            }
+        };
+
+        let close = match next {
+            Next::Upgrade(upgrade) => {
+                crate::ws::serve_upgrade(stream, upgrade, shared.ws.clone()).await;
+                return;
+            }
+            Next::Close => {
+                let _ = timeout(request_timeout, write_and_close(&mut stream, &out)).await;
+                return;
+            }
+            Next::KeepAlive => {
+                let send = async {
+                    stream.write_all(&out).await?;
+                    stream.flush().await
+                };
+                match timeout(request_timeout, send).await {
+                    Ok(Ok(())) => {}
+                    _ => return,
+                }
+                false
+            }
+            Next::SendDocument { doc, gzip, close } => {
+                let body = match (&doc.gzip, gzip) {
+                    (Some(z), true) => &z[..],
+                    _ => &doc.plain[..],
+                };
+                let send = async {
+                    stream.write_all(&out).await?;
+                    stream.write_all(body).await?;
+                    stream.flush().await
+                };
+                // A big document to a slow reader: allow more than one request's time.
+                match timeout(request_timeout * 4, send).await {
+                    Ok(Ok(())) => {}
+                    _ => return,
+                }
+                close
+            }
+        };
+        if close {
+            let _ = timeout(request_timeout, stream.shutdown()).await;
+            return;
+        }
+        // Keep what the client pipelined after this head.
+        buf.copy_within(head_len..filled, 0);
+        filled -= head_len;
+    }
+}
+
+async fn write_and_close<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.shutdown().await
+}

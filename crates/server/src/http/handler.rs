@@ -1,0 +1,477 @@
+//! Answers one parsed HTTP request head: announce, scrape, full scrape, WebSocket upgrade,
+//! or an HTTP-level error.
+//!
+//! It does no I/O: the connection loop gives it the head `httparse` produced and gets back
+//! the response bytes in a buffer plus what to do next (keep the connection, close it,
+//! send the shared full-scrape document after the head, or hand the connection to the
+//! WebSocket front end). That keeps every tracker rule testable without sockets and keeps
+//! the connection loop about bytes and timeouts only.
+//!
+//! Tracker errors (bad parameters, refused torrents, proxy header problems) are a
+//! bencoded `failure reason` with status 200, which is what clients read; only requests
+//! that are not tracker requests at all get HTTP error statuses.
+
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use shoal_proto::bencode::{write_failure, write_scrape, AnnounceResponse, Peers, ScrapeFile};
+use shoal_proto::http::{parse_scrape, parse_target, AnnounceRequest, RequestError, Target};
+use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
+use shoal_swarm::{Announce, Refusal, TorrentStats};
+
+use super::full_scrape::Document;
+use super::Shared;
+use crate::ws::UpgradeRequest;
+
+/// What the connection does after writing the response.
+#[derive(Debug)]
+pub enum Next {
+    /// Read the next request.
+    KeepAlive,
+    /// Close the connection.
+    Close,
+    /// Write `doc` (its gzip form if `gzip`) after the head, then keep alive or close.
+    SendDocument {
+        doc: Arc<Document>,
+        gzip: bool,
+        close: bool,
+    },
+    /// Hand the connection to the WebSocket front end (nothing was written).
+    Upgrade(UpgradeRequest),
+}
+
+/// One connection's request handler and its reusable scratch space.
+pub struct Handler {
+    shared: Arc<Shared>,
+    body: Vec<u8>,
+    peers_v4: Vec<CompactPeerV4>,
+    peers_v6: Vec<CompactPeerV6>,
+    peers_v4_ids: Vec<(CompactPeerV4, PeerId)>,
+    peers_v6_ids: Vec<(CompactPeerV6, PeerId)>,
+    hashes: Vec<InfoHash>,
+    files: Vec<(InfoHash, ScrapeFile)>,
+}
+
+/// The headers the handler looks at, found in one pass.
+#[derive(Default)]
+struct HeaderFacts<'a> {
+    close: bool,
+    keep_alive: bool,
+    upgrade_websocket: bool,
+    ws_key: Option<&'a [u8]>,
+    accepts_gzip: bool,
+    has_body: bool,
+}
+
+fn has_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// Whether an `Accept-Encoding` value allows gzip (`gzip` or `*`, without `q=0`).
+fn accepts_gzip(value: &[u8]) -> bool {
+    value.split(|&b| b == b',').any(|item| {
+        let mut parts = item.split(|&b| b == b';');
+        let coding = parts.next().unwrap_or_default().trim_ascii();
+        if !(coding.eq_ignore_ascii_case(b"gzip") || coding == b"*") {
+            return false;
+        }
+        for p in parts {
+            let p = p.trim_ascii();
+            if let Some(q) = p.strip_prefix(b"q=").or_else(|| p.strip_prefix(b"Q=")) {
+                let q: f32 = std::str::from_utf8(q)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0.0);
+                return q > 0.0;
+            }
+        }
+        true
+    })
+}
+
+fn facts<'a>(headers: &'a [httparse::Header<'a>]) -> HeaderFacts<'a> {
+    let mut f = HeaderFacts::default();
+    for h in headers {
+        let name = h.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"connection") {
+            f.close |= has_token(h.value, "close");
+            f.keep_alive |= has_token(h.value, "keep-alive");
+        } else if name.eq_ignore_ascii_case(b"upgrade") {
+            f.upgrade_websocket |= has_token(h.value, "websocket");
+        } else if name.eq_ignore_ascii_case(b"sec-websocket-key") {
+            f.ws_key = Some(h.value);
+        } else if name.eq_ignore_ascii_case(b"accept-encoding") {
+            f.accepts_gzip |= accepts_gzip(h.value);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            f.has_body = true;
+        } else if name.eq_ignore_ascii_case(b"content-length") {
+            f.has_body |= h.value.trim_ascii() != b"0";
+        }
+    }
+    f
+}
+
+/// Appends a status line and headers for a body of `len` bytes.
+fn write_head(out: &mut Vec<u8>, status: &str, len: usize, close: bool, extra: &str) {
+    let _ = write!(
+        out,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len}\r\n{extra}{}\r\n",
+        if close {
+            "Connection: close\r\n"
+        } else {
+            "Connection: keep-alive\r\n"
+        }
+    );
+}
+
+/// Appends a complete HTTP error response that closes the connection.
+pub fn write_http_error(out: &mut Vec<u8>, status: &str, message: &str) {
+    write_head(out, status, message.len(), true, "");
+    out.extend_from_slice(message.as_bytes());
+}
+
+fn count(action: &'static str, ok: bool) {
+    metrics::counter!(
+        "shoal_requests_total",
+        "protocol" => "http",
+        "action" => action,
+        "result" => if ok { "ok" } else { "error" }
+    )
+    .increment(1);
+}
+
+impl Handler {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            body: Vec::new(),
+            peers_v4: Vec::new(),
+            peers_v6: Vec::new(),
+            peers_v4_ids: Vec::new(),
+            peers_v6_ids: Vec::new(),
+            hashes: Vec::new(),
+            files: Vec::new(),
+        }
+    }
+
+    /// Answers one request head from `remote`, appending the response to `out`.
+    /// `leftover` is what the client sent past the head (handed on with an upgrade).
+    pub fn handle(
+        &mut self,
+        req: &httparse::Request<'_, '_>,
+        remote: SocketAddr,
+        leftover: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Next {
+        let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
+            write_http_error(out, "400 Bad Request", "incomplete request line");
+            return Next::Close;
+        };
+        let f = facts(req.headers);
+        if method != "GET" {
+            write_http_error(out, "405 Method Not Allowed", "only GET is served here");
+            return Next::Close;
+        }
+        if f.has_body {
+            write_http_error(out, "400 Bad Request", "request bodies are not accepted");
+            return Next::Close;
+        }
+        let client_ip = self.shared.proxy.client_ip(remote.ip(), req.headers);
+        if f.upgrade_websocket {
+            let (Some(key), Ok(ip)) = (f.ws_key, &client_ip) else {
+                write_http_error(
+                    out,
+                    "400 Bad Request",
+                    "bad WebSocket upgrade (no Sec-WebSocket-Key, or bad proxy header)",
+                );
+                return Next::Close;
+            };
+            return Next::Upgrade(UpgradeRequest {
+                path: path.to_owned(),
+                sec_websocket_key: String::from_utf8_lossy(key).into_owned(),
+                remote: SocketAddr::new(*ip, remote.port()),
+                leftover: leftover.to_vec(),
+            });
+        }
+        let close = !self.shared.settings.keep_alive || f.close || (version == 0 && !f.keep_alive);
+
+        self.body.clear();
+        let target = match parse_target(path.as_bytes()) {
+            Ok(t) => t,
+            Err(_) => {
+                write_head(out, "404 Not Found", 10, close, "");
+                out.extend_from_slice(b"not found\n");
+                return if close { Next::Close } else { Next::KeepAlive };
+            }
+        };
+        match target {
+            Target::Announce { key, query } => {
+                let ok = match &client_ip {
+                    Ok(ip) => self.announce(query, key, *ip),
+                    Err(e) => {
+                        write_failure(&mut self.body, e.to_string().as_bytes());
+                        false
+                    }
+                };
+                count("announce", ok);
+            }
+            Target::Scrape { key: _, query } => {
+                match parse_scrape(
+                    query,
+                    self.shared.settings.max_scrape_hashes,
+                    &mut self.hashes,
+                ) {
+                    Ok(()) if self.hashes.is_empty() => {
+                        return self.full_scrape(f.accepts_gzip, close, out);
+                    }
+                    Ok(()) => {
+                        let ok = self.scrape();
+                        count("scrape", ok);
+                    }
+                    Err(e) => {
+                        self.failure(e);
+                        count("scrape", false);
+                    }
+                }
+            }
+        }
+        write_head(out, "200 OK", self.body.len(), close, "");
+        out.extend_from_slice(&self.body);
+        if close {
+            Next::Close
+        } else {
+            Next::KeepAlive
+        }
+    }
+
+    fn failure(&mut self, e: RequestError) {
+        self.body.clear();
+        let mut msg = [0u8; 128];
+        let mut cursor = std::io::Cursor::new(&mut msg[..]);
+        let _ = write!(cursor, "{e}");
+        let n = cursor.position() as usize;
+        write_failure(&mut self.body, &msg[..n]);
+    }
+
+    fn refused(&mut self, r: Refusal) {
+        self.body.clear();
+        match r {
+            Refusal::NotAllowed => write_failure(&mut self.body, b"torrent not allowed"),
+        }
+    }
+
+    /// Writes an announce response (or failure) into `self.body`; true when it succeeded.
+    fn announce(&mut self, query: &[u8], path_key: Option<&str>, client_ip: IpAddr) -> bool {
+        let req = match AnnounceRequest::parse(query, path_key) {
+            Ok(r) => r,
+            Err(e) => {
+                self.failure(e);
+                return false;
+            }
+        };
+        let s = &self.shared;
+        let ip = match req.ip {
+            Some(claimed) if s.settings.allow_ip_field => claimed,
+            _ => client_ip,
+        }
+        .to_canonical();
+        let numwant = s.store.numwant(req.numwant);
+        let now = shoal_swarm::clock::now();
+        let store = &s.store;
+        let result: Result<(TorrentStats, Peers<'_>), Refusal> = match ip {
+            IpAddr::V4(v4) => {
+                let a = Announce {
+                    info_hash: req.info_hash,
+                    peer_id: req.peer_id,
+                    addr: CompactPeerV4::new(v4, req.port),
+                    event: req.event,
+                    left: req.left,
+                    numwant,
+                };
+                if req.compact {
+                    self.peers_v4.clear();
+                    store
+                        .announce_v4(&a, now, &mut self.peers_v4)
+                        .map(|st| (st, Peers::CompactV4(&self.peers_v4)))
+                } else {
+                    self.peers_v4_ids.clear();
+                    store
+                        .announce_v4(&a, now, &mut self.peers_v4_ids)
+                        .map(|st| {
+                            (
+                                st,
+                                Peers::DictV4 {
+                                    peers: &self.peers_v4_ids,
+                                    with_ids: !req.no_peer_id,
+                                },
+                            )
+                        })
+                }
+            }
+            IpAddr::V6(v6) => {
+                let a = Announce {
+                    info_hash: req.info_hash,
+                    peer_id: req.peer_id,
+                    addr: CompactPeerV6::new(v6, req.port),
+                    event: req.event,
+                    left: req.left,
+                    numwant,
+                };
+                if req.compact {
+                    self.peers_v6.clear();
+                    store
+                        .announce_v6(&a, now, &mut self.peers_v6)
+                        .map(|st| (st, Peers::CompactV6(&self.peers_v6)))
+                } else {
+                    self.peers_v6_ids.clear();
+                    store
+                        .announce_v6(&a, now, &mut self.peers_v6_ids)
+                        .map(|st| {
+                            (
+                                st,
+                                Peers::DictV6 {
+                                    peers: &self.peers_v6_ids,
+                                    with_ids: !req.no_peer_id,
+                                },
+                            )
+                        })
+                }
+            }
+        };
+        match result {
+            Ok((st, peers)) => {
+                self.body.clear();
+                AnnounceResponse {
+                    interval: s.settings.interval,
+                    min_interval: s.settings.min_interval,
+                    complete: st.seeders,
+                    incomplete: st.leechers,
+                    downloaded: st.completed,
+                    peers,
+                }
+                .write(&mut self.body);
+                true
+            }
+            Err(r) => {
+                self.refused(r);
+                false
+            }
+        }
+    }
+
+    fn scrape(&mut self) -> bool {
+        self.files.clear();
+        for h in &self.hashes {
+            match self.shared.store.scrape(h) {
+                Ok(st) => self.files.push((
+                    *h,
+                    ScrapeFile {
+                        complete: st.seeders,
+                        downloaded: st.completed,
+                        incomplete: st.leechers,
+                    },
+                )),
+                Err(r) => {
+                    self.refused(r);
+                    return false;
+                }
+            }
+        }
+        write_scrape(&mut self.body, &mut self.files);
+        true
+    }
+
+    fn full_scrape(&mut self, accepts_gzip: bool, close: bool, out: &mut Vec<u8>) -> Next {
+        let Some(fs) = &self.shared.full_scrape else {
+            write_failure(
+                &mut self.body,
+                b"full scrape is disabled: name an info_hash",
+            );
+            count("scrape", false);
+            write_head(out, "200 OK", self.body.len(), close, "");
+            out.extend_from_slice(&self.body);
+            return if close { Next::Close } else { Next::KeepAlive };
+        };
+        let doc = fs.current();
+        let gzip = accepts_gzip && doc.gzip.is_some();
+        let len = match (&doc.gzip, gzip) {
+            (Some(z), true) => z.len(),
+            _ => doc.plain.len(),
+        };
+        let extra = if gzip {
+            "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n"
+        } else {
+            "Vary: Accept-Encoding\r\n"
+        };
+        write_head(out, "200 OK", len, close, extra);
+        count("scrape", true);
+        Next::SendDocument { doc, gzip, close }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gzip_acceptance_follows_q_values() {
+        assert!(accepts_gzip(b"gzip"));
+        assert!(accepts_gzip(b"deflate, GZIP;q=0.5"));
+        assert!(accepts_gzip(b"*"));
+        assert!(!accepts_gzip(b"gzip;q=0"));
+        assert!(!accepts_gzip(b"deflate, br"));
+        assert!(!accepts_gzip(b"gzipx"));
+    }
+
+    fn shared() -> Arc<Shared> {
+        let config = crate::Config::default();
+        let store = Arc::new(shoal_swarm::Store::new(config.store_config()));
+        Arc::new(Shared {
+            store: store.clone(),
+            settings: super::super::HttpSettings::from_config(&config),
+            proxy: super::super::proxy::ProxyRules::new("", 1, &[]).unwrap(),
+            full_scrape: None,
+            ws: Arc::new(crate::ws::WsContext::new(&config, store)),
+            open: Default::default(),
+        })
+    }
+
+    fn handle(raw: &[u8], leftover: &[u8]) -> (Next, Vec<u8>) {
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut req = httparse::Request::new(&mut headers);
+        assert!(req.parse(raw).unwrap().is_complete());
+        let mut out = Vec::new();
+        let remote: SocketAddr = "127.0.0.1:5555".parse().unwrap();
+        let next = Handler::new(shared()).handle(&req, remote, leftover, &mut out);
+        (next, out)
+    }
+
+    #[test]
+    fn websocket_upgrades_on_any_path_are_handed_over_with_the_leftover() {
+        let (next, out) = handle(
+            b"GET /any/path?x=1 HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            b"\x81\x05hello",
+        );
+        assert!(out.is_empty(), "nothing may be written before the handover");
+        let Next::Upgrade(u) = next else {
+            panic!("{next:?}")
+        };
+        assert_eq!(u.path, "/any/path?x=1");
+        assert_eq!(u.sec_websocket_key, "dGhlIHNhbXBsZSBub25jZQ==");
+        assert_eq!(u.remote, "127.0.0.1:5555".parse().unwrap());
+        assert_eq!(u.leftover, b"\x81\x05hello");
+        let (next, out) = handle(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", b"");
+        assert!(matches!(next, Next::Close));
+        assert!(out.starts_with(b"HTTP/1.1 400"));
+    }
+
+    #[test]
+    fn connection_tokens_are_found_in_lists() {
+        assert!(has_token(b"keep-alive, Upgrade", "upgrade"));
+        assert!(!has_token(b"closed", "close"));
+    }
+}
