@@ -192,11 +192,18 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
             _ => {
                 let p = workload.random_peer();
                 let a = workload.announce(p);
-                ours.insert(a.info_hash, a.peer_id);
+                // Like a real client, a connection keeps one peer id per torrent: the
+                // tracker relays an answer only from the peer an offer was sent to, and
+                // the offer does not say which of several ids that was.
+                let peer_id = if a.event == AnnounceEvent::Stopped {
+                    ours.remove(&a.info_hash).unwrap_or(a.peer_id)
+                } else {
+                    *ours.entry(a.info_hash).or_insert(a.peer_id)
+                };
                 let mut msg = json!({
                     "action": "announce",
                     "info_hash": latin1(&a.info_hash.0),
-                    "peer_id": latin1(&a.peer_id.0),
+                    "peer_id": latin1(&peer_id.0),
                     "numwant": a.numwant,
                     "uploaded": a.uploaded,
                     "downloaded": a.downloaded,
