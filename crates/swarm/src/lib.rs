@@ -14,6 +14,7 @@
 pub mod access;
 pub mod clock;
 mod peers;
+pub mod snapshot;
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +28,7 @@ use thiserror::Error;
 
 pub use access::{AccessList, AccessListError, AccessMode};
 pub use peers::{Address, Peer, PeerSink, Swarm, INDEX_THRESHOLD};
+pub use snapshot::{SnapshotError, SnapshotHeader, SnapshotSummary};
 
 /// Tunables of the store. The server fills it from its config.
 #[derive(Clone, Debug)]
