@@ -23,6 +23,58 @@ pub struct Config {
     pub announce: AnnounceConfig,
     pub store: StoreSection,
     pub access_list: AccessListConfig,
+    pub state: StateConfig,
+    pub admin: AdminConfig,
+    pub privileges: PrivilegesConfig,
+}
+
+/// Snapshots of the swarm store (see `state.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateConfig {
+    pub file: PathBuf,
+    pub snapshot_interval: u64,
+    pub handover_timeout: u64,
+}
+
+/// The admin listener: metrics, status page, JSON API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    pub listen: Vec<SocketAddr>,
+    pub token: String,
+    pub token_file: PathBuf,
+    pub sample_interval: u64,
+}
+
+/// Who the process runs as once its sockets are bound.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct PrivilegesConfig {
+    pub user: String,
+    pub group: String,
+    pub chroot: PathBuf,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            file: PathBuf::from("shoal.state"),
+            snapshot_interval: 300,
+            handover_timeout: 120,
+        }
+    }
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            listen: vec!["127.0.0.1:6970".parse().expect("valid address")],
+            token: String::new(),
+            token_file: PathBuf::new(),
+            sample_interval: 5,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +133,9 @@ impl Default for Config {
             announce: AnnounceConfig::default(),
             store: StoreSection::default(),
             access_list: AccessListConfig::default(),
+            state: StateConfig::default(),
+            admin: AdminConfig::default(),
+            privileges: PrivilegesConfig::default(),
         }
     }
 }
@@ -165,6 +220,12 @@ impl Config {
             && self.access_list.path.as_os_str().is_empty()
         {
             bail!("access_list.path must be set when access_list.mode is not \"off\"");
+        }
+        if self.admin.sample_interval == 0 || self.admin.sample_interval > 3600 {
+            bail!("admin.sample_interval must be between 1 and 3600 seconds");
+        }
+        if !self.privileges.chroot.as_os_str().is_empty() && self.privileges.user.is_empty() {
+            bail!("privileges.chroot needs privileges.user (a chroot left as root is no jail)");
         }
         if self.store.clean_interval == 0 {
             bail!("store.clean_interval must be at least 1 second");

@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod state;
 pub mod sys;
 pub mod udp;
 
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use shoal_swarm::{AccessList, Store};
+use state::{Restored, StateFile};
 
 pub use config::Config;
 use udp::connection_id::ConnectionIds;
@@ -33,6 +35,11 @@ pub struct Tracker {
     shutdown: Arc<AtomicBool>,
     udp: Option<UdpFrontEnd>,
     cleaner: Option<JoinHandle<()>>,
+    state: Option<Arc<StateFile>>,
+    state_thread: Option<JoinHandle<()>>,
+    /// Set while a new process waits for its predecessor's final snapshot.
+    handover_waiting: Arc<AtomicBool>,
+    restored: Restored,
 }
 
 impl Tracker {
@@ -40,14 +47,28 @@ impl Tracker {
     /// caller can read the addresses (port 0 resolved) right away.
     pub fn start(config: Config) -> anyhow::Result<Self> {
         config.validate()?;
-        let store = Arc::new(Store::new(config.store_config()));
-        store.set_access_list(load_access_list(&config)?);
+        let access_list = load_access_list(&config)?;
+        let (store, restored) = if config.state.file.as_os_str().is_empty() {
+            (Store::new(config.store_config()), Restored::Missing)
+        } else {
+            state::restore(&config.state.file, config.store_config())
+        };
+        let store = Arc::new(store);
+        store.set_access_list(access_list);
         let shutdown = Arc::new(AtomicBool::new(false));
 
-        let key = if config.udp.connection_id_key_file.as_os_str().is_empty() {
-            ConnectionIds::random_key()
-        } else {
+        // The key file wins; else the snapshot's key (so that clients' ids survive a
+        // restart or a hand-over); else a new one.
+        let snapshot_key = match &restored {
+            Restored::Loaded(s) => <[u8; 16]>::try_from(s.header.key.as_slice()).ok(),
+            _ => None,
+        };
+        let key = if !config.udp.connection_id_key_file.as_os_str().is_empty() {
             ConnectionIds::load_or_create_key(&config.udp.connection_id_key_file)?
+        } else if let Some(k) = snapshot_key {
+            k
+        } else {
+            ConnectionIds::random_key()
         };
         let ids = ConnectionIds::new(
             key,
@@ -86,12 +107,37 @@ impl Tracker {
                 .context("spawning the cleaner")?
         };
 
+        let handover_waiting = Arc::new(AtomicBool::new(false));
+        let (state, state_thread) = if config.state.file.as_os_str().is_empty() {
+            (None, None)
+        } else {
+            let state_file = Arc::new(StateFile::new(config.state.file.clone(), key));
+            let schedule = state::Schedule::after(
+                &restored,
+                config.state.snapshot_interval,
+                config.state.handover_timeout,
+            );
+            let thread = {
+                let (state_file, store) = (state_file.clone(), store.clone());
+                let (shutdown, waiting) = (shutdown.clone(), handover_waiting.clone());
+                std::thread::Builder::new()
+                    .name("snapshots".into())
+                    .spawn(move || state::run(&state_file, &store, schedule, &shutdown, &waiting))
+                    .context("spawning the snapshot thread")?
+            };
+            (Some(state_file), Some(thread))
+        };
+
         Ok(Self {
             config,
             store,
             shutdown,
             udp,
             cleaner: Some(cleaner),
+            state,
+            state_thread,
+            handover_waiting,
+            restored,
         })
     }
 
@@ -126,6 +172,30 @@ impl Tracker {
         Ok(())
     }
 
+    /// What became of the snapshot file at start.
+    pub fn restored(&self) -> &Restored {
+        &self.restored
+    }
+
+    /// The snapshot file, when snapshots are on.
+    pub fn state_file(&self) -> Option<&Arc<StateFile>> {
+        self.state.as_ref()
+    }
+
+    /// Whether this process still waits for a predecessor's final snapshot.
+    pub fn handover_waiting(&self) -> bool {
+        self.handover_waiting.load(Ordering::Relaxed)
+    }
+
+    /// Writes a snapshot now (not marked final).
+    pub fn snapshot(&self) -> anyhow::Result<shoal_swarm::SnapshotSummary> {
+        let state = self
+            .state
+            .as_ref()
+            .context("snapshots are off (state.file is empty)")?;
+        state.write(&self.store, false)
+    }
+
     /// Lines saying where the tracker listens, for the operator.
     pub fn describe_listeners(&self) -> Vec<String> {
         self.udp_addrs()
@@ -134,7 +204,8 @@ impl Tracker {
             .collect()
     }
 
-    /// Stops every front end and waits for its threads.
+    /// Stops every front end (each answers what it already received), waits for its
+    /// threads, then writes the final snapshot.
     pub fn shutdown(mut self) {
         self.stop();
     }
@@ -146,6 +217,22 @@ impl Tracker {
         }
         if let Some(c) = self.cleaner.take() {
             let _ = c.join();
+        }
+        if let Some(t) = self.state_thread.take() {
+            let _ = t.join();
+        }
+        if let Some(state) = self.state.take() {
+            let started = Instant::now();
+            match state.write(&self.store, true) {
+                Ok(s) => tracing::info!(
+                    "final snapshot written to {} in {:?}: {} torrents, {} peers",
+                    state.path().display(),
+                    started.elapsed(),
+                    s.torrents,
+                    s.peers
+                ),
+                Err(e) => tracing::error!("final snapshot failed: {e:#}"),
+            }
         }
     }
 }

@@ -13,6 +13,10 @@ fn config(listen: &str) -> Config {
     let mut c = Config::default();
     c.udp.listen = vec![listen.parse().unwrap()];
     c.workers = 2;
+    // In-process trackers share the working directory and loopback: no snapshot file, no
+    // admin listener.
+    c.state.file = Default::default();
+    c.admin.listen = Vec::new();
     c
 }
 

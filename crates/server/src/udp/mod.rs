@@ -168,22 +168,49 @@ fn run_worker(
                 continue;
             }
         };
-        let now = Now::read();
-        let mut replies = 0;
-        for i in 0..received {
-            let Some(src) = inbox.addr(i) else { continue };
-            let packet = inbox.payload(i);
-            if let Some(len) = handler.handle(packet, src, now, outbox.buffer_mut(replies)) {
-                outbox.set_len(replies, len);
-                outbox.copy_addr_from(replies, inbox, i);
-                replies += 1;
-            }
+        answer_batch(socket, handler, inbox, outbox, counters, received);
+    }
+    // Shutting down: answer what the kernel already queued for this socket, then let it
+    // close. Bounded, so a flood cannot hold the process up; during an upgrade the other
+    // process's sockets take the traffic once this one is closed.
+    if socket.set_nonblocking(true).is_err() {
+        return;
+    }
+    for _ in 0..DRAIN_BATCHES {
+        match inbox.recv(socket) {
+            Ok(received) => answer_batch(socket, handler, inbox, outbox, counters, received),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
         }
-        // Published before the replies leave, so a client that got its answer sees it
-        // counted.
-        counters.publish(&handler.counters);
-        if replies > 0 {
-            outbox.send(socket, replies);
+    }
+}
+
+/// Most batches a worker answers after the shutdown flag is set.
+const DRAIN_BATCHES: usize = 1024;
+
+fn answer_batch(
+    socket: &Socket,
+    handler: &mut Handler,
+    inbox: &mut Datagrams,
+    outbox: &mut Datagrams,
+    counters: &WorkerCounters,
+    received: usize,
+) {
+    let now = Now::read();
+    let mut replies = 0;
+    for i in 0..received {
+        let Some(src) = inbox.addr(i) else { continue };
+        let packet = inbox.payload(i);
+        if let Some(len) = handler.handle(packet, src, now, outbox.buffer_mut(replies)) {
+            outbox.set_len(replies, len);
+            outbox.copy_addr_from(replies, inbox, i);
+            replies += 1;
         }
+    }
+    // Published before the replies leave, so a client that got its answer sees it
+    // counted.
+    counters.publish(&handler.counters);
+    if replies > 0 {
+        outbox.send(socket, replies);
     }
 }
