@@ -173,13 +173,19 @@ fn run_worker(
     // Shutting down: answer what the kernel already queued for this socket, then let it
     // close. Bounded, so a flood cannot hold the process up; during an upgrade the other
     // process's sockets take the traffic once this one is closed.
-    if socket.set_nonblocking(true).is_err() {
+    // A short receive timeout rather than a non-blocking socket: replies must still wait
+    // for send-buffer space instead of being dropped with EAGAIN.
+    if socket
+        .set_read_timeout(Some(Duration::from_millis(2)))
+        .is_err()
+    {
         return;
     }
     for _ in 0..DRAIN_BATCHES {
         match inbox.recv(socket) {
             Ok(received) => answer_batch(socket, handler, inbox, outbox, counters, received),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // Timed out: nothing queued any more.
             Err(_) => break,
         }
     }
