@@ -100,8 +100,8 @@ fn second_process_takes_over_without_losing_responses_or_peers() {
         let (sent, answered, lost, ack, _) = t.join().unwrap();
         totals.0 += sent;
         totals.1 += answered;
-        for i in 0..3 {
-            totals.2[i] += lost[i];
+        for (total, l) in totals.2.iter_mut().zip(lost) {
+            *total += l;
         }
         acknowledged.push(ack);
     }
