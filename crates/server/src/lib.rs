@@ -7,8 +7,11 @@
 //! The front ends share one [`shoal_swarm::Store`]; a peer that announced over one protocol
 //! is visible to the others (within its address family).
 
+pub mod admin;
 pub mod cli;
 pub mod config;
+pub mod privileges;
+pub mod shared;
 pub mod state;
 pub mod sys;
 pub mod udp;
@@ -19,7 +22,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use admin::AdminServer;
 use anyhow::Context;
+use shared::Shared;
 use shoal_swarm::{AccessList, Store};
 use state::{Restored, StateFile};
 
@@ -40,6 +45,9 @@ pub struct Tracker {
     /// Set while a new process waits for its predecessor's final snapshot.
     handover_waiting: Arc<AtomicBool>,
     restored: Restored,
+    shared: Arc<Shared>,
+    admin: Option<AdminServer>,
+    sampler: Option<JoinHandle<()>>,
 }
 
 impl Tracker {
@@ -47,6 +55,9 @@ impl Tracker {
     /// caller can read the addresses (port 0 resolved) right away.
     pub fn start(config: Config) -> anyhow::Result<Self> {
         config.validate()?;
+        privileges::enter_jail_dir(&config.privileges)?;
+        // Before any front end starts, so their facade metrics are recorded.
+        admin::metrics::install();
         let access_list = load_access_list(&config)?;
         let (store, restored) = if config.state.file.as_os_str().is_empty() {
             (Store::new(config.store_config()), Restored::Missing)
@@ -97,6 +108,27 @@ impl Tracker {
             )?)
         };
 
+        let handover_waiting = Arc::new(AtomicBool::new(false));
+        let state = (!config.state.file.as_os_str().is_empty())
+            .then(|| Arc::new(StateFile::new(config.state.file.clone(), key)));
+        let shared = Arc::new(Shared::new(
+            config.clone(),
+            store.clone(),
+            udp.as_ref().map(|u| u.counters.clone()).unwrap_or_default(),
+            state.clone(),
+            handover_waiting.clone(),
+        )?);
+        let admin = if config.admin.listen.is_empty() {
+            None
+        } else {
+            Some(AdminServer::start(&config.admin.listen, shared.clone())?)
+        };
+
+        // Every socket is bound: give up root before reading or writing anything else.
+        if let Some(line) = privileges::drop_privileges(&config.privileges)? {
+            tracing::info!("{line}");
+        }
+
         let cleaner = {
             let store = store.clone();
             let shutdown = shutdown.clone();
@@ -106,12 +138,15 @@ impl Tracker {
                 .spawn(move || run_cleaner(&store, &shutdown, every))
                 .context("spawning the cleaner")?
         };
+        let sampler = {
+            let (shared, shutdown) = (shared.clone(), shutdown.clone());
+            std::thread::Builder::new()
+                .name("sampler".into())
+                .spawn(move || shared::run_sampler(&shared, &shutdown))
+                .context("spawning the sampler")?
+        };
 
-        let handover_waiting = Arc::new(AtomicBool::new(false));
-        let (state, state_thread) = if config.state.file.as_os_str().is_empty() {
-            (None, None)
-        } else {
-            let state_file = Arc::new(StateFile::new(config.state.file.clone(), key));
+        let state_thread = if let Some(state_file) = &state {
             let schedule = state::Schedule::after(
                 &restored,
                 config.state.snapshot_interval,
@@ -125,7 +160,9 @@ impl Tracker {
                     .spawn(move || state::run(&state_file, &store, schedule, &shutdown, &waiting))
                     .context("spawning the snapshot thread")?
             };
-            (Some(state_file), Some(thread))
+            Some(thread)
+        } else {
+            None
         };
 
         Ok(Self {
@@ -138,6 +175,9 @@ impl Tracker {
             state_thread,
             handover_waiting,
             restored,
+            shared,
+            admin,
+            sampler: Some(sampler),
         })
     }
 
@@ -161,15 +201,29 @@ impl Tracker {
 
     /// Re-reads what can change without a restart (the access list). On error the old
     /// state stays in force.
+    ///
+    /// Front ends with more to reload (TLS certificates) add a hook with
+    /// [`Tracker::add_reload_hook`], so that SIGHUP and the admin API's reload both run it.
     pub fn reload(&self) -> anyhow::Result<()> {
-        let list = load_access_list(&self.config)?;
-        tracing::info!(
-            "access list reloaded: mode {:?}, {} info hashes",
-            list.mode(),
-            list.len()
-        );
-        self.store.set_access_list(list);
+        for line in self.shared.reload()? {
+            tracing::info!("{line}");
+        }
         Ok(())
+    }
+
+    /// Adds a step to [`Tracker::reload`] (and to the admin API's reload).
+    pub fn add_reload_hook(&self, hook: shared::ReloadHook) {
+        self.shared.add_reload_hook(hook);
+    }
+
+    /// What the admin listener and the status page read.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The admin listener's addresses (port 0 resolved).
+    pub fn admin_addrs(&self) -> &[SocketAddr] {
+        self.admin.as_ref().map_or(&[], |a| &a.local_addrs)
     }
 
     /// What became of the snapshot file at start.
@@ -198,10 +252,17 @@ impl Tracker {
 
     /// Lines saying where the tracker listens, for the operator.
     pub fn describe_listeners(&self) -> Vec<String> {
-        self.udp_addrs()
+        let mut lines: Vec<String> = self
+            .udp_addrs()
             .iter()
             .map(|a| format!("UDP tracker listening on udp://{a}/announce"))
-            .collect()
+            .collect();
+        lines.extend(
+            self.admin_addrs()
+                .iter()
+                .map(|a| format!("admin (metrics, status page, API) listening on http://{a}/")),
+        );
+        lines
     }
 
     /// Stops every front end (each answers what it already received), waits for its
@@ -212,6 +273,12 @@ impl Tracker {
 
     fn stop(&mut self) {
         self.shutdown.store(true, Ordering::Relaxed);
+        if let Some(mut admin) = self.admin.take() {
+            admin.stop();
+        }
+        if let Some(s) = self.sampler.take() {
+            let _ = s.join();
+        }
         if let Some(udp) = self.udp.take() {
             udp.join();
         }

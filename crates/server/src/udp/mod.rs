@@ -103,6 +103,11 @@ impl UdpFrontEnd {
             let thread = std::thread::Builder::new()
                 .name(format!("udp-{i}"))
                 .spawn(move || {
+                    // Looked up once: recording into a held handle costs no registry lookup.
+                    let latency = metrics::histogram!(
+                        "shoal_announce_duration_seconds",
+                        "protocol" => "udp"
+                    );
                     let mut inbox = Datagrams::new(batch, RECV_SLOT);
                     let mut outbox = Datagrams::new(batch, send_slot);
                     run_worker(
@@ -111,6 +116,7 @@ impl UdpFrontEnd {
                         &mut inbox,
                         &mut outbox,
                         &worker_counters,
+                        &latency,
                         &shutdown,
                     );
                 })
@@ -147,6 +153,7 @@ fn run_worker(
     inbox: &mut Datagrams,
     outbox: &mut Datagrams,
     counters: &WorkerCounters,
+    latency: &metrics::Histogram,
     shutdown: &AtomicBool,
 ) {
     while !shutdown.load(Ordering::Relaxed) {
@@ -168,7 +175,7 @@ fn run_worker(
                 continue;
             }
         };
-        answer_batch(socket, handler, inbox, outbox, counters, received);
+        answer_batch(socket, handler, inbox, outbox, counters, received, latency);
     }
     // Shutting down: answer what the kernel already queued for this socket, then let it
     // close. Bounded, so a flood cannot hold the process up; during an upgrade the other
@@ -183,7 +190,9 @@ fn run_worker(
     }
     for _ in 0..DRAIN_BATCHES {
         match inbox.recv(socket) {
-            Ok(received) => answer_batch(socket, handler, inbox, outbox, counters, received),
+            Ok(received) => {
+                answer_batch(socket, handler, inbox, outbox, counters, received, latency)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             // Timed out: nothing queued any more.
             Err(_) => break,
@@ -201,7 +210,10 @@ fn answer_batch(
     outbox: &mut Datagrams,
     counters: &WorkerCounters,
     received: usize,
+    latency: &metrics::Histogram,
 ) {
+    let started = std::time::Instant::now();
+    let announces_before = handler.counters.announce;
     let now = Now::read();
     let mut replies = 0;
     for i in 0..received {
@@ -218,5 +230,9 @@ fn answer_batch(
     counters.publish(&handler.counters);
     if replies > 0 {
         outbox.send(socket, replies);
+    }
+    // One latency sample per batch that held announces: receive to send.
+    if handler.counters.announce != announces_before {
+        latency.record(started.elapsed());
     }
 }
