@@ -3,7 +3,7 @@
 "use strict";
 (function () {
   const NS = "http://www.w3.org/2000/svg";
-  const W = 600, H = 180, PAD_L = 48, PAD_B = 18, PAD_T = 8, PAD_R = 8;
+  const H = 180, PAD_L = 48, PAD_B = 18, PAD_T = 8, PAD_R = 8;
 
   function fmt(n) {
     if (n === null || n === undefined) return "–";
@@ -36,6 +36,9 @@
   // series: [{key, color}]; samples: [{t, ...}]
   function draw(svg, samples, series) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
+    // One user unit per CSS pixel, so the labels are not stretched.
+    const W = Math.max(200, Math.round(svg.getBoundingClientRect().width) || 600);
+    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
     if (samples.length === 0) return;
     const t0 = samples[0].t, t1 = Math.max(samples[samples.length - 1].t, t0 + 1);
     let max = 0;
