@@ -233,6 +233,18 @@ impl Config {
         Ok(())
     }
 
+    /// The defaults, but nothing that outlives or collides with another in-process
+    /// tracker: UDP on loopback port 0, no snapshot file, no admin listener. For tests and
+    /// tools that start trackers in-process (the embedded defaults would share
+    /// `shoal.state` in the working directory and port 6970).
+    pub fn ephemeral() -> Self {
+        let mut c = Self::default();
+        c.udp.listen = vec!["127.0.0.1:0".parse().expect("valid address")];
+        c.state.file = PathBuf::new();
+        c.admin.listen = Vec::new();
+        c
+    }
+
     /// Worker threads to start: the configured number, or one per core.
     pub fn worker_count(&self) -> usize {
         if self.workers > 0 {

@@ -10,13 +10,11 @@ use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
 use shoal_server::{Config, Tracker};
 
 fn config(listen: &str) -> Config {
-    let mut c = Config::default();
-    c.udp.listen = vec![listen.parse().unwrap()];
-    c.workers = 2;
     // In-process trackers share the working directory and loopback: no snapshot file, no
     // admin listener.
-    c.state.file = Default::default();
-    c.admin.listen = Vec::new();
+    let mut c = Config::ephemeral();
+    c.udp.listen = vec![listen.parse().unwrap()];
+    c.workers = 2;
     c
 }
 

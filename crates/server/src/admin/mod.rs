@@ -46,9 +46,7 @@ impl AdminServer {
         let mut listeners = Vec::new();
         let mut local_addrs = Vec::new();
         for addr in listen {
-            let l = std::net::TcpListener::bind(addr)
-                .with_context(|| format!("binding the admin listener {addr}"))?;
-            l.set_nonblocking(true)?;
+            let l = bind(*addr).with_context(|| format!("binding the admin listener {addr}"))?;
             local_addrs.push(l.local_addr()?);
             listeners.push(l);
         }
@@ -102,6 +100,23 @@ impl Drop for AdminServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A listening socket with `SO_REUSEPORT`, so that during an upgrade the new process can
+/// bind the admin address while the old one still holds it (the kernel splits new
+/// connections between them until the old one exits).
+fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(128)?;
+    Ok(socket.into())
 }
 
 async fn accept_loop(
