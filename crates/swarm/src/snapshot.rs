@@ -42,6 +42,8 @@ pub const VERSION: u16 = 1;
 const MAX_BLOCK: u32 = 1 << 30;
 /// Longest opaque key accepted (the connection-id key is 16 bytes).
 const MAX_KEY: u16 = 1024;
+/// Peers inserted per shard lock when restoring.
+const RESTORE_CHUNK: usize = 1024;
 const PEER4_LEN: usize = 20 + 6 + 4 + 1;
 const PEER6_LEN: usize = 20 + 18 + 4 + 1;
 
@@ -313,7 +315,17 @@ impl Store {
                         None => summary.peers_expired += 1,
                     }
                 }
-                self.restore_torrent(info_hash, completed, now, v4, v6);
+                // In chunks: merging into a live store (a hand-over) must not hold a
+                // shard's lock for a whole large swarm while workers wait on it.
+                if v4.is_empty() && v6.is_empty() {
+                    self.restore_torrent(info_hash, completed, now, [], []);
+                }
+                for chunk in v4.chunks(RESTORE_CHUNK) {
+                    self.restore_torrent(info_hash, completed, now, chunk.iter().copied(), []);
+                }
+                for chunk in v6.chunks(RESTORE_CHUNK) {
+                    self.restore_torrent(info_hash, completed, now, [], chunk.iter().copied());
+                }
                 summary.torrents += 1;
             }
             if !cur.0.is_empty() {
