@@ -177,8 +177,14 @@ fn run_worker(
         };
         answer_batch(socket, handler, inbox, outbox, counters, received, latency);
     }
-    // Shutting down: answer what the kernel already queued for this socket, then let it
-    // close. Bounded, so a flood cannot hold the process up; during an upgrade the other
+    // Shutting down. First take this socket out of the kernel's choice for new datagrams:
+    // a connected UDP socket is skipped when the SO_REUSEPORT group picks a socket by hash,
+    // so during an upgrade everything new goes to the other process's sockets while this
+    // one empties its queue. Only for a socket bound to one address: connecting a wildcard
+    // socket would also fix its source address, and the drained replies would go out from
+    // the wrong one. The peer (our own address, port 9) never sends.
+    leave_reuseport_selection(socket);
+    // Then answer what the kernel already queued for this socket, and let it close. Bounded, so a flood cannot hold the process up; during an upgrade the other
     // process's sockets take the traffic once this one is closed.
     // A short receive timeout rather than a non-blocking socket: replies must still wait
     // for send-buffer space instead of being dropped with EAGAIN.
@@ -197,6 +203,19 @@ fn run_worker(
             // Timed out: nothing queued any more.
             Err(_) => break,
         }
+    }
+}
+
+fn leave_reuseport_selection(socket: &Socket) {
+    let Some(local) = socket.local_addr().ok().and_then(|a| a.as_socket()) else {
+        return;
+    };
+    if local.ip().is_unspecified() {
+        return;
+    }
+    let sink = SocketAddr::new(local.ip(), 9);
+    if let Err(e) = socket.connect(&sink.into()) {
+        tracing::debug!("could not take {local} out of the reuseport group: {e}");
     }
 }
 
