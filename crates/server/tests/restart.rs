@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{free_udp_port, temp_dir, Ann, Client, Shoal};
+use common::{free_udp_port, http, temp_dir, Ann, Client, Shoal};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
 const TORRENTS: usize = 20;
@@ -19,9 +19,46 @@ fn config(state: &Path, port: u16) -> String {
         "workers = 2\n\
          [udp]\nlisten = [\"127.0.0.1:{port}\"]\n\
          [state]\nfile = {:?}\nsnapshot_interval = 0\n\
-         [admin]\nlisten = []\n",
+         [admin]\nlisten = [\"127.0.0.1:0\"]\ntoken = \"restart-test\"\n",
         state.display().to_string()
     )
+}
+
+/// The admin listener's address, from the line shoal prints.
+fn admin_addr(shoal: &Shoal) -> SocketAddr {
+    let line = shoal.wait_for("admin (metrics", Duration::from_secs(5));
+    let url = line.split("http://").nth(1).unwrap();
+    url.trim_end_matches('/').parse().unwrap()
+}
+
+/// Every peer of a torrent as the admin API lists it: (peer id, address, seeder) and
+/// seconds left.
+fn peers_of(admin: SocketAddr, t: usize) -> (Vec<(String, String, bool)>, Vec<u64>) {
+    let (status, body) = http(
+        admin,
+        "GET",
+        &format!("/api/torrents/{}", info_hash(t).to_hex()),
+        Some("restart-test"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let mut peers: Vec<_> = v["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                (
+                    p["peer_id"].as_str().unwrap().to_string(),
+                    p["addr"].as_str().unwrap().to_string(),
+                    p["seeder"].as_bool().unwrap(),
+                ),
+                p["expires_in"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    peers.sort();
+    peers.into_iter().unzip()
 }
 
 fn info_hash(t: usize) -> InfoHash {
@@ -112,6 +149,12 @@ fn peers_and_completed_counts_survive_sigterm_and_restart() {
         "{before:?}"
     );
 
+    let admin = admin_addr(&first);
+    let listed_before: Vec<_> = (0..TORRENTS).map(|t| peers_of(admin, t)).collect();
+    assert_eq!(
+        listed_before.iter().map(|p| p.0.len()).sum::<usize>(),
+        TORRENTS * PEERS_PER_TORRENT
+    );
     let output = first.stop();
     assert!(output.contains("final snapshot written"), "{output}");
     let size = std::fs::metadata(&state).unwrap().len();
@@ -120,6 +163,19 @@ fn peers_and_completed_counts_survive_sigterm_and_restart() {
     let second = Shoal::start(&dir, "second", &config(&state, port));
     let line = second.wait_for("restored snapshot", Duration::from_secs(5));
     assert!(line.contains("20 torrents, 100000 peers"), "{line}");
+
+    // The very same peers (id, address, seeder or not), with the lifetime they had left.
+    let admin = admin_addr(&second);
+    for (t, (before, left_before)) in listed_before.iter().enumerate() {
+        let (after, left_after) = peers_of(admin, t);
+        assert!(before == &after, "torrent {t}: peers differ after restart");
+        for (b, a) in left_before.iter().zip(&left_after) {
+            assert!(
+                a <= b && b - a <= 10,
+                "torrent {t}: {b} s left before, {a} s after"
+            );
+        }
+    }
 
     // The old connection id is still good: the key came back with the snapshot.
     let mut old = Client::new(tracker);
