@@ -43,6 +43,12 @@ pub struct Args {
     /// Worker threads (0 = one per core).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// Snapshot file (restored at start, written periodically and on exit).
+    #[arg(long, value_name = "PATH")]
+    pub state_file: Option<PathBuf>,
+    /// Admin listener (metrics, status page, API) on this address.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -68,6 +74,12 @@ impl Args {
         }
         if let Some(w) = self.workers {
             config.workers = w;
+        }
+        if let Some(p) = &self.state_file {
+            config.state.file = p.clone();
+        }
+        if let Some(a) = self.admin {
+            config.admin.listen = vec![a];
         }
         if let Some(l) = &self.log_level {
             config.log_level = l.clone();
@@ -120,6 +132,21 @@ mod tests {
             .config()
             .unwrap_err();
         assert!(err.to_string().contains("https.cert"));
+        let args = Args::parse_from([
+            "shoal",
+            "--state-file",
+            "/var/lib/shoal/state",
+            "--admin",
+            "127.0.0.1:7001",
+        ]);
+        let c = args.config().unwrap();
+        assert_eq!(c.state.file, PathBuf::from("/var/lib/shoal/state"));
+        assert_eq!(c.admin.listen, vec!["127.0.0.1:7001".parse().unwrap()]);
+        assert_eq!(
+            c.udp,
+            Config::default().udp,
+            "--admin is not a tracker listener"
+        );
         let c = Args::parse_from(["shoal"]).config().unwrap();
         assert_eq!(c, Config::default());
     }

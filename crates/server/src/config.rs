@@ -26,6 +26,58 @@ pub struct Config {
     pub store: StoreSection,
     pub access_list: AccessListConfig,
     pub ws: WsConfig,
+    pub state: StateConfig,
+    pub admin: AdminConfig,
+    pub privileges: PrivilegesConfig,
+}
+
+/// Snapshots of the swarm store (see `state.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateConfig {
+    pub file: PathBuf,
+    pub snapshot_interval: u64,
+    pub handover_timeout: u64,
+}
+
+/// The admin listener: metrics, status page, JSON API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    pub listen: Vec<SocketAddr>,
+    pub token: String,
+    pub token_file: PathBuf,
+    pub sample_interval: u64,
+}
+
+/// Who the process runs as once its sockets are bound.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct PrivilegesConfig {
+    pub user: String,
+    pub group: String,
+    pub chroot: PathBuf,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            file: PathBuf::from("shoal.state"),
+            snapshot_interval: 300,
+            handover_timeout: 120,
+        }
+    }
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            listen: vec!["127.0.0.1:6970".parse().expect("valid address")],
+            token: String::new(),
+            token_file: PathBuf::new(),
+            sample_interval: 5,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,6 +213,9 @@ impl Default for Config {
             store: StoreSection::default(),
             access_list: AccessListConfig::default(),
             ws: WsConfig::default(),
+            state: StateConfig::default(),
+            admin: AdminConfig::default(),
+            privileges: PrivilegesConfig::default(),
         }
     }
 }
@@ -335,6 +390,12 @@ impl Config {
             bail!("ws.send_timeout and ws.interval must be at least 1");
         }
         self.validate_http()?;
+        if self.admin.sample_interval == 0 || self.admin.sample_interval > 3600 {
+            bail!("admin.sample_interval must be between 1 and 3600 seconds");
+        }
+        if !self.privileges.chroot.as_os_str().is_empty() && self.privileges.user.is_empty() {
+            bail!("privileges.chroot needs privileges.user (a chroot left as root is no jail)");
+        }
         if self.store.clean_interval == 0 {
             bail!("store.clean_interval must be at least 1 second");
         }
@@ -383,6 +444,20 @@ impl Config {
             bail!("https.cert and https.key must be set when https.listen is not empty");
         }
         Ok(())
+    }
+
+    /// The defaults, but nothing that outlives or collides with another in-process
+    /// tracker: UDP on loopback port 0, no HTTP listener, no snapshot file, no admin
+    /// listener. For tests and
+    /// tools that start trackers in-process (the embedded defaults would share
+    /// `shoal.state` in the working directory and port 6970).
+    pub fn ephemeral() -> Self {
+        let mut c = Self::default();
+        c.udp.listen = vec!["127.0.0.1:0".parse().expect("valid address")];
+        c.http.listen = Vec::new();
+        c.state.file = PathBuf::new();
+        c.admin.listen = Vec::new();
+        c
     }
 
     /// Worker threads to start: the configured number, or one per core.

@@ -7,9 +7,13 @@
 //! The front ends share one [`shoal_swarm::Store`]; a peer that announced over one protocol
 //! is visible to the others (within its address family).
 
+pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod http;
+pub mod privileges;
+pub mod shared;
+pub mod state;
 pub mod sys;
 pub mod udp;
 pub mod ws;
@@ -20,8 +24,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use admin::AdminServer;
 use anyhow::Context;
+use shared::Shared;
 use shoal_swarm::{AccessList, Store};
+use state::{Restored, StateFile};
 
 pub use config::Config;
 use udp::connection_id::ConnectionIds;
@@ -37,6 +44,14 @@ pub struct Tracker {
     udp: Option<UdpFrontEnd>,
     http: Option<http::HttpFrontEnd>,
     cleaner: Option<JoinHandle<()>>,
+    state: Option<Arc<StateFile>>,
+    state_thread: Option<JoinHandle<()>>,
+    /// Set while a new process waits for its predecessor's final snapshot.
+    handover_waiting: Arc<AtomicBool>,
+    restored: Restored,
+    shared: Arc<Shared>,
+    admin: Option<AdminServer>,
+    sampler: Option<JoinHandle<()>>,
 }
 
 impl Tracker {
@@ -44,14 +59,31 @@ impl Tracker {
     /// caller can read the addresses (port 0 resolved) right away.
     pub fn start(config: Config) -> anyhow::Result<Self> {
         config.validate()?;
-        let store = Arc::new(Store::new(config.store_config()));
-        store.set_access_list(load_access_list(&config)?);
+        privileges::enter_jail_dir(&config.privileges)?;
+        // Before any front end starts, so their facade metrics are recorded.
+        admin::metrics::install();
+        let access_list = load_access_list(&config)?;
+        let (store, restored) = if config.state.file.as_os_str().is_empty() {
+            (Store::new(config.store_config()), Restored::Missing)
+        } else {
+            state::restore(&config.state.file, config.store_config())
+        };
+        let store = Arc::new(store);
+        store.set_access_list(access_list);
         let shutdown = Arc::new(AtomicBool::new(false));
 
-        let key = if config.udp.connection_id_key_file.as_os_str().is_empty() {
-            ConnectionIds::random_key()
-        } else {
+        // The key file wins; else the snapshot's key (so that clients' ids survive a
+        // restart or a hand-over); else a new one.
+        let snapshot_key = match &restored {
+            Restored::Loaded(s) => <[u8; 16]>::try_from(s.header.key.as_slice()).ok(),
+            _ => None,
+        };
+        let key = if !config.udp.connection_id_key_file.as_os_str().is_empty() {
             ConnectionIds::load_or_create_key(&config.udp.connection_id_key_file)?
+        } else if let Some(k) = snapshot_key {
+            k
+        } else {
+            ConnectionIds::random_key()
         };
         let ids = ConnectionIds::new(
             key,
@@ -92,6 +124,33 @@ impl Tracker {
             )?)
         };
 
+        let handover_waiting = Arc::new(AtomicBool::new(false));
+        let state = (!config.state.file.as_os_str().is_empty())
+            .then(|| Arc::new(StateFile::new(config.state.file.clone(), key)));
+        let shared = Arc::new(Shared::new(
+            config.clone(),
+            store.clone(),
+            udp.as_ref().map(|u| u.counters.clone()).unwrap_or_default(),
+            state.clone(),
+            handover_waiting.clone(),
+        )?);
+        if let Some(certs) = http.as_ref().and_then(|h| h.tls_certs()) {
+            shared.add_reload_hook(Box::new(move || {
+                certs.reload().context("reloading the TLS certificate")?;
+                Ok("TLS certificate reloaded".to_string())
+            }));
+        }
+        let admin = if config.admin.listen.is_empty() {
+            None
+        } else {
+            Some(AdminServer::start(&config.admin.listen, shared.clone())?)
+        };
+
+        // Every socket is bound: give up root before reading or writing anything else.
+        if let Some(line) = privileges::drop_privileges(&config.privileges)? {
+            tracing::info!("{line}");
+        }
+
         let cleaner = {
             let store = store.clone();
             let ws = ws.clone();
@@ -102,6 +161,32 @@ impl Tracker {
                 .spawn(move || run_cleaner(&store, &ws, &shutdown, every))
                 .context("spawning the cleaner")?
         };
+        let sampler = {
+            let (shared, shutdown) = (shared.clone(), shutdown.clone());
+            std::thread::Builder::new()
+                .name("sampler".into())
+                .spawn(move || shared::run_sampler(&shared, &shutdown))
+                .context("spawning the sampler")?
+        };
+
+        let state_thread = if let Some(state_file) = &state {
+            let schedule = state::Schedule::after(
+                &restored,
+                config.state.snapshot_interval,
+                config.state.handover_timeout,
+            );
+            let thread = {
+                let (state_file, store) = (state_file.clone(), store.clone());
+                let (shutdown, waiting) = (shutdown.clone(), handover_waiting.clone());
+                std::thread::Builder::new()
+                    .name("snapshots".into())
+                    .spawn(move || state::run(&state_file, &store, schedule, &shutdown, &waiting))
+                    .context("spawning the snapshot thread")?
+            };
+            Some(thread)
+        } else {
+            None
+        };
 
         Ok(Self {
             config,
@@ -111,6 +196,13 @@ impl Tracker {
             udp,
             http,
             cleaner: Some(cleaner),
+            state,
+            state_thread,
+            handover_waiting,
+            restored,
+            shared,
+            admin,
+            sampler: Some(sampler),
         })
     }
 
@@ -153,30 +245,55 @@ impl Tracker {
         self.udp.as_ref().map(|u| u.totals()).unwrap_or_default()
     }
 
-    /// Re-reads what can change without a restart (the access list, the TLS certificate).
-    /// On error the old state stays in force (each part on its own: a bad certificate
-    /// does not keep a good access list from loading).
+    /// Re-reads what can change without a restart (the access list, the admin token, and
+    /// through hooks the TLS certificate). On error the old state stays in force.
+    ///
+    /// Front ends with more to reload add a hook with [`Tracker::add_reload_hook`], so
+    /// that SIGHUP and the admin API's reload both run it.
     pub fn reload(&self) -> anyhow::Result<()> {
-        let tls = match &self.http {
-            Some(h) => h.reload_tls(),
-            None => Ok(()),
-        };
-        if tls.is_ok() && !self.https_addrs().is_empty() {
-            tracing::info!("TLS certificate reloaded");
+        for line in self.shared.reload()? {
+            tracing::info!("{line}");
         }
-        self.reload_access_list()?;
-        tls.context("reloading the TLS certificate")
+        Ok(())
     }
 
-    fn reload_access_list(&self) -> anyhow::Result<()> {
-        let list = load_access_list(&self.config)?;
-        tracing::info!(
-            "access list reloaded: mode {:?}, {} info hashes",
-            list.mode(),
-            list.len()
-        );
-        self.store.set_access_list(list);
-        Ok(())
+    /// Adds a step to [`Tracker::reload`] (and to the admin API's reload).
+    pub fn add_reload_hook(&self, hook: shared::ReloadHook) {
+        self.shared.add_reload_hook(hook);
+    }
+
+    /// What the admin listener and the status page read.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The admin listener's addresses (port 0 resolved).
+    pub fn admin_addrs(&self) -> &[SocketAddr] {
+        self.admin.as_ref().map_or(&[], |a| &a.local_addrs)
+    }
+
+    /// What became of the snapshot file at start.
+    pub fn restored(&self) -> &Restored {
+        &self.restored
+    }
+
+    /// The snapshot file, when snapshots are on.
+    pub fn state_file(&self) -> Option<&Arc<StateFile>> {
+        self.state.as_ref()
+    }
+
+    /// Whether this process still waits for a predecessor's final snapshot.
+    pub fn handover_waiting(&self) -> bool {
+        self.handover_waiting.load(Ordering::Relaxed)
+    }
+
+    /// Writes a snapshot now (not marked final).
+    pub fn snapshot(&self) -> anyhow::Result<shoal_swarm::SnapshotSummary> {
+        let state = self
+            .state
+            .as_ref()
+            .context("snapshots are off (state.file is empty)")?;
+        state.write(&self.store, false)
     }
 
     /// Lines saying where the tracker listens, for the operator.
@@ -193,16 +310,27 @@ impl Tracker {
             .https_addrs()
             .iter()
             .map(|a| format!("HTTPS tracker listening on https://{a}/announce"));
-        udp.chain(http).chain(https).collect()
+        let admin = self
+            .admin_addrs()
+            .iter()
+            .map(|a| format!("admin (metrics, status page, API) listening on http://{a}/"));
+        udp.chain(http).chain(https).chain(admin).collect()
     }
 
-    /// Stops every front end and waits for its threads.
+    /// Stops every front end (each answers what it already received), waits for its
+    /// threads, then writes the final snapshot.
     pub fn shutdown(mut self) {
         self.stop();
     }
 
     fn stop(&mut self) {
         self.shutdown.store(true, Ordering::Relaxed);
+        if let Some(mut admin) = self.admin.take() {
+            admin.stop();
+        }
+        if let Some(s) = self.sampler.take() {
+            let _ = s.join();
+        }
         if let Some(udp) = self.udp.take() {
             udp.join();
         }
@@ -211,6 +339,22 @@ impl Tracker {
         }
         if let Some(c) = self.cleaner.take() {
             let _ = c.join();
+        }
+        if let Some(t) = self.state_thread.take() {
+            let _ = t.join();
+        }
+        if let Some(state) = self.state.take() {
+            let started = Instant::now();
+            match state.write(&self.store, true) {
+                Ok(s) => tracing::info!(
+                    "final snapshot written to {} in {:?}: {} torrents, {} peers",
+                    state.path().display(),
+                    started.elapsed(),
+                    s.torrents,
+                    s.peers
+                ),
+                Err(e) => tracing::error!("final snapshot failed: {e:#}"),
+            }
         }
     }
 }

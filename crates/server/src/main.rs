@@ -19,6 +19,7 @@ fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_new(&config.log_level)
                 .context("invalid log level")?,
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM])?;
     let tracker = shoal_server::Tracker::start(config)?;

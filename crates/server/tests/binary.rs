@@ -95,15 +95,17 @@ fn print_config_is_valid_toml_that_the_binary_accepts() {
     assert!(text.contains("[udp]") && text.contains("# "));
     let dir = temp_dir("printed");
     let file = dir.join("shoal.toml");
-    // The printed file, with only the listener changed, starts a tracker.
-    std::fs::write(
-        &file,
-        text.replace(
-            r#"listen = ["0.0.0.0:6969", "[::]:6969"]"#,
-            r#"listen = ["127.0.0.1:0"]"#,
-        ),
-    )
-    .unwrap();
+    // The printed file, with only the listeners and the state file changed (tests run in
+    // parallel), starts a tracker.
+    let defaults = r#"listen = ["0.0.0.0:6969", "[::]:6969"]"#;
+    assert_eq!(text.matches(defaults).count(), 2, "UDP and HTTP defaults");
+    let edited = text
+        .replacen(defaults, r#"listen = ["127.0.0.1:0"]"#, 1)
+        .replacen(defaults, "listen = []", 1)
+        .replace(r#"listen = ["127.0.0.1:6970"]"#, "listen = []")
+        .replace(r#"file = "shoal.state""#, "file = \"\"");
+    assert_ne!(edited, text);
+    std::fs::write(&file, edited).unwrap();
     let (mut child, addr) = start(&["--config", file.to_str().unwrap()]);
     assert_eq!(announce(addr, [1; 20]).0, 1);
     signal(&child, "-TERM");
@@ -138,7 +140,7 @@ fn sighup_reloads_the_access_list_and_sigterm_stops() {
     std::fs::write(
         &config,
         format!(
-            "[access_list]\nmode = \"allow\"\npath = \"{}\"\n",
+            "[access_list]\nmode = \"allow\"\npath = \"{}\"\n[admin]\nlisten = []\n[state]\nfile = \"\"\n",
             list.display()
         ),
     )

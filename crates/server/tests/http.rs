@@ -24,7 +24,7 @@ use shoal_server::{Config, Tracker};
 // Helpers
 
 fn config() -> Config {
-    let mut c = Config::default();
+    let mut c = Config::ephemeral();
     c.udp.listen.clear();
     c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
     c.workers = 2;

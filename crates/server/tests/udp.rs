@@ -10,7 +10,9 @@ use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
 use shoal_server::{Config, Tracker};
 
 fn config(listen: &str) -> Config {
-    let mut c = Config::default();
+    // In-process trackers share the working directory and loopback: no snapshot file, no
+    // admin listener.
+    let mut c = Config::ephemeral();
     c.udp.listen = vec![listen.parse().unwrap()];
     c.http.listen.clear();
     c.workers = 2;

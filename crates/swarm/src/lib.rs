@@ -17,6 +17,7 @@
 pub mod access;
 pub mod clock;
 mod peers;
+pub mod snapshot;
 pub mod webtorrent;
 
 use std::hash::BuildHasher;
@@ -31,6 +32,7 @@ use thiserror::Error;
 
 pub use access::{AccessList, AccessListError, AccessMode};
 pub use peers::{Address, Peer, PeerSink, Swarm, INDEX_THRESHOLD};
+pub use snapshot::{SnapshotError, SnapshotHeader, SnapshotSummary};
 
 /// Tunables of the store. The server fills it from its config.
 #[derive(Clone, Debug)]

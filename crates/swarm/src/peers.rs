@@ -124,7 +124,7 @@ impl<A: Address> Swarm<A> {
     }
 
     /// Every peer, leechers first.
-    pub fn peers(&self) -> impl ExactSizeIterator<Item = Peer<A>> + '_ {
+    pub fn peers(&self) -> impl ExactSizeIterator<Item = Peer<A>> + Clone + '_ {
         (0..self.len()).map(|i| self.peer(i))
     }
 

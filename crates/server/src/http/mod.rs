@@ -219,12 +219,10 @@ impl HttpFrontEnd {
         })
     }
 
-    /// Re-reads the TLS certificate and key; on error the old ones stay in use.
-    pub fn reload_tls(&self) -> anyhow::Result<()> {
-        match &self.tls {
-            Some(t) => t.reload(),
-            None => Ok(()),
-        }
+    /// The HTTPS certificate holder, to reload on SIGHUP (on error the old certificate
+    /// stays in use). `None` without HTTPS listeners.
+    pub fn tls_certs(&self) -> Option<Arc<TlsCerts>> {
+        self.tls.clone()
     }
 
     /// Open connections right now (HTTP and HTTPS).

@@ -14,6 +14,10 @@ pub struct LocalCounters {
     pub scrape: u64,
     /// Replies that were BEP 15 errors.
     pub errors: u64,
+    /// Of those, answers to announces (e.g. a torrent not allowed) ...
+    pub announce_errors: u64,
+    /// ... and to scrapes.
+    pub scrape_errors: u64,
     /// Announces, scrapes and malformed requests dropped for a bad connection id.
     pub bad_connection_id: u64,
     /// Datagrams too short or malformed to answer at all.
@@ -30,6 +34,8 @@ pub struct WorkerCounters {
     announce: AtomicU64,
     scrape: AtomicU64,
     errors: AtomicU64,
+    announce_errors: AtomicU64,
+    scrape_errors: AtomicU64,
     bad_connection_id: AtomicU64,
     dropped: AtomicU64,
     bytes_in: AtomicU64,
@@ -43,6 +49,9 @@ impl WorkerCounters {
         self.announce.store(c.announce, Ordering::Relaxed);
         self.scrape.store(c.scrape, Ordering::Relaxed);
         self.errors.store(c.errors, Ordering::Relaxed);
+        self.announce_errors
+            .store(c.announce_errors, Ordering::Relaxed);
+        self.scrape_errors.store(c.scrape_errors, Ordering::Relaxed);
         self.bad_connection_id
             .store(c.bad_connection_id, Ordering::Relaxed);
         self.dropped.store(c.dropped, Ordering::Relaxed);
@@ -56,6 +65,8 @@ impl WorkerCounters {
             announce: self.announce.load(Ordering::Relaxed),
             scrape: self.scrape.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
+            announce_errors: self.announce_errors.load(Ordering::Relaxed),
+            scrape_errors: self.scrape_errors.load(Ordering::Relaxed),
             bad_connection_id: self.bad_connection_id.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
             bytes_in: self.bytes_in.load(Ordering::Relaxed),
@@ -70,6 +81,8 @@ impl std::ops::AddAssign for LocalCounters {
         self.announce += o.announce;
         self.scrape += o.scrape;
         self.errors += o.errors;
+        self.announce_errors += o.announce_errors;
+        self.scrape_errors += o.scrape_errors;
         self.bad_connection_id += o.bad_connection_id;
         self.dropped += o.dropped;
         self.bytes_in += o.bytes_in;

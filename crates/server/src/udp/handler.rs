@@ -26,6 +26,13 @@ pub struct HandlerConfig {
     pub max_scrape_hashes: usize,
 }
 
+/// Which kind of request an error reply answered (for the counters).
+#[derive(Clone, Copy)]
+enum Action {
+    Announce,
+    Scrape,
+}
+
 /// One worker's request handler.
 pub struct Handler {
     store: Arc<Store>,
@@ -83,6 +90,7 @@ impl Handler {
     ) -> Option<usize> {
         self.counters.bytes_in += packet.len() as u64;
         let ip = src.ip().to_canonical();
+        let mut action = None;
         let len = match Request::parse(packet) {
             Ok(Request::Connect(r)) => {
                 self.counters.connect += 1;
@@ -98,6 +106,7 @@ impl Handler {
                     return None;
                 }
                 self.counters.announce += 1;
+                action = Some(Action::Announce);
                 self.announce(&r, ip, src.port(), now, out)
             }
             Ok(Request::Scrape(r)) => {
@@ -106,6 +115,7 @@ impl Handler {
                     return None;
                 }
                 self.counters.scrape += 1;
+                action = Some(Action::Scrape);
                 self.scrape(&r, out)
             }
             Err(RequestParseError::Unanswerable) => {
@@ -129,6 +139,11 @@ impl Handler {
             self.counters.bytes_out += n as u64;
             if out[..4] == shoal_proto::udp::ACTION_ERROR.to_be_bytes() {
                 self.counters.errors += 1;
+                match action {
+                    Some(Action::Announce) => self.counters.announce_errors += 1,
+                    Some(Action::Scrape) => self.counters.scrape_errors += 1,
+                    None => {}
+                }
             }
         }
         len

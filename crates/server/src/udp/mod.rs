@@ -103,6 +103,11 @@ impl UdpFrontEnd {
             let thread = std::thread::Builder::new()
                 .name(format!("udp-{i}"))
                 .spawn(move || {
+                    // Looked up once: recording into a held handle costs no registry lookup.
+                    let latency = metrics::histogram!(
+                        "shoal_announce_duration_seconds",
+                        "protocol" => "udp"
+                    );
                     let mut inbox = Datagrams::new(batch, RECV_SLOT);
                     let mut outbox = Datagrams::new(batch, send_slot);
                     run_worker(
@@ -111,6 +116,7 @@ impl UdpFrontEnd {
                         &mut inbox,
                         &mut outbox,
                         &worker_counters,
+                        &latency,
                         &shutdown,
                     );
                 })
@@ -147,6 +153,7 @@ fn run_worker(
     inbox: &mut Datagrams,
     outbox: &mut Datagrams,
     counters: &WorkerCounters,
+    latency: &metrics::Histogram,
     shutdown: &AtomicBool,
 ) {
     while !shutdown.load(Ordering::Relaxed) {
@@ -168,22 +175,83 @@ fn run_worker(
                 continue;
             }
         };
-        let now = Now::read();
-        let mut replies = 0;
-        for i in 0..received {
-            let Some(src) = inbox.addr(i) else { continue };
-            let packet = inbox.payload(i);
-            if let Some(len) = handler.handle(packet, src, now, outbox.buffer_mut(replies)) {
-                outbox.set_len(replies, len);
-                outbox.copy_addr_from(replies, inbox, i);
-                replies += 1;
+        answer_batch(socket, handler, inbox, outbox, counters, received, latency);
+    }
+    // Shutting down. First take this socket out of the kernel's choice for new datagrams:
+    // a connected UDP socket is skipped when the SO_REUSEPORT group picks a socket by hash,
+    // so during an upgrade everything new goes to the other process's sockets while this
+    // one empties its queue. Only for a socket bound to one address: connecting a wildcard
+    // socket would also fix its source address, and the drained replies would go out from
+    // the wrong one. The peer (our own address, port 9) never sends.
+    leave_reuseport_selection(socket);
+    // Then answer what the kernel already queued for this socket, and let it close. Bounded, so a flood cannot hold the process up; during an upgrade the other
+    // process's sockets take the traffic once this one is closed.
+    // A short receive timeout rather than a non-blocking socket: replies must still wait
+    // for send-buffer space instead of being dropped with EAGAIN.
+    if socket
+        .set_read_timeout(Some(Duration::from_millis(2)))
+        .is_err()
+    {
+        return;
+    }
+    for _ in 0..DRAIN_BATCHES {
+        match inbox.recv(socket) {
+            Ok(received) => {
+                answer_batch(socket, handler, inbox, outbox, counters, received, latency)
             }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // Timed out: nothing queued any more.
+            Err(_) => break,
         }
-        // Published before the replies leave, so a client that got its answer sees it
-        // counted.
-        counters.publish(&handler.counters);
-        if replies > 0 {
-            outbox.send(socket, replies);
+    }
+}
+
+fn leave_reuseport_selection(socket: &Socket) {
+    let Some(local) = socket.local_addr().ok().and_then(|a| a.as_socket()) else {
+        return;
+    };
+    if local.ip().is_unspecified() {
+        return;
+    }
+    let sink = SocketAddr::new(local.ip(), 9);
+    if let Err(e) = socket.connect(&sink.into()) {
+        tracing::debug!("could not take {local} out of the reuseport group: {e}");
+    }
+}
+
+/// Most batches a worker answers after the shutdown flag is set.
+const DRAIN_BATCHES: usize = 1024;
+
+fn answer_batch(
+    socket: &Socket,
+    handler: &mut Handler,
+    inbox: &mut Datagrams,
+    outbox: &mut Datagrams,
+    counters: &WorkerCounters,
+    received: usize,
+    latency: &metrics::Histogram,
+) {
+    let started = std::time::Instant::now();
+    let announces_before = handler.counters.announce;
+    let now = Now::read();
+    let mut replies = 0;
+    for i in 0..received {
+        let Some(src) = inbox.addr(i) else { continue };
+        let packet = inbox.payload(i);
+        if let Some(len) = handler.handle(packet, src, now, outbox.buffer_mut(replies)) {
+            outbox.set_len(replies, len);
+            outbox.copy_addr_from(replies, inbox, i);
+            replies += 1;
         }
+    }
+    // Published before the replies leave, so a client that got its answer sees it
+    // counted.
+    counters.publish(&handler.counters);
+    if replies > 0 {
+        outbox.send(socket, replies);
+    }
+    // One latency sample per batch that held announces: receive to send.
+    if handler.counters.announce != announces_before {
+        latency.record(started.elapsed());
     }
 }

@@ -1,0 +1,270 @@
+//! The admin JSON API (after the bearer token was checked by the router).
+//!
+//! | call                              | answer                                          |
+//! |-----------------------------------|-------------------------------------------------|
+//! | `GET /api/stats`                  | totals, request counters, snapshot, uptime      |
+//! | `GET /api/torrents?n=N`           | the N torrents with the most peers (max 1000)   |
+//! | `GET /api/torrents/<info hash>`   | one torrent: figures and every peer             |
+//! | `GET /api/access-list`            | mode and info hashes in force                   |
+//! | `PUT /api/access-list/<hash>`     | adds a hash (to the file, then in force)        |
+//! | `DELETE /api/access-list/<hash>`  | removes a hash (from the file, then in force)   |
+//! | `POST /api/reload`                | access list, token file, front ends' hooks      |
+//! | `POST /api/snapshot`              | writes a snapshot now                           |
+//!
+//! Errors are JSON too: `{"error": "..."}` with a 4xx or 5xx status.
+
+use std::net::SocketAddr;
+
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Response, StatusCode};
+use serde_json::{json, Value};
+use shoal_proto::InfoHash;
+
+use super::{Body, Call};
+use crate::shared::{survey, Shared, TopTorrent};
+
+/// Most torrents one top-list call returns.
+const MAX_TOP: usize = 1000;
+
+/// A JSON response.
+pub fn json(status: StatusCode, value: &Value) -> Response<Body> {
+    let mut body = serde_json::to_vec_pretty(value).unwrap_or_default();
+    body.push(b'\n');
+    let mut r = Response::new(Body::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn error(status: StatusCode, message: impl std::fmt::Display) -> Response<Body> {
+    json(status, &json!({ "error": message.to_string() }))
+}
+
+pub fn route(call: &Call, rest: &str, shared: &Shared) -> Response<Body> {
+    let m = &call.method;
+    let parts: Vec<&str> = rest.split('/').collect();
+    match (parts.as_slice(), m) {
+        (["stats"], &Method::GET) => json(StatusCode::OK, &stats(shared)),
+        (["torrents"], &Method::GET) => top(call, shared),
+        (["torrents", hash], &Method::GET) => torrent(hash, shared),
+        (["access-list"], &Method::GET) => access_list(shared),
+        (["access-list", hash], &Method::PUT) => edit(hash, true, shared),
+        (["access-list", hash], &Method::DELETE) => edit(hash, false, shared),
+        (["reload"], &Method::POST) => match shared.reload() {
+            Ok(done) => {
+                for line in &done {
+                    tracing::info!("{line} (admin API)");
+                }
+                json(StatusCode::OK, &json!({ "reloaded": done }))
+            }
+            Err(e) => {
+                tracing::error!("reload from the admin API failed: {e:#}");
+                error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"))
+            }
+        },
+        (["snapshot"], &Method::POST) => match &shared.state {
+            None => error(
+                StatusCode::CONFLICT,
+                "snapshots are off (state.file is empty)",
+            ),
+            Some(state) => match state.write(&shared.store, false) {
+                Ok(s) => json(
+                    StatusCode::OK,
+                    &json!({ "file": state.path(), "torrents": s.torrents, "peers": s.peers,
+                             "seconds": state.last_duration().as_secs_f64() }),
+                ),
+                Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+            },
+        },
+        (["stats" | "torrents" | "access-list" | "reload" | "snapshot", ..], _) => {
+            error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here")
+        }
+        _ => error(StatusCode::NOT_FOUND, "no such API call"),
+    }
+}
+
+fn stats(shared: &Shared) -> Value {
+    let (s, _) = survey(&shared.store, 0);
+    let c = shared.udp_totals();
+    let tallies = &super::metrics::TALLIES;
+    let snapshot = shared.state.as_ref().map(|st| {
+        let last = st.last_written_unix();
+        json!({
+            "file": st.path(),
+            "last_written_unix": (last > 0).then_some(last),
+            "age_seconds": (last > 0).then(|| crate::state::unix_now().saturating_sub(last)),
+            "handover_waiting": shared.handover_waiting(),
+        })
+    });
+    json!({
+        "torrents": s.torrents,
+        "peers": s.seeders + s.leechers,
+        "seeders": s.seeders,
+        "leechers": s.leechers,
+        "peers_ipv4": s.peers_v4,
+        "peers_ipv6": s.peers_v6,
+        "requests": {
+            "udp": {
+                "connect": c.connect,
+                "announce": c.announce,
+                "scrape": c.scrape,
+                "error_replies": c.errors,
+                "bad_connection_id": c.bad_connection_id,
+                "malformed": c.dropped,
+                "bytes_in": c.bytes_in,
+                "bytes_out": c.bytes_out,
+            },
+            "http": tallies.http.load(std::sync::atomic::Ordering::Relaxed),
+            "ws": tallies.ws.load(std::sync::atomic::Ordering::Relaxed),
+        },
+        "snapshot": snapshot,
+        "uptime_seconds": shared.started.elapsed().as_secs(),
+        "started_unix": shared.started_unix,
+    })
+}
+
+pub fn top_json(top: &[TopTorrent]) -> Value {
+    Value::Array(
+        top.iter()
+            .map(|t| {
+                json!({
+                    "info_hash": t.info_hash.to_hex(),
+                    "seeders": t.stats.seeders,
+                    "leechers": t.stats.leechers,
+                    "completed": t.stats.completed,
+                    "peers": t.peers(),
+                })
+            })
+            .collect(),
+    )
+}
+
+fn top(call: &Call, shared: &Shared) -> Response<Body> {
+    let mut n = 10;
+    for pair in call.query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("n", v)) => match v.parse::<usize>() {
+                Ok(v) if (1..=MAX_TOP).contains(&v) => n = v,
+                _ => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        format!("n must be a number from 1 to {MAX_TOP}"),
+                    )
+                }
+            },
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown parameter {pair:?}"),
+                )
+            }
+        }
+    }
+    let (_, top) = survey(&shared.store, n);
+    json(StatusCode::OK, &json!({ "torrents": top_json(&top) }))
+}
+
+fn bad_hash() -> Response<Body> {
+    error(
+        StatusCode::BAD_REQUEST,
+        "an info hash is 40 hexadecimal digits",
+    )
+}
+
+fn torrent(hex: &str, shared: &Shared) -> Response<Body> {
+    let Some(info_hash) = InfoHash::from_hex(hex) else {
+        return bad_hash();
+    };
+    let now = shoal_swarm::clock::now();
+    let found = shared.store.with_torrent(&info_hash, |t| {
+        let st = t.stats();
+        let mut peers = Vec::new();
+        for p in t.v4().peers() {
+            peers.push(peer_json(
+                &p.peer_id,
+                SocketAddr::V4(p.addr.addr()),
+                p.seeder,
+                p.expires,
+                now,
+            ));
+        }
+        if let Some(v6) = t.v6() {
+            for p in v6.peers() {
+                peers.push(peer_json(
+                    &p.peer_id,
+                    SocketAddr::V6(p.addr.addr()),
+                    p.seeder,
+                    p.expires,
+                    now,
+                ));
+            }
+        }
+        json!({
+            "info_hash": info_hash.to_hex(),
+            "seeders": st.seeders,
+            "leechers": st.leechers,
+            "completed": st.completed,
+            "allowed": shared.store.allows(&info_hash),
+            "peers": peers,
+        })
+    });
+    match found {
+        Some(v) => json(StatusCode::OK, &v),
+        None => error(StatusCode::NOT_FOUND, "no such torrent"),
+    }
+}
+
+fn peer_json(
+    peer_id: &shoal_proto::PeerId,
+    addr: SocketAddr,
+    seeder: bool,
+    expires: u32,
+    now: u32,
+) -> Value {
+    json!({
+        "peer_id": peer_id.to_hex(),
+        "addr": addr.to_string(),
+        "seeder": seeder,
+        "expires_in": expires.saturating_sub(now),
+    })
+}
+
+fn access_list(shared: &Shared) -> Response<Body> {
+    let list = shared.store.access_list();
+    let mut hashes: Vec<String> = list.hashes().map(|h| h.to_hex()).collect();
+    hashes.sort();
+    json(
+        StatusCode::OK,
+        &json!({
+            "mode": format!("{:?}", list.mode()).to_lowercase(),
+            "file": shared.config.access_list.path,
+            "hashes": hashes,
+        }),
+    )
+}
+
+fn edit(hex: &str, add: bool, shared: &Shared) -> Response<Body> {
+    let Some(info_hash) = InfoHash::from_hex(hex) else {
+        return bad_hash();
+    };
+    match shared.edit_access_list(info_hash, add) {
+        Ok(changed) => {
+            tracing::info!(
+                "access list: {} {} (admin API){}",
+                if add { "added" } else { "removed" },
+                info_hash,
+                if changed { "" } else { ", no change" }
+            );
+            json(
+                StatusCode::OK,
+                &json!({ "info_hash": info_hash.to_hex(), "listed": add, "changed": changed,
+                         "count": shared.store.access_list().len() }),
+            )
+        }
+        Err(e) if shared.config.access_mode() == shoal_swarm::AccessMode::Off => {
+            error(StatusCode::CONFLICT, format!("{e:#}"))
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+    }
+}

@@ -1,0 +1,266 @@
+//! Prometheus metrics: one recorder for the whole process, rendered at `/metrics`.
+//!
+//! The HTTP and WebTorrent front ends count with the `metrics` facade
+//! (`counter!("shoal_requests_total", "protocol" => .., "action" => .., "result" => ..)`);
+//! [`install`] makes `metrics-exporter-prometheus` the global recorder before any front
+//! end starts. The UDP front end keeps its own per-worker counters (a facade call per
+//! datagram would cost more than answering it), so they, and the store's figures, are
+//! copied into the recorder when `/metrics` is scraped. The copy goes through a reference
+//! to our recorder (`with_local_recorder`), so it lands in the registry we render even if
+//! some other recorder got installed globally first.
+//!
+//! The recorder is wrapped to tally requests by protocol as they are counted, which is
+//! what the status page's requests-per-second chart reads.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use metrics::{
+    Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+
+use crate::shared::Shared;
+
+/// Buckets of the latency histograms, in seconds (10 µs to 1 s).
+const LATENCY_BUCKETS: &[f64] = &[
+    0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025,
+    0.05, 0.1, 0.25, 0.5, 1.0,
+];
+
+/// Requests counted through the facade, by protocol (for the status page).
+#[derive(Debug, Default)]
+pub struct Tallies {
+    pub http: AtomicU64,
+    pub ws: AtomicU64,
+}
+
+impl Tallies {
+    fn slot(&self, protocol: &str) -> Option<&AtomicU64> {
+        match protocol {
+            "http" | "https" => Some(&self.http),
+            "ws" | "wss" => Some(&self.ws),
+            _ => None,
+        }
+    }
+}
+
+struct Installed {
+    recorder: Arc<PrometheusRecorder>,
+    handle: PrometheusHandle,
+}
+
+static INSTALLED: OnceLock<Installed> = OnceLock::new();
+/// The process-wide request tallies.
+pub static TALLIES: Tallies = Tallies {
+    http: AtomicU64::new(0),
+    ws: AtomicU64::new(0),
+};
+
+fn installed() -> &'static Installed {
+    INSTALLED.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_duration_seconds".into()), LATENCY_BUCKETS)
+            .expect("bucket list is not empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        let recorder = Arc::new(recorder);
+        if metrics::set_global_recorder(TallyRecorder(recorder.clone())).is_err() {
+            tracing::warn!(
+                "another metrics recorder is installed: facade metrics will not appear \
+                 at /metrics"
+            );
+        }
+        describe(&*recorder);
+        Installed { recorder, handle }
+    })
+}
+
+/// Installs the recorder (once per process; later calls do nothing).
+pub fn install() {
+    installed();
+}
+
+/// The Prometheus text exposition of every metric, after copying in the UDP counters and
+/// the store's figures.
+pub fn render(shared: &Shared) -> String {
+    let inst = installed();
+    metrics::with_local_recorder(&*inst.recorder, || update(shared));
+    inst.handle.render()
+}
+
+/// Housekeeping of the recorder (drains histogram samples). Called by the sampler, so
+/// memory stays bounded even if nobody scrapes.
+pub fn upkeep() {
+    installed().handle.run_upkeep();
+}
+
+fn describe(r: &dyn Recorder) {
+    let d = |name: &'static str, unit: Option<Unit>, text: &'static str, kind: u8| {
+        let (k, t) = (KeyName::from_const_str(name), SharedString::const_str(text));
+        match kind {
+            0 => r.describe_counter(k, unit, t),
+            1 => r.describe_gauge(k, unit, t),
+            _ => r.describe_histogram(k, unit, t),
+        }
+    };
+    d(
+        "shoal_requests_total",
+        None,
+        "Requests answered, by protocol, action and result.",
+        0,
+    );
+    d(
+        "shoal_errors_total",
+        None,
+        "Requests not answered, by protocol and reason.",
+        0,
+    );
+    d(
+        "shoal_bytes_total",
+        Some(Unit::Bytes),
+        "Datagram payload bytes, by protocol and direction.",
+        0,
+    );
+    d("shoal_torrents", None, "Torrents in the store.", 1);
+    d(
+        "shoal_peers",
+        None,
+        "Peers in the store, by kind (seeder, leecher).",
+        1,
+    );
+    d(
+        "shoal_peers_by_family",
+        None,
+        "Peers in the store, by address family.",
+        1,
+    );
+    d(
+        "shoal_snapshot_age_seconds",
+        Some(Unit::Seconds),
+        "Seconds since this process last wrote a snapshot (absent before the first).",
+        1,
+    );
+    d(
+        "shoal_snapshot_duration_seconds",
+        Some(Unit::Seconds),
+        "Time the last snapshot took to write.",
+        1,
+    );
+    d(
+        "shoal_handover_waiting",
+        None,
+        "1 while a new process waits for its predecessor's final snapshot.",
+        1,
+    );
+    d(
+        "shoal_uptime_seconds",
+        Some(Unit::Seconds),
+        "Seconds since the tracker started.",
+        1,
+    );
+    d("shoal_announce_duration_seconds", Some(Unit::Seconds), "Announce latency. UDP: time to answer one received batch that held announces (receive to send), recorded once per batch.", 2);
+}
+
+fn update(shared: &Shared) {
+    use metrics::{counter, gauge};
+    let c = shared.udp_totals();
+    let req = |action: &'static str, result: &'static str, v: u64| {
+        counter!("shoal_requests_total", "protocol" => "udp", "action" => action, "result" => result)
+            .absolute(v);
+    };
+    req("connect", "ok", c.connect);
+    req(
+        "announce",
+        "ok",
+        c.announce.saturating_sub(c.announce_errors),
+    );
+    req("announce", "error", c.announce_errors);
+    req("scrape", "ok", c.scrape.saturating_sub(c.scrape_errors));
+    req("scrape", "error", c.scrape_errors);
+    req(
+        "invalid",
+        "error",
+        c.errors.saturating_sub(c.announce_errors + c.scrape_errors),
+    );
+    counter!("shoal_errors_total", "protocol" => "udp", "kind" => "bad_connection_id")
+        .absolute(c.bad_connection_id);
+    counter!("shoal_errors_total", "protocol" => "udp", "kind" => "malformed").absolute(c.dropped);
+    counter!("shoal_bytes_total", "protocol" => "udp", "direction" => "in").absolute(c.bytes_in);
+    counter!("shoal_bytes_total", "protocol" => "udp", "direction" => "out").absolute(c.bytes_out);
+
+    let s = shared.latest();
+    gauge!("shoal_torrents").set(s.torrents as f64);
+    gauge!("shoal_peers", "kind" => "seeder").set(s.seeders as f64);
+    gauge!("shoal_peers", "kind" => "leecher").set(s.leechers as f64);
+    gauge!("shoal_peers_by_family", "family" => "ipv4").set(s.peers_v4 as f64);
+    gauge!("shoal_peers_by_family", "family" => "ipv6").set(s.peers_v6 as f64);
+    if let Some(state) = &shared.state {
+        let last = state.last_written_unix();
+        if last > 0 {
+            gauge!("shoal_snapshot_age_seconds")
+                .set(crate::state::unix_now().saturating_sub(last) as f64);
+            gauge!("shoal_snapshot_duration_seconds").set(state.last_duration().as_secs_f64());
+        }
+    }
+    gauge!("shoal_handover_waiting").set(if shared.handover_waiting() { 1.0 } else { 0.0 });
+    gauge!("shoal_uptime_seconds").set(shared.started.elapsed().as_secs_f64());
+}
+
+/// The installed recorder: Prometheus, plus the per-protocol tallies.
+struct TallyRecorder(Arc<PrometheusRecorder>);
+
+struct Tallied {
+    inner: Counter,
+    slot: &'static AtomicU64,
+}
+
+impl CounterFn for Tallied {
+    fn increment(&self, value: u64) {
+        self.inner.increment(value);
+        self.slot.fetch_add(value, Ordering::Relaxed);
+    }
+
+    fn absolute(&self, value: u64) {
+        self.inner.absolute(value);
+        self.slot.fetch_max(value, Ordering::Relaxed);
+    }
+}
+
+impl Recorder for TallyRecorder {
+    fn describe_counter(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.0.describe_counter(key, unit, description)
+    }
+
+    fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.0.describe_gauge(key, unit, description)
+    }
+
+    fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.0.describe_histogram(key, unit, description)
+    }
+
+    fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> Counter {
+        let inner = self.0.register_counter(key, metadata);
+        if key.name() == "shoal_requests_total" {
+            let slot = key
+                .labels()
+                .find(|l| l.key() == "protocol")
+                .and_then(|l| TALLIES.slot(l.value()));
+            if let Some(slot) = slot {
+                return Counter::from_arc(Arc::new(Tallied { inner, slot }));
+            }
+        }
+        inner
+    }
+
+    fn register_gauge(&self, key: &Key, metadata: &Metadata<'_>) -> Gauge {
+        self.0.register_gauge(key, metadata)
+    }
+
+    fn register_histogram(&self, key: &Key, metadata: &Metadata<'_>) -> Histogram {
+        self.0.register_histogram(key, metadata)
+    }
+}

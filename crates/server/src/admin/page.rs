@@ -1,0 +1,87 @@
+//! The status page: one HTML page and one script, both compiled into the binary (no CDN,
+//! nothing fetched from elsewhere), and the JSON they poll (`/status.json`): an hour of
+//! samples for the charts, the top torrents, and the configuration in force (with the
+//! admin token blanked out).
+
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+use serde_json::json;
+
+use super::{api, Body};
+use crate::shared::Shared;
+
+const HTML: &str = include_str!("status.html");
+const SCRIPT: &str = include_str!("status.js");
+
+fn with_type(body: &'static str, content_type: &'static str) -> Response<Body> {
+    let mut r = Response::new(Body::new(body.into()));
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+pub fn html() -> Response<Body> {
+    with_type(HTML, "text/html; charset=utf-8")
+}
+
+pub fn script() -> Response<Body> {
+    with_type(SCRIPT, "text/javascript; charset=utf-8")
+}
+
+/// The configuration in force as TOML, secrets blanked.
+pub fn config_text(shared: &Shared) -> String {
+    let mut c = shared.config.clone();
+    if !c.admin.token.is_empty() {
+        c.admin.token = "(hidden)".into();
+    }
+    toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot show the config: {e}"))
+}
+
+pub fn data(shared: &Shared) -> Response<Body> {
+    let samples = shared.samples();
+    let points: Vec<_> = samples
+        .iter()
+        .map(|s| {
+            json!({
+                "t": s.unix,
+                "udp": s.udp_rps,
+                "http": s.http_rps,
+                "ws": s.ws_rps,
+                "seeders": s.seeders,
+                "leechers": s.leechers,
+                "peers_v6": s.peers_v6,
+                "torrents": s.torrents,
+            })
+        })
+        .collect();
+    let latest = samples.last().cloned().unwrap_or_default();
+    let snapshot_age = shared.state.as_ref().and_then(|st| {
+        let last = st.last_written_unix();
+        (last > 0).then(|| crate::state::unix_now().saturating_sub(last))
+    });
+    let mut r = api::json(
+        StatusCode::OK,
+        &json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "interval": shared.config.admin.sample_interval,
+            "uptime_seconds": shared.started.elapsed().as_secs(),
+            "samples": points,
+            "top": api::top_json(&latest.top),
+            "totals": {
+                "torrents": latest.torrents,
+                "seeders": latest.seeders,
+                "leechers": latest.leechers,
+                "peers_v4": latest.peers_v4,
+                "peers_v6": latest.peers_v6,
+            },
+            "snapshot_age_seconds": snapshot_age,
+            "handover_waiting": shared.handover_waiting(),
+            "config": config_text(shared),
+        }),
+    );
+    r.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}

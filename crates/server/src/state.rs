@@ -1,0 +1,473 @@
+//! The snapshot file: restoring it at start, writing it periodically and on exit, and the
+//! hand-over between an old and a new process during an upgrade.
+//!
+//! The format lives in `shoal_swarm::snapshot`; this module owns the file. A snapshot is
+//! written to `FILE.tmp-<pid>`, synced, and renamed over `FILE`, so a reader (or a crash)
+//! only ever sees a whole snapshot. A file that cannot be restored is moved aside to
+//! `FILE.corrupt-<unix time>` and the tracker starts empty: refusing to start would turn a
+//! damaged file into an outage.
+//!
+//! Upgrade hand-over (see `docs/operations.md`): the new process starts beside the old one
+//! on the same `SO_REUSEPORT` ports, restores the old one's latest periodic snapshot (which
+//! carries the connection-id key, so clients' ids stay valid), and serves. While the old
+//! process runs, the new one writes no snapshot of its own (both share the file); it
+//! watches the file until the old process, stopped with SIGTERM, writes its *final*
+//! snapshot, merges that into its live store, and from then on snapshots as usual. Only
+//! peers that announced to the old process after its last periodic snapshot are in the
+//! final one, and the merge adds them: no swarm is lost. If the predecessor is gone or the
+//! wait exceeds `state.handover_timeout`, the new process carries on alone.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use parking_lot::Mutex;
+use shoal_swarm::snapshot::read_header;
+use shoal_swarm::{SnapshotHeader, SnapshotSummary, Store, StoreConfig};
+
+/// Current Unix time in seconds.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What happened to the snapshot file at start.
+#[derive(Debug)]
+pub enum Restored {
+    /// No file: a first start.
+    Missing,
+    /// Restored.
+    Loaded(SnapshotSummary),
+    /// Unreadable; moved to the path given (or left in place if moving failed).
+    MovedAside {
+        error: String,
+        moved_to: Option<PathBuf>,
+    },
+}
+
+/// The snapshot file of one tracker.
+pub struct StateFile {
+    path: PathBuf,
+    pid: u32,
+    key: [u8; 16],
+    /// Serialises writers (periodic thread, admin, shutdown).
+    writing: Mutex<()>,
+    last_written_unix: AtomicU64,
+    last_duration_micros: AtomicU64,
+}
+
+impl StateFile {
+    pub fn new(path: PathBuf, key: [u8; 16]) -> Self {
+        Self {
+            path,
+            pid: std::process::id(),
+            key,
+            writing: Mutex::new(()),
+            last_written_unix: AtomicU64::new(0),
+            last_duration_micros: AtomicU64::new(0),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Unix second of the last snapshot this process wrote (0: none yet).
+    pub fn last_written_unix(&self) -> u64 {
+        self.last_written_unix.load(Ordering::Relaxed)
+    }
+
+    /// How long the last snapshot took to write.
+    pub fn last_duration(&self) -> Duration {
+        Duration::from_micros(self.last_duration_micros.load(Ordering::Relaxed))
+    }
+
+    /// Writes a snapshot of `store`: temporary file, fsync, rename.
+    pub fn write(&self, store: &Store, is_final: bool) -> anyhow::Result<SnapshotSummary> {
+        let _guard = self.writing.lock();
+        let started = Instant::now();
+        let tmp = tmp_path(&self.path, self.pid);
+        let header = SnapshotHeader {
+            written_unix: unix_now(),
+            writer: self.pid,
+            is_final,
+            key: self.key.to_vec(),
+        };
+        let result = (|| {
+            let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let summary = store
+                .write_snapshot(&mut w, &header, shoal_swarm::clock::now())
+                .with_context(|| format!("writing {}", tmp.display()))?;
+            let file = w
+                .into_inner()
+                .map_err(|e| e.into_error())
+                .with_context(|| format!("writing {}", tmp.display()))?;
+            file.sync_all()
+                .with_context(|| format!("syncing {}", tmp.display()))?;
+            std::fs::rename(&tmp, &self.path).with_context(|| {
+                format!("renaming {} to {}", tmp.display(), self.path.display())
+            })?;
+            // Make the rename itself durable (best effort: not every filesystem allows it).
+            if let Some(dir) = self.path.parent() {
+                let dir = if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    dir
+                };
+                if let Ok(d) = File::open(dir) {
+                    let _ = d.sync_all();
+                }
+            }
+            Ok(summary)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        } else {
+            self.last_written_unix
+                .store(header.written_unix, Ordering::Relaxed);
+            self.last_duration_micros
+                .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// If the file now holds a *final* snapshot written by `predecessor`, merges it into
+    /// `store` and returns what it held.
+    pub fn merge_final_of(
+        &self,
+        store: &Store,
+        predecessor: u32,
+    ) -> Option<Result<SnapshotSummary, shoal_swarm::SnapshotError>> {
+        let file = File::open(&self.path).ok()?;
+        let header = read_header(BufReader::new(file)).ok()?;
+        if !header.is_final || header.writer != predecessor {
+            return None;
+        }
+        let file = File::open(&self.path).ok()?;
+        Some(store.restore_snapshot(
+            BufReader::with_capacity(1 << 20, file),
+            shoal_swarm::clock::now(),
+            unix_now(),
+        ))
+    }
+}
+
+fn tmp_path(path: &Path, pid: u32) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".tmp-{pid}"));
+    PathBuf::from(s)
+}
+
+/// Restores the snapshot at `path` into a new store. Any failure leaves an empty store,
+/// logs the reason and moves the file aside.
+pub fn restore(path: &Path, config: StoreConfig) -> (Store, Restored) {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::info!("no snapshot at {}: starting empty", path.display());
+            return (Store::new(config), Restored::Missing);
+        }
+        Err(e) => {
+            // Unreadable (permissions?): do not move what we cannot read, just say so.
+            tracing::error!(
+                "cannot open snapshot {}: {e}; starting empty",
+                path.display()
+            );
+            return (
+                Store::new(config),
+                Restored::MovedAside {
+                    error: e.to_string(),
+                    moved_to: None,
+                },
+            );
+        }
+    };
+    let store = Store::new(config.clone());
+    let started = Instant::now();
+    match store.restore_snapshot(
+        BufReader::with_capacity(1 << 20, file),
+        shoal_swarm::clock::now(),
+        unix_now(),
+    ) {
+        Ok(summary) => {
+            tracing::info!(
+                "restored snapshot {} in {:?}: {} torrents, {} peers ({} expired while down), \
+                 written {} s ago by process {}{}",
+                path.display(),
+                started.elapsed(),
+                summary.torrents,
+                summary.peers - summary.peers_expired,
+                summary.peers_expired,
+                unix_now().saturating_sub(summary.header.written_unix),
+                summary.header.writer,
+                if summary.header.is_final {
+                    " on exit"
+                } else {
+                    " (periodic)"
+                },
+            );
+            store.clean(shoal_swarm::clock::now());
+            (store, Restored::Loaded(summary))
+        }
+        Err(e) => {
+            drop(store);
+            let mut aside = path.as_os_str().to_owned();
+            aside.push(format!(".corrupt-{}", unix_now()));
+            let aside = PathBuf::from(aside);
+            let moved_to = match std::fs::rename(path, &aside) {
+                Ok(()) => Some(aside),
+                Err(me) => {
+                    tracing::error!("could not move {} aside: {me}", path.display());
+                    None
+                }
+            };
+            tracing::error!(
+                "snapshot {} cannot be restored: {e}; moved to {}; starting empty",
+                path.display(),
+                moved_to
+                    .as_ref()
+                    .map_or("(not moved)".to_string(), |p| p.display().to_string())
+            );
+            (
+                Store::new(config),
+                Restored::MovedAside {
+                    error: e.to_string(),
+                    moved_to,
+                },
+            )
+        }
+    }
+}
+
+/// Whether process `pid` still exists (a zombie counts: its final snapshot is written).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(nix::errno::Errno::ESRCH) => false,
+        // EPERM: it exists, under another user.
+        Err(_) => true,
+    }
+}
+
+/// The state thread's plan: wait for a predecessor's final snapshot, then snapshot
+/// periodically.
+pub struct Schedule {
+    pub interval: Option<Duration>,
+    /// The process whose final snapshot we wait for, and until when.
+    pub predecessor: Option<(u32, Instant)>,
+}
+
+impl Schedule {
+    /// What to do after restoring `restored` at start.
+    pub fn after(restored: &Restored, interval: u64, handover_timeout: u64) -> Self {
+        let me = std::process::id();
+        let predecessor = match restored {
+            Restored::Loaded(s)
+                if !s.header.is_final
+                    && s.header.writer != me
+                    && process_alive(s.header.writer) =>
+            {
+                Some((
+                    s.header.writer,
+                    Instant::now() + Duration::from_secs(handover_timeout),
+                ))
+            }
+            _ => None,
+        };
+        Self {
+            interval: (interval > 0).then(|| Duration::from_secs(interval)),
+            predecessor,
+        }
+    }
+}
+
+/// Runs until `stop` is set: hand-over, then periodic snapshots.
+pub fn run(
+    state: &StateFile,
+    store: &Store,
+    mut schedule: Schedule,
+    stop: &std::sync::atomic::AtomicBool,
+    waiting: &std::sync::atomic::AtomicBool,
+) {
+    let tick = Duration::from_millis(100);
+    waiting.store(schedule.predecessor.is_some(), Ordering::Relaxed);
+    if let Some((pid, _)) = schedule.predecessor {
+        tracing::info!(
+            "process {pid} wrote the snapshot and is still running: serving beside it, \
+             waiting for its final snapshot (stop it with SIGTERM)"
+        );
+    } else {
+        // Persist at once, so a successor started right after us finds our key.
+        write_logged(state, store, false);
+    }
+    let mut next = schedule.interval.map(|i| Instant::now() + i);
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(tick);
+        if let Some((pid, deadline)) = schedule.predecessor {
+            match state.merge_final_of(store, pid) {
+                Some(Ok(s)) => {
+                    tracing::info!(
+                        "merged the final snapshot of process {pid}: {} torrents, {} peers",
+                        s.torrents,
+                        s.peers - s.peers_expired
+                    );
+                    store.clean(shoal_swarm::clock::now());
+                }
+                Some(Err(e)) => {
+                    tracing::error!("final snapshot of process {pid} cannot be merged: {e}")
+                }
+                None if Instant::now() < deadline && process_alive(pid) => continue,
+                None => tracing::warn!(
+                    "no final snapshot from process {pid} (gone, or waited past \
+                     state.handover_timeout): carrying on alone"
+                ),
+            }
+            schedule.predecessor = None;
+            waiting.store(false, Ordering::Relaxed);
+            write_logged(state, store, false);
+            next = schedule.interval.map(|i| Instant::now() + i);
+            continue;
+        }
+        if let (Some(at), Some(every)) = (next, schedule.interval) {
+            if Instant::now() >= at {
+                write_logged(state, store, false);
+                next = Some(Instant::now() + every);
+            }
+        }
+    }
+}
+
+fn write_logged(state: &StateFile, store: &Store, is_final: bool) {
+    match state.write(store, is_final) {
+        Ok(s) => tracing::debug!(
+            "snapshot written to {} in {:?}: {} torrents, {} peers",
+            state.path().display(),
+            state.last_duration(),
+            s.torrents,
+            s.peers
+        ),
+        Err(e) => tracing::error!("snapshot failed: {e:#}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
+    use shoal_swarm::Announce;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("shoal-state-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn announce(store: &Store, peer: u8) {
+        let mut out: Vec<CompactPeerV4> = Vec::new();
+        store
+            .announce(
+                &Announce {
+                    info_hash: InfoHash([1; 20]),
+                    peer_id: PeerId([peer; 20]),
+                    addr: CompactPeerV4::new([127, 0, 0, peer].into(), 1000),
+                    event: AnnounceEvent::Started,
+                    left: 1,
+                    numwant: 0,
+                },
+                shoal_swarm::clock::now(),
+                &mut out,
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn write_then_restore_and_nothing_left_behind() {
+        let d = dir("rt");
+        let path = d.join("state");
+        let store = Store::new(StoreConfig::default());
+        announce(&store, 1);
+        announce(&store, 2);
+        let state = StateFile::new(path.clone(), [5; 16]);
+        state.write(&store, true).unwrap();
+        assert!(state.last_written_unix() > 0);
+        let (restored, how) = restore(&path, StoreConfig::default());
+        match how {
+            Restored::Loaded(s) => {
+                assert_eq!(s.peers, 2);
+                assert_eq!(s.header.key, vec![5; 16]);
+                assert!(s.header.is_final);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(restored.scrape(&InfoHash([1; 20])).unwrap().leechers, 2);
+        let names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec!["state"], "no temporary file left");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn damaged_file_is_moved_aside_and_the_store_is_empty() {
+        let d = dir("bad");
+        let path = d.join("state");
+        std::fs::write(&path, b"SHOALSNP but then garbage").unwrap();
+        let (store, how) = restore(&path, StoreConfig::default());
+        let Restored::MovedAside { error, moved_to } = how else {
+            panic!("{how:?}")
+        };
+        assert!(
+            error.contains("version") || error.contains("truncated"),
+            "{error}"
+        );
+        let moved_to = moved_to.unwrap();
+        assert!(moved_to.to_string_lossy().contains("state.corrupt-"));
+        assert_eq!(
+            std::fs::read(&moved_to).unwrap(),
+            b"SHOALSNP but then garbage"
+        );
+        assert!(!path.exists());
+        assert_eq!(store.clean(0).torrents, 0);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn final_snapshot_of_the_predecessor_is_merged_not_another() {
+        let d = dir("merge");
+        let path = d.join("state");
+        let old = Store::new(StoreConfig::default());
+        announce(&old, 1);
+        announce(&old, 2);
+        let live = Store::new(StoreConfig::default());
+        announce(&live, 3);
+        let mut st = StateFile::new(path.clone(), [0; 16]);
+        st.pid = 4242;
+        st.write(&old, false).unwrap();
+        assert!(st.merge_final_of(&live, 4242).is_none(), "not final yet");
+        st.write(&old, true).unwrap();
+        assert!(st.merge_final_of(&live, 999).is_none(), "someone else's");
+        st.merge_final_of(&live, 4242).unwrap().unwrap();
+        assert_eq!(live.scrape(&InfoHash([1; 20])).unwrap().leechers, 3);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn liveness_of_processes() {
+        assert!(process_alive(std::process::id()));
+        assert!(!process_alive(0));
+        assert!(!process_alive(u32::MAX));
+    }
+}

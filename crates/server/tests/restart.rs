@@ -1,0 +1,253 @@
+//! Restart: a tracker stopped with SIGTERM and started again serves the same swarms, and a
+//! damaged snapshot never keeps it from starting. Runs the real binary.
+
+mod common;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{free_udp_port, http, temp_dir, Ann, Client, Shoal};
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+
+const TORRENTS: usize = 20;
+const PEERS_PER_TORRENT: usize = 5000;
+
+fn config(state: &Path, port: u16) -> String {
+    format!(
+        "workers = 2\n\
+         [udp]\nlisten = [\"127.0.0.1:{port}\"]\n\
+         [http]\nlisten = []\n\
+         [state]\nfile = {:?}\nsnapshot_interval = 0\n\
+         [admin]\nlisten = [\"127.0.0.1:0\"]\ntoken = \"restart-test\"\n",
+        state.display().to_string()
+    )
+}
+
+/// The admin listener's address, from the line shoal prints.
+fn admin_addr(shoal: &Shoal) -> SocketAddr {
+    let line = shoal.wait_for("admin (metrics", Duration::from_secs(5));
+    let url = line.split("http://").nth(1).unwrap();
+    url.trim_end_matches('/').parse().unwrap()
+}
+
+/// Every peer of a torrent as the admin API lists it: (peer id, address, seeder) and
+/// seconds left.
+fn peers_of(admin: SocketAddr, t: usize) -> (Vec<(String, String, bool)>, Vec<u64>) {
+    let (status, body) = http(
+        admin,
+        "GET",
+        &format!("/api/torrents/{}", info_hash(t).to_hex()),
+        Some("restart-test"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let mut peers: Vec<_> = v["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                (
+                    p["peer_id"].as_str().unwrap().to_string(),
+                    p["addr"].as_str().unwrap().to_string(),
+                    p["seeder"].as_bool().unwrap(),
+                ),
+                p["expires_in"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    peers.sort();
+    peers.into_iter().unzip()
+}
+
+fn info_hash(t: usize) -> InfoHash {
+    let mut h = [0xab; 20];
+    h[0] = t as u8;
+    InfoHash(h)
+}
+
+/// Peer `i` of torrent `t`: every fourth one completed (a seeder), the rest leechers. The
+/// port tells the peer apart in responses.
+fn ann(t: usize, i: usize) -> Ann {
+    let mut id = [b'-'; 20];
+    id[..8].copy_from_slice(&(t as u32).to_be_bytes().repeat(2));
+    id[8..16].copy_from_slice(&(i as u64).to_be_bytes());
+    let seeder = i.is_multiple_of(4);
+    Ann {
+        info_hash: info_hash(t),
+        peer_id: PeerId(id),
+        port: 1024 + i as u16,
+        left: if seeder { 0 } else { 1000 },
+        event: if seeder {
+            AnnounceEvent::Completed
+        } else {
+            AnnounceEvent::Started
+        },
+        numwant: 0,
+    }
+}
+
+#[test]
+fn peers_and_completed_counts_survive_sigterm_and_restart() {
+    let dir = temp_dir("restart");
+    let state = dir.join("shoal.state");
+    let port = free_udp_port();
+    let tracker: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let first = Shoal::start(&dir, "first", &config(&state, port));
+
+    // 100,000 peers over 20 torrents, four client threads with 128 announces in flight.
+    let started = Instant::now();
+    let threads: Vec<_> = (0..4)
+        .map(|k| {
+            std::thread::spawn(move || {
+                let mut c = Client::new(tracker);
+                c.connect();
+                let mut missing = Vec::new();
+                for t in (k..TORRENTS).step_by(4) {
+                    let anns: Vec<Ann> = (0..PEERS_PER_TORRENT).map(|i| ann(t, i)).collect();
+                    let mut answered = c.announce_all(&anns, 128);
+                    // Loopback may drop a datagram under a burst: resend those (an
+                    // announce is idempotent apart from `completed`, which only counts a
+                    // peer's first completion).
+                    for _ in 0..5 {
+                        let again: Vec<usize> = (0..anns.len()).filter(|&i| !answered[i]).collect();
+                        if again.is_empty() {
+                            break;
+                        }
+                        let sub: Vec<Ann> = again.iter().map(|&i| anns[i]).collect();
+                        for (j, ok) in c.announce_all(&sub, 16).into_iter().enumerate() {
+                            answered[again[j]] = ok;
+                        }
+                    }
+                    missing.extend(answered.iter().filter(|a| !**a).map(|_| t));
+                }
+                (c.cid, missing)
+            })
+        })
+        .collect();
+    let mut old_cid = None;
+    for t in threads {
+        let (cid, missing) = t.join().unwrap();
+        assert!(
+            missing.is_empty(),
+            "unanswered announces: {}",
+            missing.len()
+        );
+        old_cid = Some(cid);
+    }
+    eprintln!("filled 100000 peers in {:?}", started.elapsed());
+
+    let mut client = Client::new(tracker);
+    client.connect();
+    let hashes: Vec<InfoHash> = (0..TORRENTS).map(info_hash).collect();
+    let before = client.scrape(&hashes).unwrap();
+    let seeders = PEERS_PER_TORRENT.div_ceil(4) as u32;
+    let leechers = PEERS_PER_TORRENT as u32 - seeders;
+    assert!(
+        before.iter().all(|&s| s == (seeders, seeders, leechers)),
+        "{before:?}"
+    );
+
+    let admin = admin_addr(&first);
+    let listed_before: Vec<_> = (0..TORRENTS).map(|t| peers_of(admin, t)).collect();
+    assert_eq!(
+        listed_before.iter().map(|p| p.0.len()).sum::<usize>(),
+        TORRENTS * PEERS_PER_TORRENT
+    );
+    let output = first.stop();
+    assert!(output.contains("final snapshot written"), "{output}");
+    let size = std::fs::metadata(&state).unwrap().len();
+    eprintln!("snapshot: {size} bytes");
+
+    let second = Shoal::start(&dir, "second", &config(&state, port));
+    let line = second.wait_for("restored snapshot", Duration::from_secs(5));
+    assert!(line.contains("20 torrents, 100000 peers"), "{line}");
+
+    // The very same peers (id, address, seeder or not), with the lifetime they had left.
+    let admin = admin_addr(&second);
+    for (t, (before, left_before)) in listed_before.iter().enumerate() {
+        let (after, left_after) = peers_of(admin, t);
+        assert!(before == &after, "torrent {t}: peers differ after restart");
+        for (b, a) in left_before.iter().zip(&left_after) {
+            assert!(
+                a <= b && b - a <= 10,
+                "torrent {t}: {b} s left before, {a} s after"
+            );
+        }
+    }
+
+    // The old connection id is still good: the key came back with the snapshot.
+    let mut old = Client::new(tracker);
+    old.cid = old_cid.unwrap();
+    assert_eq!(
+        old.scrape(&hashes).unwrap(),
+        before,
+        "same figures after restart"
+    );
+
+    // A newcomer to each torrent is served the restored peers: all of them, by port, when
+    // it pages through with fresh identities (200 per response, random windows).
+    for t in [0usize, 7, 19] {
+        let expected: HashSet<u16> = (0..PEERS_PER_TORRENT).map(|i| 1024 + i as u16).collect();
+        let mut seen = HashSet::new();
+        for probe in 0..2000u32 {
+            let mut a = ann(t, 100_000 + probe as usize);
+            a.numwant = 200;
+            a.event = AnnounceEvent::None;
+            a.left = 1;
+            let (l, s, ports) = old.announce(&a).expect("announce reply");
+            assert_eq!(s, seeders);
+            assert!(l > leechers, "the probe counts itself");
+            for p in ports {
+                if p >= 1024 + PEERS_PER_TORRENT as u16 {
+                    continue; // an earlier probe
+                }
+                assert!(expected.contains(&p), "port {p} was never announced");
+                seen.insert(p);
+            }
+            if seen.len() == expected.len() {
+                break;
+            }
+        }
+        assert_eq!(
+            seen.len(),
+            expected.len(),
+            "torrent {t}: every peer is served"
+        );
+    }
+    second.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn damaged_snapshot_is_logged_moved_aside_and_the_tracker_starts_empty() {
+    let dir = temp_dir("corrupt");
+    let state = dir.join("shoal.state");
+    std::fs::write(&state, b"SHOALSNP\x01\x00\x00\x00 this is not a snapshot").unwrap();
+    let port = free_udp_port();
+    let shoal = Shoal::start(&dir, "corrupt", &config(&state, port));
+    let line = shoal.wait_for("cannot be restored", Duration::from_secs(5));
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains("moved to"), "{line}");
+    let aside: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("shoal.state.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(
+        std::fs::read(dir.join(&aside[0])).unwrap(),
+        b"SHOALSNP\x01\x00\x00\x00 this is not a snapshot"
+    );
+    // It serves, and it is empty.
+    let mut c = Client::new(format!("127.0.0.1:{port}").parse().unwrap());
+    c.connect();
+    assert_eq!(c.scrape(&[info_hash(0)]).unwrap(), vec![(0, 0, 0)]);
+    // Its own snapshot replaced the damaged one.
+    shoal.stop();
+    let fresh = std::fs::read(&state).unwrap();
+    assert_eq!(&fresh[..8], b"SHOALSNP");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,694 @@
+//! Snapshots: the store's state in a versioned binary file, so that a restart or an upgrade
+//! loses no swarm.
+//!
+//! The format is a stream, written one shard at a time: the writer locks a shard only long
+//! enough to encode its torrents into a buffer, then writes the buffer with the lock
+//! released, so taking a snapshot never stops the world. Every part carries a CRC-32, and
+//! the file ends with a trailer (counts and a CRC of the whole file), so a truncated or
+//! damaged file is always detected; a file from another program fails on its magic, one
+//! from a future shoal on its version.
+//!
+//! Peers are stored with their *remaining* lifetime, not their store-clock expiry: the store
+//! clock restarts at zero in every process. On restore the time the tracker was down (from
+//! the Unix time in the header) is subtracted, so a peer that would have expired during the
+//! downtime is not brought back.
+//!
+//! ```text
+//! header   "SHOALSNP"  version:u16  flags:u16  writer:u32  written_unix:u64  key_len:u16
+//!          key  crc32(header):u32            (flags bit 0: final, written on exit)
+//! block*   len:u32 (> 0)  torrents:u32  crc32(body):u32  body[len]
+//!            body = torrent*: info_hash[20] completed:u32 n4:u32 n6:u32 peer4[n4] peer6[n6]
+//!            peer4 = peer_id[20] addr[6]  remaining:u32 seeder:u8
+//!            peer6 = peer_id[20] addr[18] remaining:u32 seeder:u8
+//! trailer  0:u32  torrents:u64  peers:u64  crc32(everything before this field):u32
+//! ```
+//!
+//! All integers are little-endian. This module knows nothing of files: the server writes to
+//! a temporary file and renames it, and decides what to do with a bad one.
+
+use std::io::{self, Read, Write};
+
+use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
+use thiserror::Error;
+
+use crate::{Peer, Store};
+
+/// The first bytes of every snapshot.
+pub const MAGIC: [u8; 8] = *b"SHOALSNP";
+/// The format version this code writes and reads.
+pub const VERSION: u16 = 1;
+/// Largest block accepted on restore: a shard's torrents are far below this; a larger length
+/// can only be damage.
+const MAX_BLOCK: u32 = 1 << 30;
+/// Longest opaque key accepted (the connection-id key is 16 bytes).
+const MAX_KEY: u16 = 1024;
+/// Peers inserted per shard lock when restoring.
+const RESTORE_CHUNK: usize = 1024;
+const PEER4_LEN: usize = 20 + 6 + 4 + 1;
+const PEER6_LEN: usize = 20 + 18 + 4 + 1;
+
+/// Why a snapshot could not be restored. The store may hold part of it: restore into a
+/// fresh store and drop it on error.
+#[derive(Debug, Error)]
+pub enum SnapshotError {
+    #[error("reading the snapshot: {0}")]
+    Io(#[from] io::Error),
+    #[error("not a shoal snapshot (bad magic bytes)")]
+    Foreign,
+    #[error("snapshot format version {0} is not supported (this shoal reads version {VERSION})")]
+    Version(u16),
+    #[error("snapshot is truncated (ends inside {0})")]
+    Truncated(&'static str),
+    #[error("snapshot is damaged: checksum mismatch in {0}")]
+    Checksum(&'static str),
+    #[error("snapshot is malformed: {0}")]
+    Malformed(&'static str),
+}
+
+/// The header of a snapshot: who wrote it, when, and whether it was its writer's last.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotHeader {
+    /// Unix second the snapshot was written.
+    pub written_unix: u64,
+    /// Who wrote it (the server stores its process id), so that a process taking over
+    /// can tell its predecessor's snapshot from its own.
+    pub writer: u32,
+    /// Written as the writer stopped: nothing it learnt after is missing.
+    pub is_final: bool,
+    /// An opaque key stored alongside (the server's connection-id key).
+    pub key: Vec<u8>,
+}
+
+const FLAG_FINAL: u16 = 1;
+
+/// What a snapshot held (or what was written).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotSummary {
+    pub header: SnapshotHeader,
+    pub torrents: u64,
+    pub peers: u64,
+    /// Peers in the file whose lifetime ran out while the tracker was down (restore only).
+    pub peers_expired: u64,
+}
+
+/// A writer that keeps a running CRC of what went through it.
+struct Crc<W> {
+    inner: W,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Crc<W> {
+    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.crc.update(bytes);
+        self.inner.write_all(bytes)
+    }
+}
+
+/// An address's wire bytes, as stored in a snapshot.
+trait WireBytes {
+    fn wire(&self) -> &[u8];
+}
+
+impl WireBytes for CompactPeerV4 {
+    fn wire(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl WireBytes for CompactPeerV6 {
+    fn wire(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+fn encode_peer<A: WireBytes>(out: &mut Vec<u8>, p: &Peer<A>, now: u32) {
+    out.extend_from_slice(&p.peer_id.0);
+    out.extend_from_slice(p.addr.wire());
+    out.extend_from_slice(&p.expires.saturating_sub(now).to_le_bytes());
+    out.push(u8::from(p.seeder));
+}
+
+impl Store {
+    /// Writes the whole store to `w`, one shard at a time, under `header`. `now` is the
+    /// store clock ([`crate::clock::now`]), read once by the caller; `header.written_unix`
+    /// must be the Unix time of the same moment. Peers already expired are left out.
+    pub fn write_snapshot(
+        &self,
+        w: impl Write,
+        header: &SnapshotHeader,
+        now: u32,
+    ) -> io::Result<SnapshotSummary> {
+        let key = &header.key;
+        let key_len = u16::try_from(key.len())
+            .ok()
+            .filter(|&l| l <= MAX_KEY)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "key too long"))?;
+        let mut w = Crc {
+            inner: w,
+            crc: crc32fast::Hasher::new(),
+        };
+        let mut bytes = Vec::with_capacity(32 + key.len());
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        let flags = if header.is_final { FLAG_FINAL } else { 0 };
+        bytes.extend_from_slice(&flags.to_le_bytes());
+        bytes.extend_from_slice(&header.writer.to_le_bytes());
+        bytes.extend_from_slice(&header.written_unix.to_le_bytes());
+        bytes.extend_from_slice(&key_len.to_le_bytes());
+        bytes.extend_from_slice(key);
+        let header_crc = crc32fast::hash(&bytes);
+        w.put(&bytes)?;
+        w.put(&header_crc.to_le_bytes())?;
+
+        let mut summary = SnapshotSummary {
+            header: header.clone(),
+            ..SnapshotSummary::default()
+        };
+        let mut body = Vec::new();
+        let mut failed = None;
+        self.for_each_shard(|shard| {
+            if failed.is_some() {
+                return;
+            }
+            body.clear();
+            let mut torrents = 0u32;
+            // Encode under the shard's lock (memory only), write after it is released.
+            for (info_hash, t) in shard.torrents() {
+                let live4 = t.v4().peers().filter(|p| p.expires >= now);
+                let live6 = t
+                    .v6()
+                    .into_iter()
+                    .flat_map(|s| s.peers())
+                    .filter(|p| p.expires >= now);
+                let n4 = live4.clone().count() as u32;
+                let n6 = live6.clone().count() as u32;
+                body.extend_from_slice(&info_hash.0);
+                body.extend_from_slice(&t.stats().completed.to_le_bytes());
+                body.extend_from_slice(&n4.to_le_bytes());
+                body.extend_from_slice(&n6.to_le_bytes());
+                for p in live4 {
+                    encode_peer(&mut body, &p, now);
+                }
+                for p in live6 {
+                    encode_peer(&mut body, &p, now);
+                }
+                torrents += 1;
+                summary.peers += u64::from(n4) + u64::from(n6);
+            }
+            summary.torrents += u64::from(torrents);
+            if torrents == 0 {
+                return;
+            }
+            let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
+            if len > MAX_BLOCK {
+                failed = Some(io::Error::other("shard too large for one snapshot block"));
+                return;
+            }
+            let mut block_header = [0u8; 12];
+            block_header[..4].copy_from_slice(&len.to_le_bytes());
+            block_header[4..8].copy_from_slice(&torrents.to_le_bytes());
+            block_header[8..].copy_from_slice(&crc32fast::hash(&body).to_le_bytes());
+            if let Err(e) = w.put(&block_header).and_then(|()| w.put(&body)) {
+                failed = Some(e);
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        w.put(&0u32.to_le_bytes())?;
+        w.put(&summary.torrents.to_le_bytes())?;
+        w.put(&summary.peers.to_le_bytes())?;
+        let total = w.crc.clone().finalize();
+        w.inner.write_all(&total.to_le_bytes())?;
+        w.inner.flush()?;
+        Ok(summary)
+    }
+
+    /// Restores a snapshot written by [`Store::write_snapshot`] into this store (meant to
+    /// be a fresh one). `now` and `unix_now` as for writing. Peer lifetimes are shortened by
+    /// the time since the snapshot was written and capped at the configured peer TTL.
+    ///
+    /// On error the store may hold part of the snapshot; the caller should drop it.
+    pub fn restore_snapshot(
+        &self,
+        r: impl Read,
+        now: u32,
+        unix_now: u64,
+    ) -> Result<SnapshotSummary, SnapshotError> {
+        let mut r = CrcReader {
+            inner: r,
+            crc: crc32fast::Hasher::new(),
+        };
+        let header = read_header_from(&mut r)?;
+        let downtime = unix_now.saturating_sub(header.written_unix);
+        let ttl = self.config.peer_ttl;
+        let mut summary = SnapshotSummary {
+            header,
+            ..SnapshotSummary::default()
+        };
+        let mut body = Vec::new();
+        loop {
+            let mut len = [0u8; 4];
+            r.exact(&mut len, "a block header")?;
+            let len = u32::from_le_bytes(len);
+            if len == 0 {
+                break;
+            }
+            if len > MAX_BLOCK {
+                return Err(SnapshotError::Malformed("block length out of range"));
+            }
+            let mut rest = [0u8; 8];
+            r.exact(&mut rest, "a block header")?;
+            let torrents = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes"));
+            let crc = u32::from_le_bytes(rest[4..].try_into().expect("4 bytes"));
+            body.clear();
+            // `take` + `read_to_end` grows the buffer only as bytes arrive, so a damaged
+            // length cannot make us allocate a gigabyte for a short file.
+            (&mut r)
+                .take(u64::from(len))
+                .read_to_end(&mut body)
+                .map_err(SnapshotError::Io)?;
+            if body.len() != len as usize {
+                return Err(SnapshotError::Truncated("a block"));
+            }
+            if crc32fast::hash(&body) != crc {
+                return Err(SnapshotError::Checksum("a block"));
+            }
+            let mut cur = Cursor(&body);
+            for _ in 0..torrents {
+                let info_hash = InfoHash(cur.array()?);
+                let completed = cur.u32()?;
+                let n4 = cur.u32()? as usize;
+                let n6 = cur.u32()? as usize;
+                // Check the sizes before decoding, so a bad count cannot run past the block.
+                let need = n4
+                    .checked_mul(PEER4_LEN)
+                    .and_then(|a| n6.checked_mul(PEER6_LEN).and_then(|b| a.checked_add(b)));
+                if need.is_none_or(|n| n > cur.0.len()) {
+                    return Err(SnapshotError::Malformed("peer count beyond its block"));
+                }
+                let mut v4 = Vec::with_capacity(n4);
+                for _ in 0..n4 {
+                    let (peer_id, addr, remaining, seeder) = cur.peer::<6>()?;
+                    summary.peers += 1;
+                    match lifetime(remaining, downtime, ttl) {
+                        Some(left) => v4.push(Peer {
+                            peer_id,
+                            addr: CompactPeerV4(addr),
+                            expires: now.saturating_add(left),
+                            seeder,
+                        }),
+                        None => summary.peers_expired += 1,
+                    }
+                }
+                let mut v6 = Vec::with_capacity(n6);
+                for _ in 0..n6 {
+                    let (peer_id, addr, remaining, seeder) = cur.peer::<18>()?;
+                    summary.peers += 1;
+                    match lifetime(remaining, downtime, ttl) {
+                        Some(left) => v6.push(Peer {
+                            peer_id,
+                            addr: CompactPeerV6(addr),
+                            expires: now.saturating_add(left),
+                            seeder,
+                        }),
+                        None => summary.peers_expired += 1,
+                    }
+                }
+                // In chunks: merging into a live store (a hand-over) must not hold a
+                // shard's lock for a whole large swarm while workers wait on it.
+                if v4.is_empty() && v6.is_empty() {
+                    self.restore_torrent(info_hash, completed, now, [], []);
+                }
+                for chunk in v4.chunks(RESTORE_CHUNK) {
+                    self.restore_torrent(info_hash, completed, now, chunk.iter().copied(), []);
+                }
+                for chunk in v6.chunks(RESTORE_CHUNK) {
+                    self.restore_torrent(info_hash, completed, now, [], chunk.iter().copied());
+                }
+                summary.torrents += 1;
+            }
+            if !cur.0.is_empty() {
+                return Err(SnapshotError::Malformed("bytes left over in a block"));
+            }
+        }
+        let mut counts = [0u8; 16];
+        r.exact(&mut counts, "the trailer")?;
+        let expected = r.crc.clone().finalize();
+        let mut stored = [0u8; 4];
+        r.inner
+            .read_exact(&mut stored)
+            .map_err(|e| eof_as(e, "the trailer"))?;
+        if u32::from_le_bytes(stored) != expected {
+            return Err(SnapshotError::Checksum("the file"));
+        }
+        let torrents = u64::from_le_bytes(counts[..8].try_into().expect("8 bytes"));
+        let peers = u64::from_le_bytes(counts[8..].try_into().expect("8 bytes"));
+        if torrents != summary.torrents || peers != summary.peers {
+            return Err(SnapshotError::Malformed("trailer counts do not match"));
+        }
+        let mut extra = [0u8; 1];
+        if r.inner.read(&mut extra)? != 0 {
+            return Err(SnapshotError::Malformed("bytes after the trailer"));
+        }
+        Ok(summary)
+    }
+}
+
+/// Reads only the header of a snapshot (to decide whether to restore it), checking its
+/// magic, version and checksum.
+pub fn read_header(r: impl Read) -> Result<SnapshotHeader, SnapshotError> {
+    read_header_from(&mut CrcReader {
+        inner: r,
+        crc: crc32fast::Hasher::new(),
+    })
+}
+
+fn read_header_from<R: Read>(r: &mut CrcReader<R>) -> Result<SnapshotHeader, SnapshotError> {
+    let mut fixed = [0u8; 26];
+    r.exact(&mut fixed, "the header")?;
+    if fixed[..8] != MAGIC {
+        return Err(SnapshotError::Foreign);
+    }
+    let version = u16::from_le_bytes([fixed[8], fixed[9]]);
+    if version != VERSION {
+        return Err(SnapshotError::Version(version));
+    }
+    let flags = u16::from_le_bytes([fixed[10], fixed[11]]);
+    if flags & !FLAG_FINAL != 0 {
+        return Err(SnapshotError::Malformed("unknown header flags"));
+    }
+    let writer = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes"));
+    let written_unix = u64::from_le_bytes(fixed[16..24].try_into().expect("8 bytes"));
+    let key_len = u16::from_le_bytes([fixed[24], fixed[25]]);
+    if key_len > MAX_KEY {
+        return Err(SnapshotError::Malformed("key too long"));
+    }
+    let mut key = vec![0u8; usize::from(key_len)];
+    r.exact(&mut key, "the header")?;
+    let mut header_crc = crc32fast::Hasher::new();
+    header_crc.update(&fixed);
+    header_crc.update(&key);
+    let mut stored = [0u8; 4];
+    r.exact(&mut stored, "the header")?;
+    if u32::from_le_bytes(stored) != header_crc.finalize() {
+        return Err(SnapshotError::Checksum("the header"));
+    }
+    Ok(SnapshotHeader {
+        written_unix,
+        writer,
+        is_final: flags & FLAG_FINAL != 0,
+        key,
+    })
+}
+
+/// Seconds a restored peer has left, or `None` if it ran out while the tracker was down.
+fn lifetime(remaining: u32, downtime: u64, ttl: u32) -> Option<u32> {
+    let left = u64::from(remaining).checked_sub(downtime)?;
+    (left > 0).then(|| left.min(u64::from(ttl)) as u32)
+}
+
+fn eof_as(e: io::Error, part: &'static str) -> SnapshotError {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        SnapshotError::Truncated(part)
+    } else {
+        SnapshotError::Io(e)
+    }
+}
+
+struct CrcReader<R> {
+    inner: R,
+    crc: crc32fast::Hasher,
+}
+
+impl<R: Read> CrcReader<R> {
+    fn exact(&mut self, buf: &mut [u8], part: &'static str) -> Result<(), SnapshotError> {
+        self.read_exact(buf).map_err(|e| eof_as(e, part))
+    }
+}
+
+impl<R: Read> Read for CrcReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// Bounds-checked reads from a block's body.
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
+        let (head, rest) = self
+            .0
+            .split_first_chunk::<N>()
+            .ok_or(SnapshotError::Malformed(
+                "torrent record runs past its block",
+            ))?;
+        self.0 = rest;
+        Ok(*head)
+    }
+
+    fn u32(&mut self) -> Result<u32, SnapshotError> {
+        self.array().map(u32::from_le_bytes)
+    }
+
+    fn peer<const N: usize>(&mut self) -> Result<(PeerId, [u8; N], u32, bool), SnapshotError> {
+        let peer_id = PeerId(self.array()?);
+        let addr = self.array()?;
+        let remaining = self.u32()?;
+        let seeder = match self.array::<1>()?[0] {
+            0 => false,
+            1 => true,
+            _ => return Err(SnapshotError::Malformed("seeder flag is not 0 or 1")),
+        };
+        Ok((peer_id, addr, remaining, seeder))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Announce, StoreConfig};
+    use shoal_proto::AnnounceEvent;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn filled() -> Store {
+        let store = Store::new(StoreConfig {
+            shards: 16,
+            ..StoreConfig::default()
+        });
+        let mut out4: Vec<CompactPeerV4> = Vec::new();
+        let mut out6: Vec<CompactPeerV6> = Vec::new();
+        for t in 0..40u8 {
+            for p in 0..(u16::from(t) * 3) {
+                let [hi, lo] = p.to_be_bytes();
+                let mut id = [t; 20];
+                id[0] = hi;
+                id[1] = lo;
+                let event = if p % 5 == 0 {
+                    AnnounceEvent::Completed
+                } else {
+                    AnnounceEvent::Started
+                };
+                let left = if p % 5 == 0 { 0 } else { 100 };
+                store
+                    .announce(
+                        &Announce {
+                            info_hash: InfoHash([t; 20]),
+                            peer_id: PeerId(id),
+                            addr: CompactPeerV4::new(Ipv4Addr::new(10, t, hi, lo), 6881),
+                            event,
+                            left,
+                            numwant: 0,
+                        },
+                        100,
+                        &mut out4,
+                    )
+                    .unwrap();
+                if p % 7 == 0 {
+                    store
+                        .announce(
+                            &Announce {
+                                info_hash: InfoHash([t; 20]),
+                                peer_id: PeerId(id),
+                                addr: CompactPeerV6::new(
+                                    Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, u16::from(t), p),
+                                    6882,
+                                ),
+                                event: AnnounceEvent::Started,
+                                left: 5,
+                                numwant: 0,
+                            },
+                            100,
+                            &mut out6,
+                        )
+                        .unwrap();
+                }
+            }
+        }
+        store
+    }
+
+    type Row = (
+        InfoHash,
+        u32,
+        Vec<(PeerId, [u8; 6], u32, bool)>,
+        Vec<(PeerId, u32, bool)>,
+    );
+
+    fn contents(store: &Store) -> Vec<Row> {
+        let mut rows = Vec::new();
+        store.for_each_shard(|shard| {
+            for (ih, t) in shard.torrents() {
+                let mut v4: Vec<_> = t
+                    .v4()
+                    .peers()
+                    .map(|p| (p.peer_id, p.addr.0, p.expires, p.seeder))
+                    .collect();
+                v4.sort_by_key(|p| p.0);
+                let mut v6: Vec<_> = t
+                    .v6()
+                    .into_iter()
+                    .flat_map(|s| s.peers())
+                    .map(|p| (p.peer_id, p.expires, p.seeder))
+                    .collect();
+                v6.sort_by_key(|p| p.0);
+                rows.push((*ih, t.stats().completed, v4, v6));
+            }
+        });
+        rows.sort_by_key(|r| r.0);
+        rows
+    }
+
+    fn snapshot(store: &Store, now: u32, unix: u64) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let header = SnapshotHeader {
+            written_unix: unix,
+            writer: 77,
+            is_final: true,
+            key: vec![9; 16],
+        };
+        store.write_snapshot(&mut bytes, &header, now).unwrap();
+        assert_eq!(read_header(&bytes[..]).unwrap(), header);
+        bytes
+    }
+
+    #[test]
+    fn round_trip_keeps_peers_completed_counts_and_remaining_lifetimes() {
+        let store = filled();
+        // Written at store second 200 (peers expire at 100 + 3600 = 3700: 3500 left),
+        // restored into a process whose clock reads 5 with no downtime.
+        let bytes = snapshot(&store, 200, 1_000_000);
+        let restored = Store::new(StoreConfig::default());
+        let s = restored.restore_snapshot(&bytes[..], 5, 1_000_000).unwrap();
+        assert_eq!(s.header.key, vec![9; 16]);
+        assert_eq!(s.torrents, 39, "torrent 0 never had a peer");
+        assert_eq!(s.peers_expired, 0);
+        let before = contents(&store);
+        let after = contents(&restored);
+        assert_eq!(before.len(), after.len());
+        for (b, a) in before.iter().zip(&after) {
+            assert_eq!(b.0, a.0);
+            assert_eq!(b.1, a.1, "completed count");
+            assert!(b.1 > 0);
+            assert_eq!(b.2.len(), a.2.len());
+            for (pb, pa) in b.2.iter().zip(&a.2) {
+                assert_eq!((pb.0, pb.1, pb.3), (pa.0, pa.1, pa.3));
+                assert_eq!(pb.2 - 200, pa.2 - 5, "remaining lifetime kept");
+            }
+            assert_eq!(b.3.len(), a.3.len());
+        }
+        assert_eq!(
+            s.peers,
+            before
+                .iter()
+                .map(|r| (r.2.len() + r.3.len()) as u64)
+                .sum::<u64>()
+        );
+    }
+
+    #[test]
+    fn downtime_is_taken_off_lifetimes() {
+        let store = filled();
+        // 3500 seconds left at write; down for 3400: 100 left.
+        let bytes = snapshot(&store, 200, 1_000_000);
+        let restored = Store::new(StoreConfig::default());
+        restored.restore_snapshot(&bytes[..], 0, 1_003_400).unwrap();
+        for row in contents(&restored) {
+            assert!(row.2.iter().all(|p| p.2 == 100));
+        }
+        // Down for longer than any peer had: torrents keep their completed counts only.
+        let restored = Store::new(StoreConfig::default());
+        let s = restored.restore_snapshot(&bytes[..], 0, 1_010_000).unwrap();
+        assert_eq!(s.peers, s.peers_expired);
+        assert!(contents(&restored)
+            .iter()
+            .all(|r| r.2.is_empty() && r.3.is_empty()));
+    }
+
+    #[test]
+    fn every_truncation_and_every_flipped_byte_is_an_error_not_a_panic() {
+        let store = Store::new(StoreConfig::default());
+        let mut out: Vec<CompactPeerV4> = Vec::new();
+        for p in 0..3u8 {
+            store
+                .announce(
+                    &Announce {
+                        info_hash: InfoHash([p; 20]),
+                        peer_id: PeerId([p; 20]),
+                        addr: CompactPeerV4::new(Ipv4Addr::LOCALHOST, 1000),
+                        event: AnnounceEvent::Completed,
+                        left: 0,
+                        numwant: 0,
+                    },
+                    1,
+                    &mut out,
+                )
+                .unwrap();
+        }
+        let bytes = snapshot(&store, 1, 50);
+        for cut in 0..bytes.len() {
+            let r = Store::new(StoreConfig::default()).restore_snapshot(&bytes[..cut], 1, 50);
+            assert!(r.is_err(), "cut at {cut}");
+        }
+        for i in 0..bytes.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut bad = bytes.clone();
+                bad[i] ^= bit;
+                let r = Store::new(StoreConfig::default()).restore_snapshot(&bad[..], 1, 50);
+                assert!(r.is_err(), "flip at byte {i}");
+            }
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(Store::new(StoreConfig::default())
+            .restore_snapshot(&longer[..], 1, 50)
+            .is_err());
+    }
+
+    #[test]
+    fn foreign_and_future_files_are_named() {
+        let r = Store::new(StoreConfig::default()).restore_snapshot(
+            &b"hello world, this is not it"[..],
+            0,
+            0,
+        );
+        assert!(matches!(r, Err(SnapshotError::Foreign)), "{r:?}");
+        let mut bytes = snapshot(&Store::new(StoreConfig::default()), 0, 0);
+        bytes[8] = 2;
+        let r = Store::new(StoreConfig::default()).restore_snapshot(&bytes[..], 0, 0);
+        assert!(matches!(r, Err(SnapshotError::Version(2))), "{r:?}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+            let _ = Store::new(StoreConfig::default()).restore_snapshot(&bytes[..], 0, 0);
+            let mut framed = MAGIC.to_vec();
+            framed.extend_from_slice(&bytes);
+            let _ = Store::new(StoreConfig::default()).restore_snapshot(&framed[..], 0, 0);
+        }
+    }
+}
