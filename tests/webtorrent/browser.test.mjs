@@ -105,7 +105,7 @@ test('two Chromium pages exchange a file over WebRTC, introduced by the tracker'
   await leechPage.page.goto(q({ role: 'leech', tracker: tracker.url, magnet: seed.magnet }), { timeout: 10000 })
   const got = await result(leechPage, 'leecher', TRANSFER_MS)
   const ms = Date.now() - t0
-  console.log(`# transfer of ${SIZE} bytes took ${ms} ms; leecher wires ${JSON.stringify(got.everWires)}`)
+  console.log(`transfer of ${SIZE} bytes took ${ms} ms; leecher wires ${JSON.stringify(got.everWires)} to ${JSON.stringify(got.addrs)}`)
 
   assert.equal(got.length, SIZE)
   assert.equal(got.sha256, seed.sha256, 'downloaded bytes differ from the seed')

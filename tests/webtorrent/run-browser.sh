@@ -32,4 +32,4 @@ ip addr add 10.77.0.2/24 dev wt0
 ip link set wt1 up
 ip link set wt0 up
 ip route add default dev wt0
-node --test --test-reporter=spec browser.test.mjs
+node --test browser.test.mjs
