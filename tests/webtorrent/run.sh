@@ -23,9 +23,14 @@ if [ ! -d node_modules ]; then
     echo "==> npm ci --ignore-scripts"
     npm ci --ignore-scripts --no-audit --no-fund || exit 1
 fi
-if [ -z "${SHOAL_WS_CMD:-}" ] && [ ! -x "${CARGO_TARGET_DIR:-../../target}/release/examples/ws_only" ]; then
-    echo "==> cargo build --release -p shoal-server --example ws_only"
-    (cd ../.. && cargo build --release -p shoal-server --example ws_only) || exit 1
+if [ -z "${SHOAL_WS_CMD:-}" ]; then
+    # The default tracker command is in tracker.mjs (DEFAULT_CMD); build it if missing.
+    bin=$(node --input-type=module -e \
+        "import { DEFAULT_CMD } from './tracker.mjs'; console.log(DEFAULT_CMD.split(' ')[0])") || exit 1
+    if [ ! -x "$bin" ]; then
+        echo "==> cargo build --release -p shoal-server --bins --examples (for $bin)"
+        (cd ../.. && cargo build --release -p shoal-server --bins --examples) || exit 1
+    fi
 fi
 
 passed=0
