@@ -31,5 +31,6 @@ if [ ! -x "$SHOAL_BIN" ]; then
 fi
 step "tests/real_clients/run.sh (tracker: $SHOAL_BIN)"
 tests/real_clients/run.sh
+step "tests/webtorrent/run.sh"; tests/webtorrent/run.sh
 
 step "all tests passed"

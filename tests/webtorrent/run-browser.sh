@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs browser.test.mjs (two headless Chromium pages exchanging a file through the tracker)
+# in a private network namespace, because WebRTC gathers no ICE candidates on loopback only:
+#   lo up, a veth pair wt0/wt1, 10.77.0.1/24 and 10.77.0.2/24 on wt0, default route via wt0.
+# The tracker (SHOAL_WS_CMD, see tracker.mjs) and the page server listen on 127.0.0.1 inside.
+#
+# `unshare --net --pid --fork --kill-child`: the namespace holds only what this script starts;
+# when the run ends (or is killed), every process in it is killed with it and the network
+# namespace (veth pair included) disappears. The EXIT trap also deletes the veth explicitly.
+# Bounded: the whole run is killed after ${WEBTORRENT_BROWSER_TIMEOUT:-90} s.
+# Needs root (or CAP_SYS_ADMIN + CAP_NET_ADMIN) for the namespaces.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if [ "${1:-}" != "--inside" ]; then
+    limit=${WEBTORRENT_BROWSER_TIMEOUT:-90}
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo --preserve-env=SHOAL_WS_CMD,CARGO_TARGET_DIR,CHROMIUM,PATH"; fi
+    exec timeout -k 5 "$limit" $sudo unshare --net --pid --fork --kill-child --mount-proc \
+        "$0" --inside
+fi
+
+# Inside the namespaces (PID 1 of the new PID namespace).
+cleanup() {
+    ip link del wt0 2>/dev/null || true
+}
+trap cleanup EXIT
+ip link set lo up
+ip link add wt0 type veth peer name wt1
+ip addr add 10.77.0.1/24 dev wt0
+ip addr add 10.77.0.2/24 dev wt0
+ip link set wt1 up
+ip link set wt0 up
+ip route add default dev wt0
+node --test browser.test.mjs
