@@ -31,6 +31,10 @@ if [ ! -x "$SHOAL_BIN" ]; then
 fi
 step "tests/real_clients/run.sh (tracker: $SHOAL_BIN)"
 tests/real_clients/run.sh
-step "tests/webtorrent/run.sh"; tests/webtorrent/run.sh
+step "tests/webtorrent/run.sh (npm client, two Chromium pages over WebRTC)"
+tests/webtorrent/run.sh
+
+step "tests/status_page (headless Chromium loads the admin status page)"
+(cd tests/status_page && { [ -d node_modules ] || npm ci --ignore-scripts --no-audit --no-fund; } && npm test)
 
 step "all tests passed"

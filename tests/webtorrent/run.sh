@@ -5,7 +5,7 @@
 #   2. run-browser.sh   - two headless Chromium pages exchange a file over WebRTC through the
 #                         tracker, in a private network namespace (needs root/sudo, ~11 s)
 # Installs what is missing: chromium (apt-get), node_modules (npm ci --ignore-scripts), and
-# the ws_only example tracker (cargo build) when SHOAL_WS_CMD is not set.
+# the shoal tracker (cargo build) when SHOAL_WS_CMD is not set.
 # Environment: SHOAL_WS_CMD (tracker command, {port} replaced; see tracker.mjs).
 # Prints "N passed, N failed" (tests) last; exits non-zero if any failed.
 set -uo pipefail

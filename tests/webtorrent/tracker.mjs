@@ -15,7 +15,7 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, '..', '..')
 const target = process.env.CARGO_TARGET_DIR || path.join(root, 'target')
 
-export const DEFAULT_CMD = `${target}/release/examples/ws_only 127.0.0.1:{port}`
+export const DEFAULT_CMD = `${target}/release/shoal --http 127.0.0.1:{port}`
 
 /** A port that was free on 127.0.0.1 a moment ago. */
 export function freePort () {
