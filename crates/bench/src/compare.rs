@@ -107,9 +107,10 @@ fn resolve(
         Some((n, c)) => (n.to_string(), c.to_string()),
         None => {
             let t = match (spec, proto) {
-                ("shoal", "udp") => "shoal --udp 127.0.0.1:{port} --workers 1",
-                ("shoal", "http") => "shoal --http 127.0.0.1:{port} --workers 1",
-                ("shoal", "ws") => "shoal --ws 127.0.0.1:{port} --workers 1",
+                ("shoal", "udp") => "shoal --udp 127.0.0.1:{port} --workers 1 --state-file=",
+                ("shoal", "http") => "shoal --http 127.0.0.1:{port} --workers 1 --state-file=",
+                // WebTorrent is served on the HTTP listeners.
+                ("shoal", "ws") => "shoal --http 127.0.0.1:{port} --workers 1 --state-file=",
                 ("aquatic_udp", "udp") | ("aquatic_http", "http") | ("aquatic_ws", "ws") => {
                     "{bin} -c {config}"
                 }

@@ -28,6 +28,13 @@ enum Command {
     Sweep(shoal_bench::sweep::SweepArgs),
     /// Start several trackers in turn, load each the same way, and write the report.
     Compare(shoal_bench::compare::CompareArgs),
+    /// Print the info hashes of the workload's torrents, one hex line each: the whitelist
+    /// a whitelist-only tracker (Debian's opentracker) needs to take the same load.
+    InfoHashes {
+        /// Number of torrents, as given to the load (`--torrents`).
+        #[arg(long)]
+        torrents: u32,
+    },
 }
 
 fn print_and_save(result: &RunResult, json: Option<&std::path::Path>) -> Result<()> {
@@ -52,6 +59,15 @@ fn main() -> Result<()> {
         Command::Ws(args) => {
             let result = shoal_bench::ws::run(&args)?;
             print_and_save(&result, args.run.json.as_deref())
+        }
+        Command::InfoHashes { torrents } => {
+            use std::io::Write;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            for i in 0..torrents {
+                writeln!(out, "{}", shoal_bench::workload::info_hash(i).to_hex())?;
+            }
+            out.flush()?;
+            Ok(())
         }
         Command::Sweep(args) => {
             shoal_bench::sweep::run(&args)?;
