@@ -197,6 +197,30 @@ impl Datagrams {
     }
 }
 
+/// Sets `TCP_DEFER_ACCEPT` on a listening socket: the kernel completes `accept` only once
+/// the client has sent data (or after about `seconds`), so the request is already in the
+/// socket when the tracker first looks at it, and a client that connects and says nothing
+/// waits in the kernel rather than holding a file descriptor of ours.
+pub fn set_tcp_defer_accept(socket: &impl AsRawFd, seconds: i32) -> io::Result<()> {
+    let value: libc::c_int = seconds;
+    // SAFETY: `value` is a live c_int for the duration of the call and its size is passed
+    // as the option length; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

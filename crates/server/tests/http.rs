@@ -1055,3 +1055,60 @@ fn bad_tls_files_fail_at_start_with_the_path() {
     assert!(format!("{err:#}").contains("missing.pem"), "{err:#}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A response bigger than the socket takes at once (a full scrape of 100,000 torrents, ~7
+/// MB) to a client that starts reading late: the accept loop's fast path writes what fits
+/// and the rest follows in the background, whole, then the connection closes.
+#[test]
+fn a_response_larger_than_the_socket_buffer_arrives_whole() {
+    let t = start(|c| c.http.full_scrape_interval = 1);
+    let a = http(&t);
+    let mut out: Vec<shoal_proto::CompactPeerV4> = Vec::new();
+    for n in 0..100_000u32 {
+        let mut h = [0u8; 20];
+        h[..4].copy_from_slice(&n.to_be_bytes());
+        t.store()
+            .announce_v4(
+                &shoal_swarm::Announce {
+                    info_hash: InfoHash(h),
+                    peer_id: PeerId([1; 20]),
+                    addr: shoal_proto::CompactPeerV4::new([10, 0, 0, 1].into(), 1000),
+                    event: AnnounceEvent::Started,
+                    left: 0,
+                    numwant: 0,
+                },
+                shoal_swarm::clock::now(),
+                &mut out,
+            )
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut c = Conn::new(a);
+        c.send(b"GET /scrape HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        // Let the server fill the socket before anything is read.
+        std::thread::sleep(Duration::from_millis(300));
+        let mut all = Vec::new();
+        c.s.read_to_end(&mut all).unwrap();
+        let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8_lossy(&all[..split]).to_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(all.len() - split, len, "body cut short");
+        if let Some(V::D(files)) = bdecode(&all[split..]).get("files") {
+            if files.len() == 100_000 {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the full scrape never listed every torrent"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -27,14 +27,55 @@ use super::handler::{write_http_error, Handler, Next};
 use super::Shared;
 use crate::config::MAX_HTTP_HEADERS;
 
-/// Serves one connection until it closes, times out or is upgraded.
-pub async fn serve<S>(mut stream: S, remote: SocketAddr, shared: Arc<Shared>)
+/// What one buffered request head came to.
+pub(super) enum Head {
+    /// A complete head of this many bytes; the handler's response head is in `out`.
+    Complete(usize, Next),
+    /// More bytes are needed.
+    Partial,
+    /// Not a request we take (malformed, too many headers): `out` holds the 400.
+    Bad,
+}
+
+/// Parses the head at the start of `buf` and, when it is complete, has `handler` answer
+/// it into `out`. Shared by the connection loop and the accept loop's fast path.
+pub(super) fn answer_head(
+    buf: &[u8],
+    max_headers: usize,
+    handler: &mut Handler,
+    remote: SocketAddr,
+    out: &mut Vec<u8>,
+) -> Head {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HTTP_HEADERS];
+    let mut req = httparse::Request::new(&mut headers[..max_headers.min(MAX_HTTP_HEADERS)]);
+    out.clear();
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => {
+            let next = handler.handle(&req, remote, &buf[n..], out);
+            Head::Complete(n, next)
+        }
+        Ok(httparse::Status::Partial) => Head::Partial,
+        Err(e) => {
+            let msg = match e {
+                httparse::Error::TooManyHeaders => "too many headers",
+                _ => "malformed HTTP request",
+            };
+            write_http_error(out, "400 Bad Request", msg);
+            Head::Bad
+        }
+    }
+}
+
+/// Serves one connection until it closes, times out or is upgraded. `initial` holds bytes
+/// already read from it (by the accept loop's fast path), nothing having been answered.
+pub async fn serve<S>(mut stream: S, remote: SocketAddr, shared: Arc<Shared>, initial: &[u8])
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let settings = &shared.settings;
     let mut buf = vec![0u8; settings.max_request_bytes];
-    let mut filled = 0usize;
+    let mut filled = initial.len().min(buf.len());
+    buf[..filled].copy_from_slice(&initial[..filled]);
     let mut out: Vec<u8> = Vec::with_capacity(512);
     let mut handler = Handler::new(shared.clone());
     let idle = settings.idle_timeout;
@@ -46,22 +87,10 @@ where
         let mut deadline = (filled > 0).then(|| Instant::now() + request_timeout);
         let (head_len, next) = loop {
             if filled > 0 {
-                let mut headers = [httparse::EMPTY_HEADER; MAX_HTTP_HEADERS];
-                let mut req = httparse::Request::new(&mut headers[..max_headers]);
-                match req.parse(&buf[..filled]) {
-                    Ok(httparse::Status::Complete(n)) => {
-                        out.clear();
-                        let next = handler.handle(&req, remote, &buf[n..filled], &mut out);
-                        break (n, next);
-                    }
-                    Ok(httparse::Status::Partial) => {}
-                    Err(e) => {
-                        let msg = match e {
-                            httparse::Error::TooManyHeaders => "too many headers",
-                            _ => "malformed HTTP request",
-                        };
-                        out.clear();
-                        write_http_error(&mut out, "400 Bad Request", msg);
+                match answer_head(&buf[..filled], max_headers, &mut handler, remote, &mut out) {
+                    Head::Complete(n, next) => break (n, next),
+                    Head::Partial => {}
+                    Head::Bad => {
                         let _ = timeout(request_timeout, write_and_close(&mut stream, &out)).await;
                         return;
                     }

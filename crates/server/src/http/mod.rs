@@ -38,6 +38,7 @@
 //! - [`full_scrape`]: the cached, periodically rebuilt full-scrape document.
 //! - [`tls`]: rustls certificates, reloadable on SIGHUP.
 
+mod at_once;
 pub mod connection;
 pub mod full_scrape;
 pub mod handler;
@@ -123,6 +124,11 @@ fn bind(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
     socket.set_nonblocking(true)?;
+    // Accept only once the request has arrived, so the accept loop's fast path finds it
+    // (best effort: without it the general path reads it later).
+    if let Err(e) = crate::sys::set_tcp_defer_accept(&socket, 1) {
+        tracing::debug!("TCP_DEFER_ACCEPT on {addr}: {e}");
+    }
     socket
         .bind(&addr.into())
         .with_context(|| format!("binding TCP {addr}"))?;
@@ -294,6 +300,7 @@ async fn accept_loop(
     tls: Option<tokio_rustls::TlsAcceptor>,
     shared: Arc<Shared>,
 ) {
+    let mut fast = at_once::AtOnce::new(shared.clone());
     loop {
         let (tcp, remote) = match listener.accept().await {
             Ok(c) => c,
@@ -311,22 +318,65 @@ async fn accept_loop(
             continue;
         }
         let guard = OpenConnection(shared.clone());
-        let _ = tcp.set_nodelay(true);
-        let shared = shared.clone();
         match &tls {
-            None => {
-                tokio::task::spawn_local(async move {
-                    let _guard = guard;
-                    connection::serve(tcp, remote, shared).await;
-                });
-            }
+            None => match fast.try_answer(&tcp, remote) {
+                at_once::Outcome::Done => drop(guard),
+                at_once::Outcome::Serve(initial) => {
+                    let shared = shared.clone();
+                    let _ = tcp.set_nodelay(true);
+                    tokio::task::spawn_local(async move {
+                        let _guard = guard;
+                        connection::serve(tcp, remote, shared, &initial).await;
+                    });
+                }
+                at_once::Outcome::KeepAlive(leftover) => {
+                    let shared = shared.clone();
+                    let _ = tcp.set_nodelay(true);
+                    tokio::task::spawn_local(async move {
+                        let _guard = guard;
+                        connection::serve(tcp, remote, shared, &leftover).await;
+                    });
+                }
+                at_once::Outcome::Rest {
+                    rest,
+                    close,
+                    leftover,
+                } => {
+                    let shared = shared.clone();
+                    tokio::task::spawn_local(async move {
+                        let _guard = guard;
+                        let mut tcp = tcp;
+                        let limit = shared.settings.request_timeout * 4;
+                        let send = tokio::io::AsyncWriteExt::write_all(&mut tcp, &rest);
+                        if !matches!(tokio::time::timeout(limit, send).await, Ok(Ok(()))) {
+                            return;
+                        }
+                        if close {
+                            let shutdown = tokio::io::AsyncWriteExt::shutdown(&mut tcp);
+                            let _ = tokio::time::timeout(limit, shutdown).await;
+                        } else {
+                            let _ = tcp.set_nodelay(true);
+                            connection::serve(tcp, remote, shared, &leftover).await;
+                        }
+                    });
+                }
+                at_once::Outcome::Upgrade(upgrade) => {
+                    let ws = shared.ws.clone();
+                    tokio::task::spawn_local(async move {
+                        let _guard = guard;
+                        crate::ws::serve_upgrade(tcp, upgrade, ws).await;
+                    });
+                }
+            },
             Some(acceptor) => {
+                let _ = tcp.set_nodelay(true);
+                let shared = shared.clone();
                 let accept = acceptor.accept(tcp);
                 tokio::task::spawn_local(async move {
                     let _guard = guard;
                     let limit = shared.settings.request_timeout;
                     if let Ok(Ok(stream)) = tokio::time::timeout(limit, accept).await {
-                        connection::serve(stream, remote, shared).await;
+                        connection::serve(stream, remote, shared, &[]).await;
                     }
                 });
             }

@@ -1,0 +1,153 @@
+//! The accept loop's fast path for plain HTTP: answer a connection whose whole request has
+//! already arrived, right where it was accepted.
+//!
+//! A client sends its request as soon as the connection is up, so by the time `accept`
+//! returns the request is usually waiting in the socket. Reading it there with one
+//! non-blocking `recv`, answering from a buffer and a handler that the accept loop owns
+//! and reuses, and writing the response with one non-blocking `send` saves what the
+//! general path costs per connection: a task, its buffers, timers, a round through the
+//! event loop before the first read, `TCP_NODELAY`, and a `shutdown` before the close.
+//! Without keep-alive that is most of shoal's own work per request (the kernel's accept
+//! and close are the rest), which is what a close-per-request benchmark measures.
+//!
+//! Whatever is not that simple case goes to the general path ([`super::connection`]) with
+//! the bytes read so far and nothing written: a partial head, a WebSocket upgrade, a
+//! response the socket would not take at once. Nothing here waits, so nothing needs a
+//! timeout.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use socket2::SockRef;
+use tokio::net::TcpStream;
+
+use super::connection::{answer_head, Head};
+use super::handler::{Handler, Next};
+use super::Shared;
+use crate::ws::UpgradeRequest;
+
+/// What became of a freshly accepted connection.
+pub enum Outcome {
+    /// Answered in full; drop the connection (the close sends the FIN).
+    Done,
+    /// Serve it in the general path, starting from these bytes (nothing was written).
+    Serve(Vec<u8>),
+    /// The response was written in full and the connection stays open: serve the next
+    /// requests in the general path, starting from what the client pipelined.
+    KeepAlive(Vec<u8>),
+    /// The socket took only part of the response: write `rest`, then close or go on.
+    Rest {
+        rest: Vec<u8>,
+        close: bool,
+        leftover: Vec<u8>,
+    },
+    /// A WebSocket upgrade, for the WebTorrent front end.
+    Upgrade(UpgradeRequest),
+}
+
+/// The accept loop's reusable state.
+pub struct AtOnce {
+    handler: Handler,
+    buf: Box<[u8]>,
+    out: Vec<u8>,
+    max_headers: usize,
+}
+
+impl AtOnce {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        let buf = vec![0u8; shared.settings.max_request_bytes].into_boxed_slice();
+        let max_headers = shared.settings.max_headers;
+        Self {
+            handler: Handler::new(shared),
+            buf,
+            out: Vec::with_capacity(512),
+            max_headers,
+        }
+    }
+
+    /// Tries to answer `tcp` without waiting.
+    pub fn try_answer(&mut self, tcp: &TcpStream, remote: SocketAddr) -> Outcome {
+        let sock = SockRef::from(tcp);
+        // The socket is non-blocking (tokio made it so): this is one recv, data or not.
+        let filled = match (&*sock).read(&mut self.buf) {
+            Ok(0) => return Outcome::Done,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Outcome::Serve(Vec::new())
+            }
+            Err(_) => return Outcome::Done,
+        };
+        let head = answer_head(
+            &self.buf[..filled],
+            self.max_headers,
+            &mut self.handler,
+            remote,
+            &mut self.out,
+        );
+        let (head_len, next) = match head {
+            Head::Complete(n, next) => (n, next),
+            Head::Partial => return Outcome::Serve(self.buf[..filled].to_vec()),
+            Head::Bad => {
+                // Best effort, then close: the general path does the same with a timeout.
+                let _ = (&*sock).write(&self.out);
+                return Outcome::Done;
+            }
+        };
+        let leftover = &self.buf[head_len..filled];
+        let (body, close): (&[u8], bool) = match &next {
+            Next::Close => (&[], true),
+            Next::KeepAlive => (&[], false),
+            Next::SendDocument { doc, gzip, close } => {
+                let body = match (&doc.gzip, gzip) {
+                    (Some(z), true) => &z[..],
+                    _ => &doc.plain[..],
+                };
+                (body, *close)
+            }
+            Next::Upgrade(_) => {
+                let Next::Upgrade(u) = next else {
+                    unreachable!()
+                };
+                return Outcome::Upgrade(u);
+            }
+        };
+        let written = write_some(&sock, &self.out, body);
+        let total = self.out.len() + body.len();
+        if written < total {
+            let mut rest = Vec::with_capacity(total - written);
+            if written < self.out.len() {
+                rest.extend_from_slice(&self.out[written..]);
+                rest.extend_from_slice(body);
+            } else {
+                rest.extend_from_slice(&body[written - self.out.len()..]);
+            }
+            return Outcome::Rest {
+                rest,
+                close,
+                leftover: leftover.to_vec(),
+            };
+        }
+        if close {
+            Outcome::Done
+        } else {
+            Outcome::KeepAlive(leftover.to_vec())
+        }
+    }
+}
+
+/// Writes `head` then `body` without waiting; returns how many bytes went.
+fn write_some(sock: &SockRef<'_>, head: &[u8], body: &[u8]) -> usize {
+    let mut written = 0;
+    for part in [head, body] {
+        let mut at = 0;
+        while at < part.len() {
+            match (&**sock).write(&part[at..]) {
+                Ok(0) | Err(_) => return written + at,
+                Ok(n) => at += n,
+            }
+        }
+        written += part.len();
+    }
+    written
+}
