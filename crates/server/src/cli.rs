@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser;
 use clap::Parser;
 
 use crate::config::{Config, DEFAULT_CONFIG_TOML};
@@ -43,8 +44,10 @@ pub struct Args {
     /// Worker threads (0 = one per core).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
-    /// Snapshot file (restored at start, written periodically and on exit).
-    #[arg(long, value_name = "PATH")]
+    /// Snapshot file (restored at start, written periodically and on exit). Empty
+    /// (`--state-file=`): no snapshots.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "",
+          value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from))]
     pub state_file: Option<PathBuf>,
     /// Admin listener (metrics, status page, API) on this address.
     #[arg(long, value_name = "ADDR")]
@@ -141,6 +144,10 @@ mod tests {
         ]);
         let c = args.config().unwrap();
         assert_eq!(c.state.file, PathBuf::from("/var/lib/shoal/state"));
+        let off = Args::parse_from(["shoal", "--state-file="])
+            .config()
+            .unwrap();
+        assert_eq!(off.state.file, PathBuf::new(), "empty: no snapshots");
         assert_eq!(c.admin.listen, vec!["127.0.0.1:7001".parse().unwrap()]);
         assert_eq!(
             c.udp,
