@@ -56,25 +56,28 @@ for proto in "${protocols[@]}"; do
     if [ -n "${BASELINE_DIR:-}" ] && [ -f "$BASELINE_DIR/compare-$proto/results.json" ]; then
         baseline=(--baseline "$BASELINE_DIR/compare-$proto/results.json")
     fi
-    common=(--bin-dir "$BIN_DIR" --rounds "$ROUNDS" --levels "$LEVELS" --out "$out" "${baseline[@]}")
+    # One port per protocol: an HTTP run leaves TIME_WAIT sockets that would block the next.
+    case $proto in udp) port=3100 ;; http) port=3200 ;; *) port=3300 ;; esac
+    common=(--bin-dir "$BIN_DIR" --rounds "$ROUNDS" --levels "$LEVELS" --out "$out" --port "$port"
+            "${baseline[@]}")
     load=(--duration "$DURATION" --warmup "$WARMUP" --torrents "$TORRENTS")
     case $proto in
         udp)
             $bench compare "${common[@]}" --vs-aquatic-load-test \
                 --tracker shoal --tracker aquatic_udp \
                 --tracker "opentracker=opentracker -i 127.0.0.1 -P {port} -d $wl_dir -w whitelist" \
-                udp --target 127.0.0.1:3100 "${load[@]}"
+                udp --target 127.0.0.1:$port "${load[@]}"
             ;;
         http)
             $bench compare "${common[@]}" \
                 --tracker shoal --tracker aquatic_http \
                 --tracker "opentracker=opentracker -i 127.0.0.1 -p {port} -d $wl_dir -w whitelist" \
-                http --target http://127.0.0.1:3100/announce "${load[@]}"
+                http --target http://127.0.0.1:$port/announce "${load[@]}"
             ;;
         ws)
             $bench compare "${common[@]}" \
                 --tracker shoal --tracker aquatic_ws \
-                ws --target ws://127.0.0.1:3100 "${load[@]}"
+                ws --target ws://127.0.0.1:$port "${load[@]}"
             ;;
         *) echo "unknown protocol $proto (udp, http, ws)" >&2; exit 2 ;;
     esac

@@ -260,7 +260,19 @@ fn wait_ready(load: &Load, port: u16, tracker: &mut Tracker) -> Result<()> {
 fn port_is_free(load: &Load, port: u16) -> bool {
     match load {
         Load::Udp(_) => UdpSocket::bind(("127.0.0.1", port)).is_ok(),
-        _ => std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+        // With SO_REUSEADDR, as trackers bind: the TIME_WAIT connections the previous
+        // contender left do not count, a live listener does.
+        _ => {
+            use socket2::{Domain, Socket, Type};
+            let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+            Socket::new(Domain::IPV4, Type::STREAM, None)
+                .and_then(|s| {
+                    s.set_reuse_address(true)?;
+                    s.bind(&addr.into())?;
+                    s.listen(1)
+                })
+                .is_ok()
+        }
     }
 }
 
@@ -361,6 +373,12 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
     progress.set_prefix(format!("compare {}", load.protocol()));
     for round in 0..args.rounds {
         for c in contenders.iter_mut() {
+            // The previous contender's connections may hold the port for a while after
+            // it exited (FIN_WAIT, or TIME_WAIT for trackers without SO_REUSEADDR).
+            let free_by = std::time::Instant::now() + Duration::from_secs(60);
+            while !port_is_free(&load, args.port) && std::time::Instant::now() < free_by {
+                std::thread::sleep(Duration::from_millis(500));
+            }
             if !port_is_free(&load, args.port) {
                 bail!(
                     "port {} is in use; stop whatever listens there first",

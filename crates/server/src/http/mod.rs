@@ -361,6 +361,8 @@ async fn accept_loop(
                     });
                 }
                 at_once::Outcome::Upgrade(upgrade) => {
+                    // WebTorrent messages are small and latency-bound: no Nagle.
+                    let _ = tcp.set_nodelay(true);
                     let ws = shared.ws.clone();
                     tokio::task::spawn_local(async move {
                         let _guard = guard;
