@@ -62,7 +62,7 @@ fn line_chart(
             .configure_mesh()
             .x_desc(x_label)
             .y_desc(y_label)
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_label_formatter(&|x| integer_tick(*x))
             .y_label_formatter(&|y| short(*y))
             .draw()
             .map_err(|e| anyhow!("{e}"))?;
@@ -94,7 +94,7 @@ fn line_chart(
             .configure_mesh()
             .x_desc(x_label)
             .y_desc(y_label)
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_label_formatter(&|x| integer_tick(*x))
             .y_label_formatter(&|y| short(*y))
             .draw()
             .map_err(|e| anyhow!("{e}"))?;
@@ -162,13 +162,43 @@ pub fn throughput_by_level(
     line_chart(path, title, x_label, "responses per second", &series, false)
 }
 
-/// p50 and p99 latency (ms) of announces by level, two lines per contender.
+/// Levels are whole numbers (workers, clients): label whole ticks only, so that a short
+/// axis does not read "1 1 1 1 2 2".
+fn integer_tick(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-6 {
+        format!("{x:.0}")
+    } else {
+        String::new()
+    }
+}
+
+/// p50 and p99 latency (ms) of announces by level, two lines per contender. The x axis is
+/// the requests in flight; when every run had the same (a compare over load-generator
+/// workers with a fixed number of connections), it is the load-generator workers instead.
 pub fn latency_by_level(
     path: &Path,
     title: &str,
     x_label: &str,
     contenders: &[(String, Vec<RunResult>)],
 ) -> Result<()> {
+    let all = || contenders.iter().flat_map(|c| c.1.iter());
+    let by_workers = all()
+        .map(|r| r.concurrency)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        <= 1;
+    let x_of = |r: &RunResult| {
+        if by_workers {
+            r.workers.max(1) as f64
+        } else {
+            r.concurrency.max(1) as f64
+        }
+    };
+    let x_label = if by_workers {
+        "load-generator workers"
+    } else {
+        x_label
+    };
     let mut series = Vec::new();
     for (name, runs) in contenders {
         for (q, pick) in [("p50", 0), ("p99", 1)] {
@@ -177,24 +207,26 @@ pub fn latency_by_level(
                 .filter_map(|r| {
                     let o = r.summary.main_op()?;
                     let v = if pick == 0 { o.p50 } else { o.p99 };
-                    Some((r.concurrency.max(1) as f64, v / 1000.0))
+                    Some((x_of(r), v / 1000.0))
                 })
                 .collect();
             series.push((format!("{name} {q}"), pts));
         }
     }
-    let log_x = contenders
-        .iter()
-        .flat_map(|c| c.1.iter().map(|r| r.concurrency))
-        .max()
-        .unwrap_or(1)
-        > 16;
+    let log_x = all().map(|r| x_of(r) as usize).max().unwrap_or(1) > 16;
     line_chart(path, title, x_label, "latency (ms)", &series, log_x)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_whole_ticks_are_labelled() {
+        assert_eq!(integer_tick(2.0), "2");
+        assert_eq!(integer_tick(1.5), "");
+        assert_eq!(integer_tick(128.0), "128");
+    }
 
     #[test]
     fn writes_a_readable_svg() {

@@ -128,15 +128,6 @@ impl<A: Address> Swarm<A> {
         (0..self.len()).map(|i| self.peer(i))
     }
 
-    /// Heap bytes held (for memory accounting).
-    pub fn heap_bytes(&self) -> usize {
-        self.addrs.capacity() * std::mem::size_of::<A>()
-            + self.meta.capacity() * std::mem::size_of::<PeerMeta>()
-            + self.index.as_ref().map_or(0, |t| {
-                t.capacity() * 5 + std::mem::size_of::<HashTable<u32>>()
-            })
-    }
-
     fn find(&self, addr: &A, hasher: &impl BuildHasher) -> Option<usize> {
         match &self.index {
             Some(index) => index
