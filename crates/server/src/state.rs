@@ -385,6 +385,7 @@ mod tests {
                     event: AnnounceEvent::Started,
                     left: 1,
                     numwant: 0,
+                    credential: None,
                 },
                 shoal_swarm::clock::now(),
                 &mut out,

@@ -1076,6 +1076,7 @@ fn a_response_larger_than_the_socket_buffer_arrives_whole() {
                     event: AnnounceEvent::Started,
                     left: 0,
                     numwant: 0,
+                    credential: None,
                 },
                 shoal_swarm::clock::now(),
                 &mut out,

@@ -436,6 +436,7 @@ fn numwant_is_capped_and_defaulted() {
                     event: AnnounceEvent::Started,
                     left: 1,
                     numwant: 0,
+                    credential: None,
                 },
                 shoal_swarm::clock::now(),
                 &mut out,

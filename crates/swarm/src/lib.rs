@@ -79,7 +79,7 @@ pub struct TorrentStats {
 /// One announce, as the store needs it. The front end has already validated it (port,
 /// address) and resolved the address it is recorded under.
 #[derive(Clone, Copy, Debug)]
-pub struct Announce<A> {
+pub struct Announce<'a, A> {
     pub info_hash: InfoHash,
     pub peer_id: PeerId,
     pub addr: A,
@@ -88,6 +88,9 @@ pub struct Announce<A> {
     pub left: u64,
     /// Peers wanted, as resolved by [`Store::numwant`].
     pub numwant: usize,
+    /// The credential the client presented (the `<key>` of an HTTP `/announce/<key>`), for
+    /// private trackers; the open tracker accepts every announce whatever it says.
+    pub credential: Option<&'a str>,
 }
 
 /// One torrent's state.
@@ -240,7 +243,7 @@ impl Store {
     /// Records an IPv4 announce and writes up to `numwant` IPv4 peers into `out`.
     pub fn announce_v4(
         &self,
-        req: &Announce<CompactPeerV4>,
+        req: &Announce<'_, CompactPeerV4>,
         now: u32,
         out: &mut impl PeerSink<CompactPeerV4>,
     ) -> Result<TorrentStats, Refusal> {
@@ -250,7 +253,7 @@ impl Store {
     /// Records an IPv6 announce and writes up to `numwant` IPv6 peers into `out`.
     pub fn announce_v6(
         &self,
-        req: &Announce<CompactPeerV6>,
+        req: &Announce<'_, CompactPeerV6>,
         now: u32,
         out: &mut impl PeerSink<CompactPeerV6>,
     ) -> Result<TorrentStats, Refusal> {
@@ -260,7 +263,7 @@ impl Store {
     /// The announce, for either family.
     pub fn announce<A: Family>(
         &self,
-        req: &Announce<A>,
+        req: &Announce<'_, A>,
         now: u32,
         out: &mut impl PeerSink<A>,
     ) -> Result<TorrentStats, Refusal> {

@@ -290,6 +290,7 @@ impl Handler {
                     event: req.event,
                     left: req.left,
                     numwant,
+                    credential: req.path_key,
                 };
                 if req.compact {
                     self.peers_v4.clear();
@@ -319,6 +320,7 @@ impl Handler {
                     event: req.event,
                     left: req.left,
                     numwant,
+                    credential: req.path_key,
                 };
                 if req.compact {
                     self.peers_v6.clear();

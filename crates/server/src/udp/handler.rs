@@ -177,6 +177,7 @@ impl Handler {
                     event: r.event,
                     left: r.left,
                     numwant,
+                    credential: None,
                 };
                 self.store
                     .announce_v4(&req, now.store, &mut self.peers_v4)
@@ -191,6 +192,7 @@ impl Handler {
                     event: r.event,
                     left: r.left,
                     numwant,
+                    credential: None,
                 };
                 self.store
                     .announce_v6(&req, now.store, &mut self.peers_v6)
