@@ -23,6 +23,17 @@ import sys
 import threading
 import time
 
+# Helpers shared with http_compare.py and ws_compare.py.
+from benchlib import (
+    child_env,
+    find_tool,
+    ksoftirqd_pids,
+    mmm,
+    proc_affinities,
+    proc_rss_kib,
+    system_ticks,
+)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 REPORT_EVERY_S = 5  # aquatic_udp_load_test prints a report every 5 s; not configurable
@@ -32,14 +43,6 @@ CONTENDERS = ("shoal", "aquatic_udp", "io-limit")
 def log(msg):
     print(f"[udp-compare {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
-
-def find_tool(env, name):
-    if os.environ.get(env):
-        return os.environ[env]
-    cand = os.path.join("/work/tools/bin", name)
-    if os.access(cand, os.X_OK):
-        return cand
-    return shutil.which(name) or name
 
 
 def parse_args():
@@ -88,48 +91,6 @@ def proc_cpu_ticks(pid):
         fields = f.read().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
 
-
-def proc_rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def proc_affinities(pid):
-    """Cpus_allowed_list of every thread of pid."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith("Cpus_allowed_list:"):
-                        out[tid] = line.split()[1]
-        except FileNotFoundError:
-            pass
-    return out
-
-
-def system_ticks():
-    """(busy, softirq) ticks of all CPUs from /proc/stat; busy excludes idle and iowait."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, idle, iowait, irq, softirq, steal = (v + [0] * 8)[:8]
-    return user + nice + system + irq + softirq + steal, softirq
-
-
-def ksoftirqd_pids():
-    pids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/comm") as f:
-                    if f.read().startswith("ksoftirqd/"):
-                        pids.append(int(d))
-            except OSError:
-                pass
-    return pids
 
 
 KSOFTIRQD = ksoftirqd_pids()
@@ -216,12 +177,6 @@ def stop(proc, name):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
 
-
-def child_env():
-    env = dict(os.environ)
-    env.pop("RUST_BACKTRACE", None)
-    env.pop("RUST_LIB_BACKTRACE", None)
-    return env
 
 
 def build_responder(path):
@@ -399,11 +354,6 @@ FIELDS = ["round", "contender", "port", "ok", "noisy", "window_s", "responses_pe
           "connect_per_s", "announce_per_s", "scrape_per_s", "error_per_s", "peers_per_announce", "interval_rates",
           "note"]
 
-
-def mmm(vals, fmt="{:,.0f}"):
-    if not vals:
-        return "-"
-    return " / ".join(fmt.format(v) for v in (min(vals), statistics.median(vals), max(vals)))
 
 
 def summarize(rows, a):
