@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone on Debian with a Rust toolchain:
 #   ./test.sh
-# Installs python3-libtorrent if it is missing (apt-get, needs root or sudo), builds the
+# Installs python3-libtorrent and a font if missing (apt-get, needs root or sudo), builds the
 # release binaries, runs the Rust tests, then the real-client tests against the release
 # shoal binary (tests/real_clients/run.sh).
 set -euo pipefail
@@ -10,12 +10,16 @@ unset RUST_BACKTRACE
 
 step() { echo; echo "==> [$(date +%H:%M:%S)] $*"; }
 
-if ! /usr/bin/python3 -c 'import libtorrent' >/dev/null 2>&1; then
-    step "installing python3-libtorrent (needed by tests/real_clients)"
+missing=()
+# tests/real_clients drive libtorrent; shoal-bench's PNG chart test needs a font.
+/usr/bin/python3 -c 'import libtorrent' >/dev/null 2>&1 || missing+=(python3-libtorrent)
+find /usr/share/fonts -name '*.ttf' -print -quit 2>/dev/null | grep -q . || missing+=(fonts-dejavu-core)
+if [ ${#missing[@]} -gt 0 ]; then
+    step "installing ${missing[*]}"
     sudo=""
     if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
     $sudo apt-get update
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends python3-libtorrent
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
 step "cargo build --release --workspace"

@@ -6,14 +6,19 @@
 #
 # For each protocol, `shoal-bench compare` starts every contender in turn pinned to CPU 0,
 # loads it from CPU 1 with the same workload, alternating and repeating, and writes
-# docs/benchmarks/compare-PROTO/{report.md,results.json,throughput.svg,latency.svg}.
+# docs/benchmarks/compare-PROTO/{report.md,results.json,throughput.svg,latency.svg} and the
+# charts as PNG beside them. UDP and HTTP run at LEVELS load-generator workers; WebTorrent
+# at one worker and WS_CLIENTS connections (its clients wait for each answer, so a tracker
+# that delays some writes, e.g. without TCP_NODELAY, shows at low connection counts and
+# catches up at high ones: the sweep shows both).
 # Contenders: shoal, aquatic (udp/http/ws 0.9.0) and Debian's opentracker where it speaks
 # the protocol. Debian's opentracker only serves whitelisted info hashes: it gets the
 # workload's own hashes (`shoal-bench info-hashes`) as its whitelist.
 #
 # Needs the peers: aquatic binaries in $BIN_DIR (default: /work/tools/bin, else installed
 # into target/peers with cargo install, ~2 minutes each) and `opentracker` (apt-get).
-# Environment: ROUNDS (3), DURATION (10s), WARMUP (3s), LEVELS (1,2), TORRENTS (10000),
+# Environment: ROUNDS (3), DURATION (10s), WARMUP (3s), LEVELS (1,2), WS_CLIENTS
+# (16,64,256,1024), TORRENTS (10000),
 # BASELINE_DIR (a directory of earlier results.json files, for the previous-run tables).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +28,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-3s}
 LEVELS=${LEVELS:-1,2}
+WS_CLIENTS=${WS_CLIENTS:-16,64,256,1024}
 TORRENTS=${TORRENTS:-10000}
 protocols=("$@")
 [ ${#protocols[@]} -gt 0 ] || protocols=(udp http ws)
@@ -58,24 +64,24 @@ for proto in "${protocols[@]}"; do
     fi
     # One port per protocol: an HTTP run leaves TIME_WAIT sockets that would block the next.
     case $proto in udp) port=3100 ;; http) port=3200 ;; *) port=3300 ;; esac
-    common=(--bin-dir "$BIN_DIR" --rounds "$ROUNDS" --levels "$LEVELS" --out "$out" --port "$port"
+    common=(--bin-dir "$BIN_DIR" --rounds "$ROUNDS" --out "$out" --port "$port" --png
             "${baseline[@]}")
     load=(--duration "$DURATION" --warmup "$WARMUP" --torrents "$TORRENTS")
     case $proto in
         udp)
-            $bench compare "${common[@]}" --vs-aquatic-load-test \
+            $bench compare "${common[@]}" --levels "$LEVELS" --vs-aquatic-load-test \
                 --tracker shoal --tracker aquatic_udp \
                 --tracker "opentracker=opentracker -i 127.0.0.1 -P {port} -d $wl_dir -w whitelist" \
                 udp --target 127.0.0.1:$port "${load[@]}"
             ;;
         http)
-            $bench compare "${common[@]}" \
+            $bench compare "${common[@]}" --levels "$LEVELS" \
                 --tracker shoal --tracker aquatic_http \
                 --tracker "opentracker=opentracker -i 127.0.0.1 -p {port} -d $wl_dir -w whitelist" \
                 http --target http://127.0.0.1:$port/announce "${load[@]}"
             ;;
         ws)
-            $bench compare "${common[@]}" \
+            $bench compare "${common[@]}" --levels 1 --clients "$WS_CLIENTS" \
                 --tracker shoal --tracker aquatic_ws \
                 ws --target ws://127.0.0.1:$port "${load[@]}"
             ;;

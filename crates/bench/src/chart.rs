@@ -1,12 +1,18 @@
-//! SVG charts for the reports: throughput by load level and latency by load level, one
-//! line per tracker.
+//! Charts for the reports: one line per tracker (throughput, or p50/p99 latency) over the
+//! load levels of a comparison or sweep.
 //!
-//! plotters with only its SVG backend: no system fonts or image libraries are needed, and
-//! an SVG diffs and renders anywhere a Markdown report is read.
+//! plotters with only its SVG backend draws them: an SVG diffs and renders anywhere a
+//! Markdown report is read, and needs no system fonts to write. Where a PNG is asked for,
+//! resvg rasterizes that same SVG (so the two never disagree) with the system's fonts.
+//!
+//! Levels (workers, clients) are few whole numbers, usually powers of two: they are drawn
+//! evenly spaced, each labelled with its value, rather than on a linear or log scale whose
+//! automatic ticks would land between them (1, 2, 4 ... 128 on a linear axis squeezes the
+//! first five into a corner; on a log axis plotters labels none of them).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use plotters::prelude::*;
 
 use crate::report::median;
@@ -21,106 +27,92 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-/// A named series of (level, value) points.
-pub type Series = (String, Vec<(f64, f64)>);
+/// A named line: (level, value) points.
+pub type Series = (String, Vec<(usize, f64)>);
 
-/// A contender's runs grouped by load level.
-pub type LevelRuns = (String, Vec<(usize, Vec<RunResult>)>);
-
-fn line_chart(
+/// Draws `series` as lines over their levels and writes the SVG to `path`.
+pub fn line_chart(
     path: &Path,
     title: &str,
     x_label: &str,
     y_label: &str,
     series: &[Series],
-    log_x: bool,
 ) -> Result<()> {
+    let mut levels: Vec<usize> = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let slot = |level: usize| levels.binary_search(&level).unwrap_or(0) as f64;
+    let y_max = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        // Headroom above the highest point for the legend, which sits in the top left.
+        * 1.3;
+    let last = levels.len().saturating_sub(1) as f64;
+    let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+
     let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let xs = series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
-    let ys = series.iter().flat_map(|s| s.1.iter().map(|p| p.1));
-    let (x_min, x_max) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-        (a.min(x), b.max(x))
-    });
-    let y_max = ys.fold(0.0f64, f64::max).max(1e-9) * 1.1;
-    let (x_min, x_max) = if x_min.is_finite() {
-        (x_min, x_max.max(x_min + 1.0))
-    } else {
-        (0.0, 1.0)
-    };
-    let mut builder = ChartBuilder::on(&root);
-    builder
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(20)
         .x_label_area_size(45)
-        .y_label_area_size(80);
-    if log_x {
-        let mut chart = builder
-            .build_cartesian_2d((x_min..x_max).log_scale(), 0.0..y_max)
-            .map_err(|e| anyhow!("{e}"))?;
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.4..last + 0.4, 0.0..y_max)
+        .map_err(|e| err(&e))?;
+    let tick = |x: &f64| level_label(&levels, *x);
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 15))
+        .x_labels(levels.len() + 1)
+        // Minor lines between levels would suggest a continuous scale there is not.
+        .light_line_style(TRANSPARENT)
+        .x_label_formatter(&tick)
+        .y_label_formatter(&|y| short(*y))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let xy: Vec<(f64, f64)> = pts.iter().map(|&(l, v)| (slot(l), v)).collect();
         chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .x_label_formatter(&|x| integer_tick(*x))
-            .y_label_formatter(&|y| short(*y))
-            .draw()
-            .map_err(|e| anyhow!("{e}"))?;
-        for (i, (name, pts)) in series.iter().enumerate() {
-            let c = COLORS[i % COLORS.len()];
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                .map_err(|e| anyhow!("{e}"))?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                });
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
-                .map_err(|e| anyhow!("{e}"))?;
-        }
+            .draw_series(LineSeries::new(xy.iter().copied(), c.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|e| anyhow!("{e}"))?;
-    } else {
-        let mut chart = builder
-            .build_cartesian_2d(x_min..x_max, 0.0..y_max)
-            .map_err(|e| anyhow!("{e}"))?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .x_label_formatter(&|x| integer_tick(*x))
-            .y_label_formatter(&|y| short(*y))
-            .draw()
-            .map_err(|e| anyhow!("{e}"))?;
-        for (i, (name, pts)) in series.iter().enumerate() {
-            let c = COLORS[i % COLORS.len()];
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                .map_err(|e| anyhow!("{e}"))?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                });
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
-                .map_err(|e| anyhow!("{e}"))?;
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|e| anyhow!("{e}"))?;
+            .draw_series(xy.iter().map(|&p| Circle::new(p, 4, c.filled())))
+            .map_err(|e| err(&e))?;
     }
-    root.present().map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_series_labels()
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
     Ok(())
+}
+
+/// The label of the tick at axis position `x`: the level drawn there, or nothing between
+/// levels.
+fn level_label(levels: &[usize], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() > 1e-6 || i < 0.0 {
+        return String::new();
+    }
+    levels
+        .get(i as usize)
+        .map(|l| l.to_string())
+        .unwrap_or_default()
 }
 
 /// `138000` -> `138k`, `1500000` -> `1.5M`, `2.5` -> `2.5`.
@@ -129,92 +121,79 @@ fn short(y: f64) -> String {
         format!("{:.1}M", y / 1e6)
     } else if y >= 1e3 {
         format!("{:.0}k", y / 1e3)
-    } else if y >= 10.0 {
+    } else if y >= 10.0 || y == 0.0 {
         format!("{y:.0}")
     } else {
         format!("{y:.1}")
     }
 }
 
-/// Median responses per second by level, one line per contender.
-pub fn throughput_by_level(
-    path: &Path,
-    title: &str,
-    x_label: &str,
-    contenders: &[LevelRuns],
-) -> Result<()> {
-    let series: Vec<Series> = contenders
+/// A contender's median responses per second at each level.
+pub fn throughput_series(name: &str, levels: &[(usize, Vec<&RunResult>)]) -> Series {
+    let pts = levels
         .iter()
-        .map(|(name, levels)| {
-            let pts = levels
+        .filter(|(_, runs)| !runs.is_empty())
+        .map(|(level, runs)| {
+            let mut v: Vec<f64> = runs
                 .iter()
-                .map(|(level, runs)| {
-                    let mut v: Vec<f64> = runs
-                        .iter()
-                        .map(|r| r.summary.responses_per_second)
-                        .collect();
-                    (*level as f64, median(&mut v))
-                })
+                .map(|r| r.summary.responses_per_second)
                 .collect();
-            (name.clone(), pts)
+            (*level, median(&mut v))
         })
         .collect();
-    line_chart(path, title, x_label, "responses per second", &series, false)
+    (name.to_string(), pts)
 }
 
-/// Levels are whole numbers (workers, clients): label whole ticks only, so that a short
-/// axis does not read "1 1 1 1 2 2".
-fn integer_tick(x: f64) -> String {
-    if (x - x.round()).abs() < 1e-6 {
-        format!("{x:.0}")
-    } else {
-        String::new()
-    }
+/// A contender's p50 and p99 latency (ms) of its main operation (announce) at each level:
+/// two lines.
+pub fn latency_series(name: &str, runs: &[(usize, &RunResult)]) -> [Series; 2] {
+    let pick = |q: fn(&crate::stats::OpSummary) -> f64| {
+        runs.iter()
+            .filter_map(|(level, r)| Some((*level, q(r.summary.main_op()?) / 1000.0)))
+            .collect()
+    };
+    [
+        (format!("{name} p50"), pick(|o| o.p50)),
+        (format!("{name} p99"), pick(|o| o.p99)),
+    ]
 }
 
-/// p50 and p99 latency (ms) of announces by level, two lines per contender. The x axis is
-/// the requests in flight; when every run had the same (a compare over load-generator
-/// workers with a fixed number of connections), it is the load-generator workers instead.
-pub fn latency_by_level(
-    path: &Path,
-    title: &str,
-    x_label: &str,
-    contenders: &[(String, Vec<RunResult>)],
-) -> Result<()> {
-    let all = || contenders.iter().flat_map(|c| c.1.iter());
-    let by_workers = all()
-        .map(|r| r.concurrency)
-        .collect::<std::collections::BTreeSet<_>>()
-        .len()
-        <= 1;
-    let x_of = |r: &RunResult| {
-        if by_workers {
-            r.workers.max(1) as f64
-        } else {
-            r.concurrency.max(1) as f64
-        }
-    };
-    let x_label = if by_workers {
-        "load-generator workers"
-    } else {
-        x_label
-    };
-    let mut series = Vec::new();
-    for (name, runs) in contenders {
-        for (q, pick) in [("p50", 0), ("p99", 1)] {
-            let pts: Vec<(f64, f64)> = runs
-                .iter()
-                .filter_map(|r| {
-                    let o = r.summary.main_op()?;
-                    let v = if pick == 0 { o.p50 } else { o.p99 };
-                    Some((x_of(r), v / 1000.0))
-                })
-                .collect();
-            series.push((format!("{name} {q}"), pts));
-        }
+/// Rasterizes the SVG at `svg` to a PNG beside it (same name, `.png`) with resvg, using
+/// the system's fonts for the text; returns the PNG's path.
+pub fn png_from_svg(svg: &Path) -> Result<PathBuf> {
+    use resvg::{tiny_skia, usvg};
+    let text =
+        std::fs::read_to_string(svg).with_context(|| format!("reading {}", svg.display()))?;
+    let mut opt = usvg::Options::default();
+    let fonts = opt.fontdb_mut();
+    fonts.load_system_fonts();
+    // plotters asks for "sans-serif"; fontdb maps that to Arial unless told otherwise.
+    let family = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "Arial"]
+        .into_iter()
+        .find(|f| {
+            fonts
+                .faces()
+                .any(|face| face.families.iter().any(|(n, _)| n == f))
+        })
+        .or_else(|| fonts.faces().next().map(|_| ""));
+    match family {
+        Some("") => {}
+        Some(f) => fonts.set_sans_serif_family(f),
+        None => bail!(
+            "no fonts found for the PNG's text (install one, e.g. apt-get install fonts-dejavu-core)"
+        ),
     }
-    let log_x = all().map(|r| x_of(r) as usize).max().unwrap_or(1) > 16;
-    line_chart(path, title, x_label, "latency (ms)", &series, log_x)
+    let tree =
+        usvg::Tree::from_str(&text, &opt).map_err(|e| anyhow!("parsing {}: {e}", svg.display()))?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
+        .context("empty chart: nothing to rasterize")?;
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    let png = svg.with_extension("png");
+    pixmap
+        .save_png(&png)
+        .map_err(|e| anyhow!("writing {}: {e}", png.display()))?;
+    Ok(png)
 }
 
 #[cfg(test)]
@@ -222,34 +201,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_whole_ticks_are_labelled() {
-        assert_eq!(integer_tick(2.0), "2");
-        assert_eq!(integer_tick(1.5), "");
-        assert_eq!(integer_tick(128.0), "128");
+    fn every_level_and_only_levels_are_labelled() {
+        let levels = [1, 2, 4, 128];
+        assert_eq!(level_label(&levels, 0.0), "1");
+        assert_eq!(level_label(&levels, 3.0), "128");
+        assert_eq!(level_label(&levels, 1.5), "");
+        assert_eq!(level_label(&levels, -1.0), "");
+        assert_eq!(level_label(&levels, 4.0), "");
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("shoal-bench-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     #[test]
-    fn writes_a_readable_svg() {
-        let dir = std::env::temp_dir().join(format!("shoal-bench-chart-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+    fn writes_a_readable_svg_with_every_level_on_the_axis() {
+        let dir = temp_dir("chart");
         let path = dir.join("t.svg");
         let series = vec![
-            (
-                "shoal".to_string(),
-                vec![(1.0, 100_000.0), (2.0, 180_000.0)],
-            ),
+            ("shoal".to_string(), vec![(1, 100_000.0), (64, 180_000.0)]),
             (
                 "aquatic_udp".to_string(),
-                vec![(1.0, 90_000.0), (2.0, 150_000.0)],
+                vec![(1, 90_000.0), (16, 120_000.0), (64, 150_000.0)],
             ),
         ];
         line_chart(
             &path,
             "UDP throughput",
-            "workers",
+            "clients",
             "responses per second",
             &series,
-            false,
         )
         .unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
@@ -259,6 +242,28 @@ mod tests {
             svg.contains("180k") || svg.contains("150k"),
             "y axis labels in k"
         );
+        for level in ["1", "16", "64"] {
+            assert!(
+                svg.contains(&format!(">\n{level}\n</text>")),
+                "x axis labels level {level}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn png_is_the_svg_rasterized() {
+        let dir = temp_dir("png");
+        let path = dir.join("t.svg");
+        let series = vec![("shoal".to_string(), vec![(1, 1.0), (2, 2.0)])];
+        line_chart(&path, "t", "x", "y", &series).unwrap();
+        let png = png_from_svg(&path).unwrap();
+        let bytes = std::fs::read(&png).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        // Width and height from the IHDR chunk: the SVG's 900 x 520.
+        let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+        let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+        assert_eq!((w, h), (900, 520));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -37,9 +37,18 @@ pub struct CompareArgs {
     /// CPUs for the load generator.
     #[arg(long, default_value = "1")]
     pub bench_cpus: String,
-    /// Load-generator worker counts to run at (the x axis of the throughput chart).
+    /// Load-generator worker counts to run at (the x axis of the charts unless --clients
+    /// varies too).
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub levels: Vec<usize>,
+    /// Concurrent clients to run at, at each worker count: connections for HTTP and
+    /// WebTorrent, requests in flight per worker for UDP (default: the load's own flag).
+    /// With more than one, they are the x axis of the charts.
+    #[arg(long, value_delimiter = ',')]
+    pub clients: Vec<usize>,
+    /// Also write each chart as PNG (rasterized from the SVG with the system's fonts).
+    #[arg(long)]
+    pub png: bool,
     /// Rounds (each contender once per round, alternating).
     #[arg(long, default_value_t = 5)]
     pub rounds: usize,
@@ -65,8 +74,63 @@ pub struct CompareArgs {
 pub struct Contender {
     pub name: String,
     pub command: String,
-    /// (round, level, result).
-    pub runs: Vec<(usize, usize, RunResult)>,
+    pub runs: Vec<Run>,
+}
+
+/// One load level: load-generator workers, and clients when `--clients` was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Point {
+    pub workers: usize,
+    pub clients: Option<usize>,
+}
+
+/// A contender's run at one point of one round.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(from = "RunRepr")]
+pub struct Run {
+    pub round: usize,
+    #[serde(flatten)]
+    pub point: Point,
+    pub result: RunResult,
+}
+
+/// How runs were written: as today, or as `[round, workers, result]` by the first
+/// version, whose results.json files remain good baselines.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RunRepr {
+    Now {
+        round: usize,
+        workers: usize,
+        clients: Option<usize>,
+        result: RunResult,
+    },
+    Tuple(usize, usize, RunResult),
+}
+
+impl From<RunRepr> for Run {
+    fn from(r: RunRepr) -> Self {
+        match r {
+            RunRepr::Now {
+                round,
+                workers,
+                clients,
+                result,
+            } => Run {
+                round,
+                point: Point { workers, clients },
+                result,
+            },
+            RunRepr::Tuple(round, workers, result) => Run {
+                round,
+                point: Point {
+                    workers,
+                    clients: None,
+                },
+                result,
+            },
+        }
+    }
 }
 
 /// A run of another load generator, for the load-generator table.
@@ -86,6 +150,8 @@ pub struct Comparison {
     pub command_line: String,
     pub rounds: usize,
     pub levels: Vec<usize>,
+    #[serde(default)]
+    pub clients: Vec<usize>,
     pub tracker_cpus: String,
     pub bench_cpus: String,
     pub machine: String,
@@ -345,6 +411,8 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
     let bins = args.bin_dir.clone();
     let mut load = args.load.clone();
     load.set_port(args.port);
+    // Before pinning, which would leave this process seeing only the bench CPUs.
+    let machine = machine_description();
     if let Err(e) = crate::sys::pin_to_cpus(&args.bench_cpus) {
         eprintln!(
             "warning: could not pin the load generator to {}: {e}",
@@ -360,9 +428,10 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
             runs: Vec::new(),
         });
     }
+    let points = points(&args.levels, &args.clients);
     let mut load_gens = Vec::new();
     let progress =
-        indicatif::ProgressBar::new((args.rounds * contenders.len() * args.levels.len()) as u64);
+        indicatif::ProgressBar::new((args.rounds * contenders.len() * points.len()) as u64);
     progress.set_style(
         indicatif::ProgressStyle::with_template(
             "{prefix} [{bar:30}] {pos}/{len} runs, ETA {eta} {msg}",
@@ -390,16 +459,25 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
             let mut tracker = Tracker::start(&args.tracker_cpus, &words, &log)?;
             wait_ready(&load, args.port, &mut tracker)
                 .with_context(|| format!("{} ({})", c.name, c.command))?;
-            for &level in &args.levels {
+            for &point in &points {
                 let mut l = load.clone();
-                l.run_args_mut().workers = level;
-                l.run_args_mut().tracker_pid = Some(tracker.pid());
-                l.run_args_mut().quiet = true;
-                progress.set_message(format!("round {} {} x{level}", round + 1, c.name));
-                let r = l.run().with_context(|| {
-                    format!("{} round {} at {level} workers", c.name, round + 1)
-                })?;
-                c.runs.push((round, level, r));
+                if let Some(n) = point.clients {
+                    l.set_clients(n);
+                }
+                let run = l.run_args_mut();
+                run.workers = point.workers;
+                run.tracker_pid = Some(tracker.pid());
+                run.quiet = true;
+                let at = describe(point);
+                progress.set_message(format!("round {} {} {at}", round + 1, c.name));
+                let result = l
+                    .run()
+                    .with_context(|| format!("{} round {} at {at}", c.name, round + 1))?;
+                c.runs.push(Run {
+                    round,
+                    point,
+                    result,
+                });
                 progress.inc(1);
             }
             if args.vs_aquatic_load_test
@@ -427,107 +505,233 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
         rounds: args.rounds,
         levels: args.levels.clone(),
+        clients: args.clients.clone(),
         tracker_cpus: args.tracker_cpus.clone(),
         bench_cpus: args.bench_cpus.clone(),
-        machine: machine_description(),
+        machine,
         contenders,
         load_generators: load_gens,
-    };
-    let baseline = match &args.baseline {
-        Some(p) => Some(
-            serde_json::from_str::<Comparison>(
-                &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
-            )
-            .with_context(|| format!("parsing {}", p.display()))?,
-        ),
-        None => None,
     };
     std::fs::write(
         args.out.join("results.json"),
         serde_json::to_string_pretty(&comparison)?,
     )?;
-    write_charts(&comparison, &args.out)?;
-    let md = markdown(&comparison, baseline.as_ref());
-    let path = args.out.join("report.md");
-    std::fs::write(&path, md)?;
+    write_report(&comparison, args.baseline.as_deref(), &args.out, args.png)
+}
+
+/// Flags of `shoal-bench render`.
+#[derive(Args, Clone, Debug)]
+pub struct RenderArgs {
+    /// results.json written by `compare`.
+    pub results: PathBuf,
+    /// Directory for report.md and the charts (default: the one results.json is in).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// results.json of an earlier compare, for the "comparison with the previous run" table.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Also write each chart as PNG.
+    #[arg(long)]
+    pub png: bool,
+}
+
+/// Writes report.md and the charts of an earlier comparison from its results.json.
+pub fn render(args: &RenderArgs) -> Result<PathBuf> {
+    let comparison = read_results(&args.results)?;
+    let out = match &args.out {
+        Some(d) => d.clone(),
+        None => args
+            .results
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+    };
+    std::fs::create_dir_all(&out)?;
+    write_report(&comparison, args.baseline.as_deref(), &out, args.png)
+}
+
+fn read_results(path: &Path) -> Result<Comparison> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// Charts (SVG, and PNG if asked) and report.md into `out`; returns report.md's path.
+fn write_report(
+    comparison: &Comparison,
+    baseline: Option<&Path>,
+    out: &Path,
+    png: bool,
+) -> Result<PathBuf> {
+    let baseline = baseline.map(read_results).transpose()?;
+    for svg in write_charts(comparison, out)? {
+        if png {
+            crate::chart::png_from_svg(&svg)?;
+        }
+    }
+    let path = out.join("report.md");
+    std::fs::write(&path, markdown(comparison, baseline.as_ref()))?;
     Ok(path)
 }
 
+/// Every (workers, clients) pair, workers outermost.
+fn points(levels: &[usize], clients: &[usize]) -> Vec<Point> {
+    let clients: Vec<Option<usize>> = if clients.is_empty() {
+        vec![None]
+    } else {
+        clients.iter().copied().map(Some).collect()
+    };
+    levels
+        .iter()
+        .flat_map(|&workers| {
+            clients
+                .iter()
+                .map(move |&clients| Point { workers, clients })
+        })
+        .collect()
+}
+
+fn describe(p: Point) -> String {
+    match p.clients {
+        Some(c) => format!("{} workers, {c} clients", p.workers),
+        None => format!("{} workers", p.workers),
+    }
+}
+
 fn machine_description() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines().find_map(|l| {
-                l.strip_prefix("model name")
-                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-            })
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = info
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
+    // Online CPUs of the machine, not of this process's affinity mask.
+    let cores = info.lines().filter(|l| l.starts_with("processor")).count();
+    let cores = if cores > 0 {
+        cores
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    };
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!("{cores} × {cpu}, Linux {}", kernel.trim())
 }
 
-fn runs_at(c: &Contender, level: usize) -> Vec<&RunResult> {
+impl Comparison {
+    fn points(&self) -> Vec<Point> {
+        points(&self.levels, &self.clients)
+    }
+
+    /// The axis the charts run along: clients when several were run, else workers.
+    fn by_clients(&self) -> bool {
+        self.clients.len() > 1
+    }
+
+    fn x_label(&self) -> &'static str {
+        match (self.by_clients(), self.protocol.as_str()) {
+            (false, _) => "load-generator workers",
+            (true, "udp") => "requests in flight per worker",
+            (true, _) => "connections",
+        }
+    }
+
+    fn x_of(&self, p: Point) -> usize {
+        if self.by_clients() {
+            p.clients.unwrap_or(0)
+        } else {
+            p.workers
+        }
+    }
+}
+
+fn runs_at(c: &Contender, point: Point) -> Vec<&RunResult> {
     c.runs
         .iter()
-        .filter(|r| r.1 == level)
-        .map(|r| &r.2)
+        .filter(|r| r.point == point)
+        .map(|r| &r.result)
         .collect()
 }
 
-fn write_charts(cmp: &Comparison, dir: &Path) -> Result<()> {
-    let by_level: Vec<crate::chart::LevelRuns> = cmp
-        .contenders
-        .iter()
-        .map(|c| {
-            let levels = cmp
-                .levels
-                .iter()
-                .map(|&l| (l, runs_at(c, l).into_iter().cloned().collect()))
-                .collect();
-            (c.name.clone(), levels)
-        })
-        .collect();
-    crate::chart::throughput_by_level(
-        &dir.join("throughput.svg"),
-        &format!(
-            "{} throughput by load-generator workers",
-            cmp.protocol.to_uppercase()
-        ),
-        "load-generator workers",
-        &by_level,
+/// The charts' lines: one per contender, or per contender and worker count when both
+/// vary; each with its name and points.
+fn lines(cmp: &Comparison) -> Vec<(&Contender, String, Vec<Point>)> {
+    let points = cmp.points();
+    let mut out = Vec::new();
+    for c in &cmp.contenders {
+        if cmp.by_clients() && cmp.levels.len() > 1 {
+            for &w in &cmp.levels {
+                let at: Vec<Point> = points.iter().copied().filter(|p| p.workers == w).collect();
+                out.push((c, format!("{} ({w} workers)", c.name), at));
+            }
+        } else {
+            out.push((c, c.name.clone(), points.clone()));
+        }
+    }
+    out
+}
+
+/// Writes throughput.svg and latency.svg; returns their paths.
+fn write_charts(cmp: &Comparison, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut throughput = Vec::new();
+    let mut latency = Vec::new();
+    for (c, name, points) in lines(cmp) {
+        let at: Vec<(usize, Vec<&RunResult>)> = points
+            .iter()
+            .map(|&p| (cmp.x_of(p), runs_at(c, p)))
+            .collect();
+        throughput.push(crate::chart::throughput_series(&name, &at));
+        let medians: Vec<(usize, &RunResult)> = at
+            .iter()
+            .filter_map(|(x, runs)| Some((*x, report::median_run(runs)?)))
+            .collect();
+        latency.extend(crate::chart::latency_series(&name, &medians));
+    }
+    let proto = cmp.protocol.to_uppercase();
+    let x_label = cmp.x_label();
+    let t = dir.join("throughput.svg");
+    crate::chart::line_chart(
+        &t,
+        &format!("{proto} throughput by {x_label}"),
+        x_label,
+        "responses per second",
+        &throughput,
     )?;
-    // Latency: the median run of each level, by the load's concurrency.
-    let lat: Vec<(String, Vec<RunResult>)> = cmp
-        .contenders
-        .iter()
-        .map(|c| {
-            let runs = cmp
-                .levels
-                .iter()
-                .filter_map(|&l| report::median_run(&runs_at(c, l)).cloned())
-                .collect();
-            (c.name.clone(), runs)
-        })
-        .collect();
-    crate::chart::latency_by_level(
-        &dir.join("latency.svg"),
-        &format!(
-            "{} announce latency by concurrency",
-            cmp.protocol.to_uppercase()
-        ),
-        "requests in flight",
-        &lat,
-    )
+    let l = dir.join("latency.svg");
+    crate::chart::line_chart(
+        &l,
+        &format!("{proto} announce latency (median run) by {x_label}"),
+        x_label,
+        "latency (ms)",
+        &latency,
+    )?;
+    Ok(vec![t, l])
 }
 
 /// The Markdown report.
 pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
     use std::fmt::Write;
     let mut out = String::new();
+    let points = cmp.points();
+    let with_clients = !cmp.clients.is_empty();
+    let clients_head = if cmp.protocol == "udp" {
+        "In flight per worker"
+    } else {
+        "Connections"
+    };
+    // The first cells of a row: workers, and clients when they were set.
+    let point_cells = |p: Point| match p.clients {
+        Some(c) if with_clients => format!("{} | {c}", p.workers),
+        _ => p.workers.to_string(),
+    };
+    let point_head = if with_clients {
+        format!("Load workers | {clients_head}")
+    } else {
+        "Load workers".to_string()
+    };
+    let point_rule = if with_clients { "---|---" } else { "---" };
     let _ = writeln!(
         out,
         "# {} tracker comparison\n",
@@ -544,37 +748,43 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
     for c in &cmp.contenders {
         let _ = writeln!(out, "| {} | `{}` |", c.name, c.command);
     }
-    out.push_str(
-        "\n## Throughput by load-generator workers (responses per second)\n\n| Load workers |",
+    let _ = write!(
+        out,
+        "\n## Throughput by {} (responses per second)\n\n| {point_head} |",
+        cmp.x_label()
     );
     for c in &cmp.contenders {
         let _ = write!(out, " {} |", c.name);
     }
-    out.push_str("\n|---|");
+    let _ = write!(out, "\n|{point_rule}|");
     for _ in &cmp.contenders {
         out.push_str("---|");
     }
     out.push('\n');
-    for &level in &cmp.levels {
-        let _ = write!(out, "| {level} |");
+    for &p in &points {
+        let _ = write!(out, "| {} |", point_cells(p));
         for c in &cmp.contenders {
-            let _ = write!(out, " {} |", report::min_median_max(&runs_at(c, level)));
+            let _ = write!(out, " {} |", report::min_median_max(&runs_at(c, p)));
         }
         out.push('\n');
     }
-    out.push_str("\n![throughput](throughput.svg)\n\n## CPU use (median run at each level)\n\n\
-        | Contender | Load workers | Responses/s | Tracker CPU | Responses per tracker CPU-second | Load generator CPU | Responses per load-generator CPU-second | Others' CPU | Errors |\n\
-        |---|---|---|---|---|---|---|---|---|\n");
+    let _ = write!(
+        out,
+        "\n![throughput](throughput.svg)\n\n## CPU use (median run at each level)\n\n\
+        | Contender | {point_head} | Responses/s | Tracker CPU | Responses per tracker CPU-second | Load generator CPU | Responses per load-generator CPU-second | Others' CPU | Errors |\n\
+        |---|{point_rule}|---|---|---|---|---|---|---|\n"
+    );
     for c in &cmp.contenders {
-        for &level in &cmp.levels {
-            let Some(r) = report::median_run(&runs_at(c, level)) else {
+        for &p in &points {
+            let Some(r) = report::median_run(&runs_at(c, p)) else {
                 continue;
             };
             let pct = |x: Option<f64>| x.map(|v| format!("{v:.0}%")).unwrap_or_else(|| "-".into());
             let _ = writeln!(
                 out,
-                "| {} | {level} | {} | {} | {} | {:.0}% | {} | {} | {:.2}% |",
+                "| {} | {} | {} | {} | {} | {:.0}% | {} | {} | {:.2}% |",
                 c.name,
+                point_cells(p),
                 thousands(r.summary.responses_per_second as u64),
                 pct(r.cpu.tracker_percent),
                 r.responses_per_tracker_cpu_second
@@ -591,7 +801,7 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
         let first = &cmp.contenders[0];
         out.push_str("\n## Load generators against the same tracker (one core each)\n\n\
             | Load generator | Responses/s (min / median / max) | Its CPU (median) | Responses per its CPU-second (median) |\n|---|---|---|---|\n");
-        let ours = runs_at(first, cmp.levels[0]);
+        let ours = runs_at(first, points[0]);
         let mut cpu: Vec<f64> = ours.iter().map(|r| r.cpu.generator_percent).collect();
         let mut per: Vec<f64> = ours
             .iter()
@@ -599,8 +809,8 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "| shoal-bench ({} worker) | {} | {:.0}% | {} |",
-            cmp.levels[0],
+            "| shoal-bench ({}) | {} | {:.0}% | {} |",
+            describe(points[0]),
             report::min_median_max(&ours),
             report::median(&mut cpu),
             thousands(report::median(&mut per) as u64)
@@ -636,14 +846,16 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
     }
     out.push_str("\n## Latency by operation (median run)\n");
     for c in &cmp.contenders {
-        for &level in &cmp.levels {
-            let Some(r) = report::median_run(&runs_at(c, level)) else {
+        for &p in &points {
+            let Some(r) = report::median_run(&runs_at(c, p)) else {
                 continue;
             };
             let _ = writeln!(
                 out,
-                "\n### {} ({} load workers, {} in flight)\n",
-                c.name, level, r.concurrency
+                "\n### {} ({}, {} in flight)\n",
+                c.name,
+                describe(p),
+                r.concurrency
             );
             out.push_str(&report::ops_table(&r.summary.ops));
         }
@@ -651,24 +863,135 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
     out.push_str("\n![latency](latency.svg)\n");
     if let Some(base) = baseline {
         out.push_str("\n## Comparison with the previous run\n");
+        // The heaviest point run this time, against the same point then (or, for a
+        // baseline without clients levels, the same worker count).
+        let Some(&p) = points.last() else {
+            return out;
+        };
         for c in &cmp.contenders {
             let Some(old) = base.contenders.iter().find(|b| b.name == c.name) else {
                 continue;
             };
-            let level = *cmp.levels.last().unwrap_or(&1);
+            let mut prev_runs = runs_at(old, p);
+            if prev_runs.is_empty() {
+                prev_runs = old
+                    .runs
+                    .iter()
+                    .filter(|r| r.point.workers == p.workers && r.point.clients.is_none())
+                    .map(|r| &r.result)
+                    .collect();
+            }
             let (Some(prev), Some(cur)) = (
-                report::median_run(&runs_at(old, level)),
-                report::median_run(&runs_at(c, level)),
+                report::median_run(&prev_runs),
+                report::median_run(&runs_at(c, p)),
             ) else {
                 continue;
             };
-            let _ = writeln!(
-                out,
-                "\n### {} ({level} load workers, median runs)\n",
-                c.name
-            );
+            let _ = writeln!(out, "\n### {} ({}, median runs)\n", c.name, describe(p));
             out.push_str(&report::baseline_table(prev, cur));
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::result;
+
+    fn comparison(levels: Vec<usize>, clients: Vec<usize>) -> Comparison {
+        let points = points(&levels, &clients);
+        let contender = |name: &str, speed: u64| Contender {
+            name: name.into(),
+            command: format!("{name} --port 1"),
+            runs: (0..3)
+                .flat_map(|round| {
+                    points.iter().map(move |&point| Run {
+                        round,
+                        point,
+                        result: result(
+                            point.clients.unwrap_or(64),
+                            (speed * (round as u64 + 1), 0.0, 100.0, 300.0),
+                            0,
+                        ),
+                    })
+                })
+                .collect(),
+        };
+        Comparison {
+            protocol: "ws".into(),
+            command_line: "shoal-bench compare ...".into(),
+            rounds: 3,
+            levels,
+            clients,
+            tracker_cpus: "0".into(),
+            bench_cpus: "1".into(),
+            machine: "2 × test CPU".into(),
+            contenders: vec![contender("shoal", 2000), contender("aquatic_ws", 1000)],
+            load_generators: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn points_are_every_worker_count_with_every_client_count() {
+        let p = points(&[1, 2], &[16, 64]);
+        let pairs: Vec<(usize, Option<usize>)> = p.iter().map(|p| (p.workers, p.clients)).collect();
+        assert_eq!(
+            pairs,
+            [(1, Some(16)), (1, Some(64)), (2, Some(16)), (2, Some(64))]
+        );
+        assert_eq!(points(&[1, 2], &[]).len(), 2);
+    }
+
+    #[test]
+    fn report_by_clients_has_a_row_per_level_with_min_median_max() {
+        let md = markdown(&comparison(vec![1], vec![16, 256]), None);
+        assert!(md.contains("Machine: 2 × test CPU"));
+        assert!(md.contains("## Throughput by connections (responses per second)"));
+        assert!(md.contains("| Load workers | Connections | shoal | aquatic_ws |"));
+        // Rounds made 2000, 4000 and 6000 announces in 10 s: 200 / 400 / 600 per second.
+        assert!(
+            md.contains("| 1 | 16 | 200 / **400** / 600 | 100 / **200** / 300 |"),
+            "{md}"
+        );
+        assert!(md.contains("| 1 | 256 | 200 / **400** / 600 |"));
+        assert!(md.contains("### aquatic_ws (1 workers, 256 clients, 256 in flight)"));
+        assert!(!md.contains("Comparison with the previous run"));
+    }
+
+    #[test]
+    fn a_first_version_results_file_is_still_a_baseline() {
+        // The first version wrote runs as [round, workers, result] and had no clients.
+        let now = comparison(vec![1], vec![]);
+        let mut old = serde_json::to_value(&now).unwrap();
+        old.as_object_mut().unwrap().remove("clients");
+        for c in old["contenders"].as_array_mut().unwrap() {
+            for r in c["runs"].as_array_mut().unwrap() {
+                let result = r["result"].clone();
+                *r = serde_json::json!([r["round"], r["workers"], result]);
+            }
+        }
+        let old: Comparison = serde_json::from_value(old).unwrap();
+        assert_eq!(old.contenders[0].runs.len(), 3);
+        assert_eq!(old.contenders[0].runs[2].point.workers, 1);
+        let md = markdown(&comparison(vec![1], vec![]), Some(&old));
+        assert!(md.contains("## Comparison with the previous run"));
+        assert!(md.contains("### shoal (1 workers, median runs)"));
+        assert!(
+            md.contains("| Responses/s | 400 | 400 | No change |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn charts_run_along_clients_when_they_vary() {
+        let dir = std::env::temp_dir().join(format!("shoal-bench-cmp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let paths = write_charts(&comparison(vec![1, 2], vec![16, 256]), &dir).unwrap();
+        let svg = std::fs::read_to_string(&paths[0]).unwrap();
+        assert!(svg.contains("WS throughput by connections"));
+        assert!(svg.contains("shoal (2 workers)") && svg.contains("aquatic_ws (1 workers)"));
+        assert!(svg.contains(">\n256\n</text>"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -28,6 +28,9 @@ enum Command {
     Sweep(shoal_bench::sweep::SweepArgs),
     /// Start several trackers in turn, load each the same way, and write the report.
     Compare(shoal_bench::compare::CompareArgs),
+    /// Write a comparison's report.md and charts again from its results.json (after a
+    /// change to the report's layout, or to add PNG charts), without running anything.
+    Render(shoal_bench::compare::RenderArgs),
     /// Print the info hashes of the workload's torrents, one hex line each: the whitelist
     /// a whitelist-only tracker (Debian's opentracker) needs to take the same load.
     InfoHashes {
@@ -71,6 +74,11 @@ fn main() -> Result<()> {
         }
         Command::Sweep(args) => {
             shoal_bench::sweep::run(&args)?;
+            Ok(())
+        }
+        Command::Render(args) => {
+            let path = shoal_bench::compare::render(&args)?;
+            println!("report written to {}", path.display());
             Ok(())
         }
         Command::Compare(args) => {

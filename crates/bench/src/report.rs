@@ -340,7 +340,7 @@ pub fn baseline_table(previous: &RunResult, current: &RunResult) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -359,7 +359,9 @@ mod tests {
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
     }
 
-    fn result(clients: usize, ann: (u64, f64, f64, f64), errors: u64) -> RunResult {
+    /// A ws run of `clients` connections: `ann.0` announces at latencies (µs) spread evenly
+    /// from `ann.2` to `ann.3` over 10 s, and `errors` timeouts.
+    pub(crate) fn result(clients: usize, ann: (u64, f64, f64, f64), errors: u64) -> RunResult {
         use crate::stats::{ErrorKind, Op, Stats};
         let mut st = Stats::for_tcp();
         // `ann.0` announces at latencies spread evenly from min to max.

@@ -3,7 +3,7 @@
 //! It prints seed 004's table (clients, total messages, average/min/max latency,
 //! throughput, throughput per client) or seed 003's (light/medium/heavy scenarios with P95
 //! and error rate, then latency by operation for each), and can write the results as JSON
-//! and the latency-by-concurrency chart as SVG.
+//! and the latency-by-concurrency chart as SVG (and PNG).
 
 use std::path::PathBuf;
 
@@ -37,6 +37,9 @@ pub struct SweepArgs {
     /// Write a Markdown report (table and chart) to this directory.
     #[arg(long)]
     pub out_dir: Option<PathBuf>,
+    /// Also write the chart as PNG (rasterized from the SVG with the system's fonts).
+    #[arg(long)]
+    pub png: bool,
     #[command(subcommand)]
     pub load: Load,
 }
@@ -77,12 +80,20 @@ pub fn run(args: &SweepArgs) -> Result<Vec<RunResult>> {
     if let Some(dir) = &args.out_dir {
         std::fs::create_dir_all(dir)?;
         let chart = dir.join("latency-by-clients.svg");
-        crate::chart::latency_by_level(
+        let at: Vec<(usize, &RunResult)> = levels.iter().copied().zip(&results).collect();
+        crate::chart::line_chart(
             &chart,
-            &format!("{} latency by concurrent clients", args.load.protocol()),
+            &format!(
+                "{} announce latency by concurrent clients",
+                args.load.protocol()
+            ),
             "concurrent clients",
-            &[(args.load.target(), results.clone())],
+            "latency (ms)",
+            &crate::chart::latency_series(&args.load.target(), &at),
         )?;
+        if args.png {
+            crate::chart::png_from_svg(&chart)?;
+        }
         let md = format!(
             "# {} sweep against {}\n\n{table}\n![latency by clients](latency-by-clients.svg)\n",
             args.load.protocol(),
