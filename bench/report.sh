@@ -11,8 +11,9 @@
 # at one worker and WS_CLIENTS connections (its clients wait for each answer, so a tracker
 # that delays some writes, e.g. without TCP_NODELAY, shows at low connection counts and
 # catches up at high ones: the sweep shows both).
-# Contenders: shoal, aquatic (udp/http/ws 0.9.0) and Debian's opentracker where it speaks
-# the protocol. Debian's opentracker only serves whitelisted info hashes: it gets the
+# Contenders: shoal, aquatic (udp/http/ws 0.9.0), Debian's opentracker where it speaks
+# the protocol (UDP, HTTP), and for WebTorrent the JavaScript reference bittorrent-tracker
+# (npm, bench/peers). Debian's opentracker only serves whitelisted info hashes: it gets the
 # workload's own hashes (`shoal-bench info-hashes`) as its whitelist.
 #
 # Needs the peers: aquatic binaries in $BIN_DIR (default: /work/tools/bin, else installed
@@ -45,6 +46,12 @@ fi
 if ! command -v opentracker >/dev/null; then
     sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
     $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y opentracker
+fi
+
+# The JavaScript reference WebTorrent tracker, from bench/peers/package-lock.json.
+bt_tracker=bench/peers/node_modules/bittorrent-tracker/bin/cmd.js
+if [[ " ${protocols[*]} " == *" ws "* ]] && [ ! -f "$bt_tracker" ]; then
+    npm ci --prefix bench/peers --no-audit --no-fund
 fi
 
 cargo build --release -p shoal-server -p shoal-bench
@@ -83,6 +90,7 @@ for proto in "${protocols[@]}"; do
         ws)
             $bench compare "${common[@]}" --levels 1 --clients "$WS_CLIENTS" \
                 --tracker shoal --tracker aquatic_ws \
+                --tracker "bittorrent-tracker=node $bt_tracker --ws --http-hostname 127.0.0.1 --port {port} --quiet" \
                 ws --target ws://127.0.0.1:$port "${load[@]}"
             ;;
         *) echo "unknown protocol $proto (udp, http, ws)" >&2; exit 2 ;;

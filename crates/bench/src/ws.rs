@@ -276,10 +276,12 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
                     offer_id,
                 } => {
                     stats.add_extra("offers_received", 1);
-                    let me = ours
-                        .get(&info_hash)
-                        .copied()
-                        .unwrap_or(workload.peers[0].peer_id);
+                    // An offer for a torrent this tab has since stopped: a real client
+                    // has nobody left to answer it with.
+                    let Some(me) = ours.get(&info_hash).copied() else {
+                        stats.add_extra("offers_ignored", 1);
+                        continue;
+                    };
                     let answer = json!({
                         "action": "announce",
                         "info_hash": latin1(&info_hash.0),
@@ -298,6 +300,7 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
                     stats.add_extra("answers_sent", 1);
                 }
                 Incoming::Answer => stats.add_extra("answers_received", 1),
+                Incoming::Refused => stats.add_extra("answers_refused", 1),
                 Incoming::Other => stats.add_extra("unmatched_messages", 1),
                 Incoming::Mine(Ok(())) => {
                     stats.record(op, sent_at.elapsed().as_nanos() as u64);
@@ -332,6 +335,10 @@ enum Incoming {
     },
     /// An answer relayed back for one of our offers.
     Answer,
+    /// A failure that is not about the awaited request: the tracker refusing one of our
+    /// answers (its offer expired, or the offering peer left). Trackers that drop such
+    /// answers silently send nothing; this is not a failed request.
+    Refused,
     /// The response to the request we are waiting for, checked.
     Mine(Result<(), ErrorKind>),
     /// Something else (a late response to an earlier, timed-out request).
@@ -343,10 +350,24 @@ fn classify(text: &str, waiting: &Waiting, numwant: u32) -> Incoming {
     let Ok(v) = serde_json::from_str::<Value>(text) else {
         return Incoming::Mine(Err(ErrorKind::InvalidResponse));
     };
-    if v.get("failure reason").is_some() {
-        return Incoming::Mine(Err(ErrorKind::ErrorResponse));
-    }
     let hash = |v: &Value| v.as_str().and_then(from_latin1::<20>).map(InfoHash);
+    if v.get("failure reason").is_some() {
+        // A failure names the action and info hash it is about (where the tracker says):
+        // one about another torrent than the awaited announce's, or an announce failure
+        // while a scrape is awaited, answers one of our answers. (One about the same
+        // torrent cannot be told apart and counts against the request.)
+        let action = v.get("action").and_then(Value::as_str);
+        let about = v.get("info_hash").and_then(hash);
+        let other = match waiting {
+            Waiting::Announce(ih) => about.is_some_and(|h| h != *ih),
+            Waiting::Scrape(_) => action == Some("announce"),
+        };
+        return if other {
+            Incoming::Refused
+        } else {
+            Incoming::Mine(Err(ErrorKind::ErrorResponse))
+        };
+    }
     match (v.get("action").and_then(Value::as_str), waiting) {
         (Some("announce"), _) if v.get("offer").is_some() => {
             match (
@@ -428,7 +449,18 @@ mod tests {
             classify(&fail, &w, 5),
             Incoming::Mine(Err(ErrorKind::ErrorResponse))
         ));
+        // Failures about another torrent, or an announce failure while a scrape is
+        // awaited, are refusals of our answers, not the awaited response.
+        let same =
+            json!({"failure reason": "nope", "action": "announce", "info_hash": ihs}).to_string();
+        assert!(matches!(
+            classify(&same, &w, 5),
+            Incoming::Mine(Err(ErrorKind::ErrorResponse))
+        ));
+        let elsewhere = json!({"failure reason": "offer expired", "action": "announce", "info_hash": latin1(&[1; 20])}).to_string();
+        assert!(matches!(classify(&elsewhere, &w, 5), Incoming::Refused));
         let scr = Waiting::Scrape(vec![ih]);
+        assert!(matches!(classify(&same, &scr, 5), Incoming::Refused));
         let files = json!({"action": "scrape", "files": {ihs.clone(): {"complete": 1, "incomplete": 2, "downloaded": 3}}}).to_string();
         assert!(matches!(classify(&files, &scr, 5), Incoming::Mine(Ok(()))));
         let other = Waiting::Scrape(vec![InfoHash([1; 20])]);
