@@ -90,6 +90,13 @@ pub fn run_text(r: &RunResult) -> String {
     if !errs.is_empty() {
         let _ = writeln!(out, "errors by kind: {}", errs.join(", "));
     }
+    if s.reconnects > 0 {
+        let _ = writeln!(
+            out,
+            "server-closed keep-alive connections: {} (retried)",
+            thousands(s.reconnects)
+        );
+    }
     for (k, v) in &s.extra {
         let _ = writeln!(out, "{k}: {}", thousands(*v));
     }
@@ -357,6 +364,18 @@ pub(crate) mod tests {
         assert_eq!(change(0.0, 0.0), "No change");
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn run_text_shows_retried_keep_alive_closes_only_when_there_were_some() {
+        let mut r = result(4, (10, 0.0, 100.0, 200.0), 0);
+        assert!(!run_text(&r).contains("keep-alive"));
+        r.summary.reconnects = 1234;
+        assert!(
+            run_text(&r).contains("\nserver-closed keep-alive connections: 1,234 (retried)\n"),
+            "{}",
+            run_text(&r)
+        );
     }
 
     /// A ws run of `clients` connections: `ann.0` announces at latencies (µs) spread evenly

@@ -84,6 +84,9 @@ pub struct Stats {
     pub bytes_out: u64,
     /// Peers received in announce responses.
     pub peers_received: u64,
+    /// Requests sent again on a new connection because the server had closed the idle
+    /// keep-alive connection they were first sent on (HTTP; not errors).
+    pub reconnects: u64,
     /// Protocol-specific counts (WebTorrent offers relayed, answers sent, ...).
     pub extra: BTreeMap<&'static str, u64>,
     /// Whether `connect` answers are tracker responses (UDP) or just TCP/TLS/WebSocket
@@ -106,6 +109,7 @@ impl Stats {
             bytes_in: 0,
             bytes_out: 0,
             peers_received: 0,
+            reconnects: 0,
             extra: BTreeMap::new(),
             connects_are_responses: true,
         }
@@ -171,6 +175,7 @@ impl Stats {
         self.bytes_in += other.bytes_in;
         self.bytes_out += other.bytes_out;
         self.peers_received += other.peers_received;
+        self.reconnects += other.reconnects;
         for (k, v) in &other.extra {
             self.add_extra(k, *v);
         }
@@ -212,6 +217,7 @@ impl Stats {
             bytes_in: self.bytes_in,
             bytes_out: self.bytes_out,
             peers_received: self.peers_received,
+            reconnects: self.reconnects,
             extra: self
                 .extra
                 .iter()
@@ -281,6 +287,10 @@ pub struct Summary {
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub peers_received: u64,
+    /// Requests retried on a new connection after the server closed an idle keep-alive
+    /// connection (absent from results written before it was counted).
+    #[serde(default)]
+    pub reconnects: u64,
     pub extra: BTreeMap<String, u64>,
     /// Per operation: `connect`, `announce`, `scrape`.
     pub ops: BTreeMap<String, OpSummary>,
@@ -314,6 +324,8 @@ mod tests {
         b.error(ErrorKind::Timeout);
         b.error(ErrorKind::InvalidResponse);
         b.bytes_in = 5;
+        a.reconnects = 1;
+        b.reconnects = 2;
         b.add_extra("offers_received", 3);
         a.merge(&b);
         let s = a.summary(2.0);
@@ -328,6 +340,7 @@ mod tests {
         assert_eq!(s.errors["invalid_response"], 1);
         assert_eq!(s.extra["offers_received"], 3);
         assert_eq!(s.bytes_in, 5);
+        assert_eq!(s.reconnects, 3);
         assert!((s.error_rate - 3.0 / 2003.0).abs() < 1e-12);
     }
 
@@ -336,8 +349,10 @@ mod tests {
         let mut a = Stats::new();
         a.record(Op::Scrape, 10);
         a.sent[2] = 1;
+        a.reconnects = 4;
         a.reset();
         assert_eq!(a.total_responses(), 0);
+        assert_eq!(a.reconnects, 0);
         assert!(a.summary(1.0).ops.is_empty());
     }
 
@@ -351,5 +366,14 @@ mod tests {
             let v = op[key].as_f64().unwrap();
             assert!((v - 2000.0).abs() <= 2.0, "{key} = {v}");
         }
+        assert_eq!(json["reconnects"], 0);
+    }
+
+    #[test]
+    fn summaries_without_reconnects_still_parse() {
+        let mut json = serde_json::to_value(Stats::new().summary(1.0)).unwrap();
+        json.as_object_mut().unwrap().remove("reconnects");
+        let s: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(s.reconnects, 0);
     }
 }

@@ -24,9 +24,56 @@ struct WsCli {
     args: shoal_bench::ws::WsArgs,
 }
 
-/// An HTTP tracker on 127.0.0.1:0 answering every request with one peer (keep-alive),
-/// counting its answers.
-fn http_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<AtomicU64>) {
+/// How a fake HTTP tracker frames its answers.
+#[derive(Clone, Copy, PartialEq)]
+enum Framing {
+    /// `Content-Length`, connection kept open.
+    KeepAlive,
+    /// `Content-Length` and no `Connection: close`, yet the connection is closed after
+    /// each answer, like opentracker.
+    CloseAfterEach,
+    /// `Transfer-Encoding: chunked`: several chunks, one with an extension, a trailer.
+    Chunked,
+    /// `Transfer-Encoding: chunked` with a chunk size that is not hex (connection kept).
+    BadChunkSize,
+}
+
+/// The whole answer to a request whose head is `head`.
+fn answer(head: &str, framing: Framing) -> Vec<u8> {
+    let body: &[u8] = if head.starts_with("GET /scrape") {
+        b"d5:filesdee"
+    } else {
+        b"d8:intervali1800e5:peers6:\x7f\0\0\x01\x1a\xe1e"
+    };
+    match framing {
+        Framing::KeepAlive | Framing::CloseAfterEach => {
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+            [head.as_bytes(), body].concat()
+        }
+        Framing::Chunked => {
+            let mut resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+            for (i, chunk) in body.chunks(4).enumerate() {
+                let ext = if i == 1 { ";name=value" } else { "" };
+                resp.extend_from_slice(format!("{:X}{ext}\r\n", chunk.len()).as_bytes());
+                resp.extend_from_slice(chunk);
+                resp.extend_from_slice(b"\r\n");
+            }
+            resp.extend_from_slice(b"0\r\nX-Trailer: yes\r\n\r\n");
+            resp
+        }
+        Framing::BadChunkSize => {
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n"
+                .to_vec()
+        }
+    }
+}
+
+/// An HTTP tracker on 127.0.0.1:0 answering every request with one peer, framed as
+/// `framing` says, counting its answers.
+fn http_tracker_framing(
+    rt: &tokio::runtime::Runtime,
+    framing: Framing,
+) -> (std::net::SocketAddr, Arc<AtomicU64>) {
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
@@ -46,19 +93,13 @@ fn http_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<Atom
                     while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                         let head = String::from_utf8_lossy(&buf[..end]).to_string();
                         buf.drain(..end + 4);
-                        let body: &[u8] = if head.starts_with("GET /scrape") {
-                            b"d5:filesdee"
-                        } else {
-                            b"d8:intervali1800e5:peers6:\x7f\0\0\x01\x1a\xe1e"
-                        };
-                        let mut resp =
-                            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len())
-                                .into_bytes();
-                        resp.extend_from_slice(body);
-                        if s.write_all(&resp).await.is_err() {
+                        if s.write_all(&answer(&head, framing)).await.is_err() {
                             return;
                         }
                         c.fetch_add(1, Ordering::Relaxed);
+                        if framing == Framing::CloseAfterEach {
+                            return;
+                        }
                     }
                     match s.read(&mut chunk).await {
                         Ok(0) | Err(_) => return,
@@ -71,10 +112,13 @@ fn http_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<Atom
     (addr, count)
 }
 
-#[test]
-fn http_counts_match_the_tracker() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, count) = http_tracker(&rt);
+/// An HTTP tracker answering every request with one peer (keep-alive).
+fn http_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<AtomicU64>) {
+    http_tracker_framing(rt, Framing::KeepAlive)
+}
+
+/// Runs `shoal-bench http` for 1 s with 4 connections, announces and scrapes.
+fn http_run(addr: std::net::SocketAddr) -> shoal_bench::run::RunResult {
     let target = format!("http://{addr}/announce");
     let args = HttpCli::parse_from([
         "t",
@@ -91,7 +135,14 @@ fn http_counts_match_the_tracker() {
         "1",
     ])
     .args;
-    let r = shoal_bench::http::run(&args).unwrap();
+    shoal_bench::http::run(&args).unwrap()
+}
+
+#[test]
+fn http_counts_match_the_tracker() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, count) = http_tracker(&rt);
+    let r = http_run(addr);
     std::thread::sleep(Duration::from_millis(50));
     let served = count.load(Ordering::Relaxed);
     let s = &r.summary;
@@ -104,8 +155,61 @@ fn http_counts_match_the_tracker() {
     );
     assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
     assert_eq!(s.peers_received, s.ops["announce"].responses);
-    // Four connections, kept alive: four TCP connects.
+    // Four connections, kept alive: four TCP connects, none closed by the tracker.
     assert_eq!(s.ops["connect"].responses, 4);
+    assert_eq!(s.reconnects, 0);
+}
+
+#[test]
+fn http_retries_on_a_new_connection_when_the_tracker_closed_the_idle_one() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, count) = http_tracker_framing(&rt, Framing::CloseAfterEach);
+    let r = http_run(addr);
+    std::thread::sleep(Duration::from_millis(50));
+    let s = &r.summary;
+    assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
+    assert!(s.responses > 20, "{s:?}");
+    // Every request after a connection's first found it closed and was sent again.
+    assert!(s.reconnects > 0, "{s:?}");
+    assert!(s.responses.abs_diff(s.reconnects) <= 4, "{s:?}");
+    assert!(s.ops["connect"].responses >= s.reconnects);
+    let served = count.load(Ordering::Relaxed);
+    assert!(served.abs_diff(s.responses) <= 4, "served {served}, {s:?}");
+}
+
+#[test]
+fn http_reads_chunked_answers() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, count) = http_tracker_framing(&rt, Framing::Chunked);
+    let r = http_run(addr);
+    std::thread::sleep(Duration::from_millis(50));
+    let s = &r.summary;
+    assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
+    assert!(s.responses > 100, "{s:?}");
+    let served = count.load(Ordering::Relaxed);
+    assert!(served.abs_diff(s.responses) <= 4, "served {served}, {s:?}");
+    // The de-chunked body was checked: one compact peer per announce.
+    assert_eq!(s.peers_received, s.ops["announce"].responses);
+    assert_eq!(
+        s.ops["connect"].responses, 4,
+        "chunked answers keep the connection"
+    );
+}
+
+#[test]
+fn http_counts_a_malformed_chunk_size_as_an_invalid_response() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, count) = http_tracker_framing(&rt, Framing::BadChunkSize);
+    let r = http_run(addr);
+    std::thread::sleep(Duration::from_millis(50));
+    let s = &r.summary;
+    assert_eq!(s.responses, 0, "{s:?}");
+    let invalid = s.errors["invalid_response"];
+    assert!(invalid > 20, "{:?}", s.errors);
+    // Not waited on (no timeouts), not taken for a broken connection.
+    assert_eq!(s.total_errors(), invalid, "{:?}", s.errors);
+    let served = count.load(Ordering::Relaxed);
+    assert!(served.abs_diff(invalid) <= 4, "served {served}, {s:?}");
 }
 
 #[test]
