@@ -131,6 +131,7 @@ impl Tracker {
             config.clone(),
             store.clone(),
             udp.as_ref().map(|u| u.counters.clone()).unwrap_or_default(),
+            ws.clone(),
             state.clone(),
             handover_waiting.clone(),
         )?);

@@ -1,6 +1,6 @@
 //! What the tracker's parts share beyond the store: the config in force, the UDP counters,
-//! the snapshot file, the admin token, the access-list file, reload, and the samples the
-//! status page charts.
+//! the WebTorrent state, the snapshot file, the admin token, the access-list file, reload,
+//! and the samples the status page charts.
 //!
 //! It exists so that the admin listener (on its own thread) can act on the tracker without
 //! owning it: [`crate::Tracker`] and the admin server hold the same `Arc<Shared>`, and a
@@ -21,6 +21,7 @@ use subtle::ConstantTimeEq;
 use crate::config::Config;
 use crate::state::StateFile;
 use crate::udp::counters::{LocalCounters, WorkerCounters};
+use crate::ws::WsContext;
 
 /// A reload step added by a front end (for example TLS certificates); returns a line for
 /// the log and the API's answer.
@@ -51,6 +52,10 @@ pub struct Sample {
     pub leechers: u64,
     pub peers_v4: u64,
     pub peers_v6: u64,
+    /// The WebTorrent store's figures (its peers are connections: no address family).
+    pub ws_torrents: u64,
+    pub ws_seeders: u64,
+    pub ws_leechers: u64,
     /// Requests per second over the last interval, by protocol.
     pub udp_rps: f64,
     pub http_rps: f64,
@@ -107,6 +112,8 @@ pub struct Shared {
     pub config: Config,
     pub store: Arc<Store>,
     pub udp_counters: Vec<Arc<WorkerCounters>>,
+    /// The WebTorrent front end's state (its store and open connections).
+    pub ws: Arc<WsContext>,
     pub state: Option<Arc<StateFile>>,
     pub handover_waiting: Arc<AtomicBool>,
     pub started: Instant,
@@ -124,6 +131,7 @@ impl Shared {
         config: Config,
         store: Arc<Store>,
         udp_counters: Vec<Arc<WorkerCounters>>,
+        ws: Arc<WsContext>,
         state: Option<Arc<StateFile>>,
         handover_waiting: Arc<AtomicBool>,
     ) -> anyhow::Result<Self> {
@@ -132,6 +140,7 @@ impl Shared {
             config,
             store,
             udp_counters,
+            ws,
             state,
             handover_waiting,
             started: Instant::now(),
@@ -255,6 +264,8 @@ impl Shared {
     pub fn take_sample(&self, previous: &mut Option<(Instant, u64, u64, u64)>) {
         let (mut s, top) = survey(&self.store, TOP_IN_SAMPLE);
         s.top = top;
+        let w = self.ws.torrents.totals();
+        (s.ws_torrents, s.ws_seeders, s.ws_leechers) = (w.torrents, w.seeders, w.leechers);
         s.unix = crate::state::unix_now();
         let c = self.udp_totals();
         let udp = c.connect + c.announce + c.scrape;

@@ -1,15 +1,28 @@
 //! `/metrics` is valid Prometheus text and reports what the tracker did. Its own test
-//! binary: the recorder is process-wide, so one tracker here means exact figures.
+//! binary: the recorder is process-wide, so one tracker at a time here (the tests take
+//! [`ONE_AT_A_TIME`]) means exact figures.
 
 mod common;
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use common::{http, temp_dir, Ann, Client};
+use futures_util::{SinkExt, StreamExt};
 use prometheus_parse::{Scrape, Value};
+use serde_json::json;
+use shoal_proto::ws::encode_binary;
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_server::{Config, Tracker};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// The recorder (and so every gauge a scrape sets) is shared by the process: a test runs
+/// its tracker only while it holds this.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn scrape(t: &Tracker) -> Scrape {
     let (status, body) = http(t.admin_addrs()[0], "GET", "/metrics", None);
@@ -34,6 +47,7 @@ fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 
 #[test]
 fn metrics_parse_and_count_requests_peers_and_latency() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = temp_dir("metrics");
     let mut c = Config::ephemeral();
     c.udp.listen = vec!["127.0.0.1:0".parse().unwrap()];
@@ -154,4 +168,208 @@ fn metrics_parse_and_count_requests_peers_and_latency() {
     assert!(v["config"].as_str().unwrap().contains("[state]"));
     t.shutdown();
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+async fn ws_connect(addr: SocketAddr) -> Ws {
+    let (c, resp) = tokio_tungstenite::connect_async(format!("ws://{addr}/announce"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 101);
+    c
+}
+
+async fn ws_send(c: &mut Ws, v: serde_json::Value) {
+    c.send(Message::text(v.to_string())).await.unwrap();
+}
+
+/// The next text message, as JSON (fails the test after 5 s).
+async fn ws_recv(c: &mut Ws) -> serde_json::Value {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(5), c.next())
+            .await
+            .expect("no message within 5 s");
+        match m.expect("connection closed").expect("read error") {
+            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+fn ws_announce(peer: u8, left: u64, offer_ids: &[u8]) -> serde_json::Value {
+    let offers: Vec<_> = offer_ids
+        .iter()
+        .map(|&i| json!({"offer_id": encode_binary(&[i; 20]), "offer": {"type": "offer", "sdp": "o"}}))
+        .collect();
+    json!({"action": "announce", "info_hash": encode_binary(&[1; 20]),
+           "peer_id": encode_binary(&[peer; 20]), "numwant": 5, "uploaded": 0,
+           "downloaded": 0, "left": left, "event": "started", "offers": offers})
+}
+
+fn ws_answer(from: u8, to: u8, offer_id: &str) -> serde_json::Value {
+    json!({"action": "announce", "info_hash": encode_binary(&[1; 20]),
+           "peer_id": encode_binary(&[from; 20]), "to_peer_id": encode_binary(&[to; 20]),
+           "offer_id": offer_id, "answer": {"type": "answer", "sdp": "a"}})
+}
+
+/// Scrapes `/metrics` until `ok` holds (every 100 ms, for at most 2 s: the sampler takes
+/// the store's figures every second), and returns that scrape.
+fn scrape_until(admin: SocketAddr, what: &str, ok: impl Fn(&Scrape) -> bool) -> Scrape {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let (status, body) = http(admin, "GET", "/metrics", None);
+        assert_eq!(status, 200);
+        let s = Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("valid text");
+        if ok(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within 2 s\n{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn ws_peers(s: &Scrape) -> f64 {
+    value(s, "shoal_ws_peers", &[("kind", "seeder")]).unwrap_or(0.0)
+        + value(s, "shoal_ws_peers", &[("kind", "leecher")]).unwrap_or(0.0)
+}
+
+/// A counter that has not counted anything yet is absent: zero.
+fn count(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    value(s, name, labels).unwrap_or(0.0)
+}
+
+fn ws_requests(s: &Scrape, action: &str, result: &str) -> f64 {
+    count(
+        s,
+        "shoal_requests_total",
+        &[("protocol", "ws"), ("action", action), ("result", result)],
+    )
+}
+
+fn relayed(s: &Scrape, message: &str) -> f64 {
+    count(
+        s,
+        "shoal_ws_relayed_total",
+        &[("message", message), ("result", "ok")],
+    )
+}
+
+/// Two WebTorrent clients: one offers, the other answers; a forged answer and a malformed
+/// message are refused; one client leaves. `/metrics` and `/status.json` follow along.
+#[test]
+fn metrics_report_webtorrent_peers_connections_and_relays() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = Config::ephemeral();
+    c.udp.listen.clear();
+    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.admin.sample_interval = 1;
+    let t = Tracker::start(c).unwrap();
+    let (front, admin) = (t.http_addrs()[0], t.admin_addrs()[0]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let before = scrape_until(admin, "first scrape", |_| true);
+        let (mut a, mut b) = (ws_connect(front).await, ws_connect(front).await);
+        // B is in the swarm; A announces with an offer, which goes to B; B answers.
+        ws_send(&mut b, ws_announce(2, 10, &[])).await;
+        assert_eq!(ws_recv(&mut b).await["incomplete"], 1);
+        ws_send(&mut a, ws_announce(1, 0, &[7])).await;
+        assert_eq!(ws_recv(&mut a).await["complete"], 1);
+        let offer = ws_recv(&mut b).await;
+        let offer_id = offer["offer_id"].as_str().unwrap().to_owned();
+        assert_eq!(offer_id, encode_binary(&[7; 20]));
+        ws_send(&mut b, ws_answer(2, 1, &offer_id)).await;
+        assert_eq!(ws_recv(&mut a).await["answer"]["sdp"], "a");
+
+        let s = scrape_until(admin, "two WebTorrent peers", |s| ws_peers(s) == 2.0);
+        assert_eq!(value(&s, "shoal_ws_connections", &[]), Some(2.0));
+        assert_eq!(
+            value(&s, "shoal_ws_peers", &[("kind", "seeder")]),
+            Some(1.0)
+        );
+        assert_eq!(value(&s, "shoal_ws_torrents", &[]), Some(1.0));
+        assert!(relayed(&s, "offer") - relayed(&before, "offer") >= 1.0);
+        assert_eq!(relayed(&s, "answer") - relayed(&before, "answer"), 1.0);
+        assert_eq!(ws_requests(&s, "answer", "ok"), 1.0);
+        // The UDP/HTTP store's figures do not include WebTorrent peers.
+        assert_eq!(value(&s, "shoal_torrents", &[]), Some(0.0));
+        let families: HashMap<_, _> = s.docs.iter().collect();
+        for name in [
+            "shoal_ws_peers",
+            "shoal_ws_torrents",
+            "shoal_ws_connections",
+            "shoal_ws_relayed_total",
+        ] {
+            assert!(
+                families.contains_key(&name.to_string()),
+                "no HELP for {name}"
+            );
+        }
+        let (status, body) = http(admin, "GET", "/status.json", None);
+        assert_eq!(status, 200);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let totals = &v["totals"];
+        assert_eq!(
+            [
+                &totals["ws_torrents"],
+                &totals["ws_seeders"],
+                &totals["ws_leechers"],
+                &totals["ws_connections"]
+            ],
+            [&json!(1), &json!(1), &json!(1), &json!(2)],
+            "{totals}"
+        );
+
+        // An answer to an offer nobody made is refused, not relayed; so is a message
+        // that is not JSON.
+        let refused = ws_requests(&s, "answer", "no_such_offer");
+        let malformed = ws_requests(&s, "invalid", "malformed");
+        ws_send(&mut b, ws_answer(2, 1, &encode_binary(&[9; 20]))).await;
+        let r = ws_recv(&mut b).await;
+        assert!(
+            r["failure reason"]
+                .as_str()
+                .unwrap()
+                .contains("not relayed"),
+            "{r}"
+        );
+        b.send(Message::text("{not json")).await.unwrap();
+        assert!(ws_recv(&mut b).await["failure reason"].is_string());
+        let s = scrape_until(admin, "refusals counted", |s| {
+            ws_requests(s, "invalid", "malformed") > malformed
+        });
+        assert_eq!(ws_requests(&s, "answer", "no_such_offer"), refused + 1.0);
+        assert_eq!(ws_requests(&s, "invalid", "malformed"), malformed + 1.0);
+        assert_eq!(relayed(&s, "answer") - relayed(&before, "answer"), 1.0);
+
+        // A leaves: one connection open, and its peer is gone.
+        a.close(None).await.unwrap();
+        drop(a);
+        let s = scrape_until(admin, "A's connection and peer gone", |s| {
+            value(s, "shoal_ws_connections", &[]) == Some(1.0) && ws_peers(s) == 1.0
+        });
+        assert_eq!(
+            value(&s, "shoal_ws_peers", &[("kind", "seeder")]),
+            Some(0.0)
+        );
+        assert!(
+            count(&s, "shoal_ws_disconnects_total", &[("reason", "closed")])
+                > count(
+                    &before,
+                    "shoal_ws_disconnects_total",
+                    &[("reason", "closed")]
+                )
+        );
+        // A counter has its HELP once it has counted.
+        assert!(s.docs.contains_key("shoal_ws_disconnects_total"));
+        drop(b);
+    });
+    drop(rt);
+    t.shutdown();
 }

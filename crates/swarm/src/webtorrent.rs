@@ -175,6 +175,16 @@ pub struct WsCleanReport {
     pub peers: usize,
 }
 
+/// Torrents and peers in the WebTorrent store at one moment (see
+/// [`WebTorrentStore::totals`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WsTotals {
+    /// Torrents, including empty ones not yet removed by the cleaner.
+    pub torrents: u64,
+    pub seeders: u64,
+    pub leechers: u64,
+}
+
 /// The WebTorrent store. Share it with an `Arc`.
 pub struct WebTorrentStore {
     shards: Box<[Mutex<Shard>]>,
@@ -437,6 +447,23 @@ impl WebTorrentStore {
                 n += 1;
             }
         }
+    }
+
+    /// Counts torrents, seeders and leechers now, one shard at a time (each locked only
+    /// for its own count, which reads two numbers per torrent). For the sampler that
+    /// feeds the metrics and the status page; not for the per-message path.
+    pub fn totals(&self) -> WsTotals {
+        let mut t = WsTotals::default();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for (_, torrent) in shard.torrents.iter() {
+                let st = torrent.stats();
+                t.torrents += 1;
+                t.seeders += u64::from(st.seeders);
+                t.leechers += u64::from(st.leechers);
+            }
+        }
+        t
     }
 
     /// Whether `peer_id` is listed in `info_hash`, and on which connection (tests, admin).

@@ -309,6 +309,45 @@ fn a_closed_connection_removes_its_peers_but_not_moved_ones() {
 }
 
 #[test]
+fn totals_count_torrents_and_peers_of_every_shard() {
+    let s = store();
+    let mut out = Vec::new();
+    assert_eq!(s.totals(), WsTotals::default());
+    for t in 1..=5u8 {
+        for p in 0..t {
+            s.announce(
+                &WsAnnounce {
+                    info_hash: InfoHash([t; 20]),
+                    ..ann(p, u64::from(p), AnnounceEvent::Started, p == 0)
+                },
+                &[],
+                0,
+                &mut out,
+            );
+        }
+    }
+    assert_eq!(
+        s.totals(),
+        WsTotals {
+            torrents: 5,
+            seeders: 5,
+            leechers: 10
+        }
+    );
+    // A closed connection's peers leave at once; their torrent stays until cleaned.
+    let gone: Vec<_> = (1..=5u8).map(|t| (InfoHash([t; 20]), pid(0))).collect();
+    assert_eq!(s.remove_connection(0, gone), 5);
+    assert_eq!(
+        s.totals(),
+        WsTotals {
+            torrents: 5,
+            seeders: 0,
+            leechers: 10
+        }
+    );
+}
+
+#[test]
 fn clean_expires_peers_and_empty_torrents() {
     let s = WebTorrentStore::new(WsStoreConfig {
         shards: 2,

@@ -4,10 +4,13 @@
 //! (`counter!("shoal_requests_total", "protocol" => .., "action" => .., "result" => ..)`);
 //! [`install`] makes `metrics-exporter-prometheus` the global recorder before any front
 //! end starts. The UDP front end keeps its own per-worker counters (a facade call per
-//! datagram would cost more than answering it), so they, and the store's figures, are
-//! copied into the recorder when `/metrics` is scraped. The copy goes through a reference
-//! to our recorder (`with_local_recorder`), so it lands in the registry we render even if
-//! some other recorder got installed globally first.
+//! datagram would cost more than answering it), so they, and the figures of both stores
+//! (UDP/HTTP and WebTorrent, as of the sampler's last sample), are copied into the
+//! recorder when `/metrics` is scraped. The copy goes through a reference to our recorder
+//! (`with_local_recorder`), so it lands in the registry we render even if some other
+//! recorder got installed globally first. The open WebSocket connections gauge
+//! (`shoal_ws_connections`) is kept live by the WebTorrent front end as connections are
+//! admitted and dropped.
 //!
 //! The recorder is wrapped to tally requests by protocol as they are counted, which is
 //! what the status page's requests-per-second chart reads.
@@ -138,6 +141,42 @@ fn describe(r: &dyn Recorder) {
         1,
     );
     d(
+        "shoal_ws_torrents",
+        None,
+        "Torrents in the WebTorrent store.",
+        1,
+    );
+    d(
+        "shoal_ws_peers",
+        None,
+        "Peers in the WebTorrent store, by kind (seeder, leecher).",
+        1,
+    );
+    d(
+        "shoal_ws_connections",
+        None,
+        "Open WebSocket connections (ws and wss).",
+        1,
+    );
+    d(
+        "shoal_ws_relayed_total",
+        None,
+        "WebTorrent offers and answers relayed to another connection, by message and result.",
+        0,
+    );
+    d(
+        "shoal_ws_disconnects_total",
+        None,
+        "WebSocket connections ended, by reason.",
+        0,
+    );
+    d(
+        "shoal_ws_refused_total",
+        None,
+        "WebSocket upgrades refused, by reason.",
+        0,
+    );
+    d(
         "shoal_snapshot_age_seconds",
         Some(Unit::Seconds),
         "Seconds since this process last wrote a snapshot (absent before the first).",
@@ -197,6 +236,9 @@ fn update(shared: &Shared) {
     gauge!("shoal_peers", "kind" => "leecher").set(s.leechers as f64);
     gauge!("shoal_peers_by_family", "family" => "ipv4").set(s.peers_v4 as f64);
     gauge!("shoal_peers_by_family", "family" => "ipv6").set(s.peers_v6 as f64);
+    gauge!("shoal_ws_torrents").set(s.ws_torrents as f64);
+    gauge!("shoal_ws_peers", "kind" => "seeder").set(s.ws_seeders as f64);
+    gauge!("shoal_ws_peers", "kind" => "leecher").set(s.ws_leechers as f64);
     if let Some(state) = &shared.state {
         let last = state.last_written_unix();
         if last > 0 {

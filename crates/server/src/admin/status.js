@@ -74,6 +74,9 @@
     setText("t-seeders", fmt(t.seeders));
     setText("t-leechers", fmt(t.leechers));
     setText("t-v6", fmt(t.peers_v6));
+    setText("t-ws-torrents", fmt(t.ws_torrents));
+    setText("t-ws-peers", fmt(t.ws_seeders + t.ws_leechers));
+    setText("t-ws-conns", fmt(t.ws_connections));
     const last = d.samples[d.samples.length - 1] || { udp: 0, http: 0, ws: 0 };
     setText("t-rps", fmt(last.udp + last.http + last.ws));
     setText("t-snapshot", d.handover_waiting ? "hand-over" : duration(d.snapshot_age_seconds));
