@@ -27,8 +27,24 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-/// A named line: (level, value) points.
-pub type Series = (String, Vec<(usize, f64)>);
+/// A named line of (level, value) points. A dashed line takes the colour of the line
+/// before it (p99 beside its p50); every other line takes the next colour.
+#[derive(Clone, Debug)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(usize, f64)>,
+    pub dashed: bool,
+}
+
+impl Series {
+    pub fn new(name: impl Into<String>, points: Vec<(usize, f64)>) -> Self {
+        Self {
+            name: name.into(),
+            points,
+            dashed: false,
+        }
+    }
+}
 
 /// Draws `series` as lines over their levels and writes the SVG to `path`.
 pub fn line_chart(
@@ -40,14 +56,14 @@ pub fn line_chart(
 ) -> Result<()> {
     let mut levels: Vec<usize> = series
         .iter()
-        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .flat_map(|s| s.points.iter().map(|p| p.0))
         .collect();
     levels.sort_unstable();
     levels.dedup();
     let slot = |level: usize| levels.binary_search(&level).unwrap_or(0) as f64;
     let y_max = series
         .iter()
-        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max)
         .max(1e-9)
         // Headroom above the highest point for the legend, which sits in the top left.
@@ -71,21 +87,36 @@ pub fn line_chart(
         .y_desc(y_label)
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 15))
-        .x_labels(levels.len() + 1)
+        // As many labels as levels: plotters then puts its key points (and the bold grid
+        // lines) on whole positions only.
+        .x_labels(levels.len().max(2))
         // Minor lines between levels would suggest a continuous scale there is not.
         .light_line_style(TRANSPARENT)
         .x_label_formatter(&tick)
         .y_label_formatter(&|y| short(*y))
         .draw()
         .map_err(|e| err(&e))?;
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        let xy: Vec<(f64, f64)> = pts.iter().map(|&(l, v)| (slot(l), v)).collect();
-        chart
-            .draw_series(LineSeries::new(xy.iter().copied(), c.stroke_width(2)))
+    let mut color = 0;
+    for (i, line) in series.iter().enumerate() {
+        if i > 0 && !line.dashed {
+            color += 1;
+        }
+        let c = COLORS[color % COLORS.len()];
+        let xy: Vec<(f64, f64)> = line.points.iter().map(|&(l, v)| (slot(l), v)).collect();
+        let style = c.stroke_width(2);
+        let drawn = if line.dashed {
+            chart.draw_series(DashedLineSeries::new(xy.iter().copied(), 8, 5, style))
+        } else {
+            chart.draw_series(LineSeries::new(xy.iter().copied(), style))
+        };
+        let dashed = line.dashed;
+        drawn
             .map_err(|e| err(&e))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            .label(line.name.clone())
+            .legend(move |(x, y)| {
+                let end = if dashed { x + 9 } else { x + 20 };
+                PathElement::new(vec![(x, y), (end, y)], style)
+            });
         chart
             .draw_series(xy.iter().map(|&p| Circle::new(p, 4, c.filled())))
             .map_err(|e| err(&e))?;
@@ -121,7 +152,7 @@ fn short(y: f64) -> String {
         format!("{:.1}M", y / 1e6)
     } else if y >= 1e3 {
         format!("{:.0}k", y / 1e3)
-    } else if y >= 10.0 || y == 0.0 {
+    } else if y >= 10.0 || y.fract() == 0.0 {
         format!("{y:.0}")
     } else {
         format!("{y:.1}")
@@ -141,7 +172,7 @@ pub fn throughput_series(name: &str, levels: &[(usize, Vec<&RunResult>)]) -> Ser
             (*level, median(&mut v))
         })
         .collect();
-    (name.to_string(), pts)
+    Series::new(name, pts)
 }
 
 /// A contender's p50 and p99 latency (ms) of its main operation (announce) at each level:
@@ -153,8 +184,11 @@ pub fn latency_series(name: &str, runs: &[(usize, &RunResult)]) -> [Series; 2] {
             .collect()
     };
     [
-        (format!("{name} p50"), pick(|o| o.p50)),
-        (format!("{name} p99"), pick(|o| o.p99)),
+        Series::new(format!("{name} p50"), pick(|o| o.p50)),
+        Series {
+            dashed: true,
+            ..Series::new(format!("{name} p99 (dashed)"), pick(|o| o.p99))
+        },
     ]
 }
 
@@ -221,9 +255,9 @@ mod tests {
         let dir = temp_dir("chart");
         let path = dir.join("t.svg");
         let series = vec![
-            ("shoal".to_string(), vec![(1, 100_000.0), (64, 180_000.0)]),
-            (
-                "aquatic_udp".to_string(),
+            Series::new("shoal", vec![(1, 100_000.0), (64, 180_000.0)]),
+            Series::new(
+                "aquatic_udp",
                 vec![(1, 90_000.0), (16, 120_000.0), (64, 150_000.0)],
             ),
         ];
@@ -255,7 +289,7 @@ mod tests {
     fn png_is_the_svg_rasterized() {
         let dir = temp_dir("png");
         let path = dir.join("t.svg");
-        let series = vec![("shoal".to_string(), vec![(1, 1.0), (2, 2.0)])];
+        let series = vec![Series::new("shoal", vec![(1, 1.0), (2, 2.0)])];
         line_chart(&path, "t", "x", "y", &series).unwrap();
         let png = png_from_svg(&path).unwrap();
         let bytes = std::fs::read(&png).unwrap();

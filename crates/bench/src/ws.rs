@@ -10,7 +10,7 @@
 //! Binary fields (info hash, peer id, offer id) are JSON strings of code points U+0000 to
 //! U+00FF, one per byte, as real clients send them (see docs/real-clients.md).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +39,12 @@ pub struct WsArgs {
     /// Concurrent WebSocket connections.
     #[arg(long, default_value_t = 64)]
     pub connections: usize,
+    /// Simulated peers per connection, as a browser tab holds a few torrents: each
+    /// connection announces for at most this many of its share of `--peers` (so for at
+    /// most this many torrents at once; shoal refuses more than 256 per connection by
+    /// default, as a guard against one connection claiming whole swarms).
+    #[arg(long, default_value_t = 64)]
+    pub peers_per_connection: usize,
     /// Spread connections over this many loopback source addresses.
     #[arg(long, default_value_t = 16)]
     pub source_ips: u32,
@@ -146,6 +152,7 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
     // Which of our peers announced each torrent (answers go out under that peer id).
     let mut ours: HashMap<InfoHash, PeerId> = HashMap::new();
     let mut hashes = Vec::new();
+    let mut acks = AnswerAcks::default();
     let mut ws = None;
     loop {
         let now = Instant::now();
@@ -190,7 +197,9 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
                 (Op::Scrape, msg, Waiting::Scrape(hashes.clone()))
             }
             _ => {
-                let p = workload.random_peer();
+                let p = workload
+                    .rng
+                    .usize(..workload.peers.len().min(args.peers_per_connection.max(1)));
                 let a = workload.announce(p);
                 // Like a real client, a connection keeps one peer id per torrent: the
                 // tracker relays an answer only from the peer an offer was sent to, and
@@ -229,6 +238,10 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
                 }
                 (Op::Announce, msg, Waiting::Announce(a.info_hash))
             }
+        };
+        let mut acks_ahead = match &waiting {
+            Waiting::Announce(ih) => acks.ahead_of_announce(ih),
+            Waiting::Scrape(_) => 0,
         };
         let text = msg.to_string();
         stats.sent[op as usize] += 1;
@@ -298,10 +311,27 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
                         break;
                     }
                     stats.add_extra("answers_sent", 1);
+                    acks.answered(info_hash);
                 }
                 Incoming::Answer => stats.add_extra("answers_received", 1),
                 Incoming::Refused => stats.add_extra("answers_refused", 1),
+                Incoming::OtherAnnounce(ih) => {
+                    if acks.unexpected(&ih) {
+                        stats.add_extra("answer_acks", 1);
+                    } else {
+                        stats.add_extra("unmatched_messages", 1);
+                    }
+                }
                 Incoming::Other => stats.add_extra("unmatched_messages", 1),
+                Incoming::Mine(Ok(())) if acks_ahead > 0 => {
+                    // The acknowledgement of an answer about this torrent sent before
+                    // the announce, not its response (see AnswerAcks).
+                    acks_ahead -= 1;
+                    if let Waiting::Announce(ih) = &waiting {
+                        acks.take(ih);
+                    }
+                    stats.add_extra("answer_acks", 1);
+                }
                 Incoming::Mine(Ok(())) => {
                     stats.record(op, sent_at.elapsed().as_nanos() as u64);
                     sh.ctl.responses.fetch_add(1, Ordering::Relaxed);
@@ -341,6 +371,9 @@ enum Incoming {
     Refused,
     /// The response to the request we are waiting for, checked.
     Mine(Result<(), ErrorKind>),
+    /// An announce response for another torrent than the awaited one: a late response to
+    /// a timed-out request, or a tracker's acknowledgement of an answer (see [`AnswerAcks`]).
+    OtherAnnounce(InfoHash),
     /// Something else (a late response to an earlier, timed-out request).
     Other,
 }
@@ -385,8 +418,10 @@ fn classify(text: &str, waiting: &Waiting, numwant: u32) -> Incoming {
         }
         (Some("announce"), _) if v.get("answer").is_some() => Incoming::Answer,
         (Some("announce"), Waiting::Announce(ih)) => {
-            if v.get("info_hash").and_then(hash) != Some(*ih) {
-                return Incoming::Other;
+            match v.get("info_hash").and_then(hash) {
+                Some(h) if h == *ih => {}
+                Some(h) => return Incoming::OtherAnnounce(h),
+                None => return Incoming::Other,
             }
             let counts_ok = ["complete", "incomplete"]
                 .iter()
@@ -413,7 +448,71 @@ fn classify(text: &str, waiting: &Waiting, numwant: u32) -> Incoming {
             }
             None => Incoming::Mine(Err(ErrorKind::InvalidResponse)),
         },
+        (Some("announce"), Waiting::Scrape(_)) => match v.get("info_hash").and_then(hash) {
+            Some(h) => Incoming::OtherAnnounce(h),
+            None => Incoming::Other,
+        },
         _ => Incoming::Other,
+    }
+}
+
+/// Some trackers (aquatic_ws among them) answer an `answer` message with an announce
+/// response for its torrent, as for any announce; others (shoal, bittorrent-tracker) send
+/// nothing back. Such an acknowledgement for torrent X looks exactly like the response to
+/// an announce for X, and counting it as one would record a response that came after a
+/// few microseconds and leave the real one unmatched. A connection's messages keep their
+/// order, and a tracker handles one connection's messages about one torrent in order, so
+/// the acknowledgements of answers sent before an announce come before its response.
+/// This remembers the answers sent and learns whether the tracker acknowledges them.
+#[derive(Default)]
+struct AnswerAcks {
+    /// Torrents of the answers sent and not acknowledged, oldest first.
+    sent: VecDeque<InfoHash>,
+    /// Acknowledgements seen: unexpected announce responses for a torrent just answered.
+    seen: u32,
+}
+
+impl AnswerAcks {
+    /// Answers remembered at most (a tracker that never acknowledges leaves them all).
+    const MAX: usize = 4096;
+    /// Acknowledgements seen before the tracker counts as one that sends them (a late
+    /// response to a timed-out announce looks like one too).
+    const LEARNED: u32 = 8;
+
+    fn answered(&mut self, ih: InfoHash) {
+        if self.sent.len() == Self::MAX {
+            self.sent.pop_front();
+        }
+        self.sent.push_back(ih);
+    }
+
+    fn take(&mut self, ih: &InfoHash) -> bool {
+        match self.sent.iter().position(|h| h == ih) {
+            Some(i) => {
+                self.sent.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// An announce response for `ih` while something else is awaited: an
+    /// acknowledgement if an answer about `ih` is outstanding.
+    fn unexpected(&mut self, ih: &InfoHash) -> bool {
+        let ack = self.take(ih);
+        if ack {
+            self.seen = self.seen.saturating_add(1);
+        }
+        ack
+    }
+
+    /// How many acknowledgements about `ih` will come before the response to an announce
+    /// for `ih` sent now.
+    fn ahead_of_announce(&self, ih: &InfoHash) -> usize {
+        if self.seen < Self::LEARNED {
+            return 0;
+        }
+        self.sent.iter().filter(|h| *h == ih).count()
     }
 }
 
@@ -428,6 +527,38 @@ mod tests {
         assert_eq!(from_latin1::<20>(&s), Some(b));
         assert_eq!(from_latin1::<20>("short"), None);
         assert_eq!(from_latin1::<2>("\u{100}a"), None);
+    }
+
+    #[test]
+    fn acknowledgements_of_answers_are_learned_and_told_from_responses() {
+        let (x, y) = (InfoHash([1; 20]), InfoHash([2; 20]));
+        let mut acks = AnswerAcks::default();
+        // Not learned yet: an announce for X after an answer about X expects its response
+        // first (a tracker that never acknowledges must not lose responses).
+        acks.answered(x);
+        assert_eq!(acks.ahead_of_announce(&x), 0);
+        // Acknowledgements arriving while something else is awaited teach it.
+        assert!(acks.unexpected(&x));
+        assert!(
+            !acks.unexpected(&y),
+            "nothing answered about Y: a late response"
+        );
+        for _ in 1..AnswerAcks::LEARNED {
+            acks.answered(y);
+            assert!(acks.unexpected(&y));
+        }
+        acks.answered(x);
+        acks.answered(x);
+        acks.answered(y);
+        assert_eq!(acks.ahead_of_announce(&x), 2);
+        assert_eq!(acks.ahead_of_announce(&y), 1);
+        assert!(acks.take(&x));
+        assert_eq!(acks.ahead_of_announce(&x), 1);
+        // Bounded for trackers that never acknowledge.
+        for _ in 0..2 * AnswerAcks::MAX {
+            acks.answered(y);
+        }
+        assert_eq!(acks.sent.len(), AnswerAcks::MAX);
     }
 
     #[test]
@@ -461,6 +592,13 @@ mod tests {
         assert!(matches!(classify(&elsewhere, &w, 5), Incoming::Refused));
         let scr = Waiting::Scrape(vec![ih]);
         assert!(matches!(classify(&same, &scr, 5), Incoming::Refused));
+        // An announce response about another torrent carries its hash (an acknowledgement
+        // of an answer, or a late response).
+        let ack = json!({"action": "announce", "info_hash": latin1(&[1; 20]), "complete": 1, "incomplete": 0, "interval": 120}).to_string();
+        assert!(
+            matches!(classify(&ack, &w, 5), Incoming::OtherAnnounce(h) if h == InfoHash([1; 20]))
+        );
+        assert!(matches!(classify(&resp, &scr, 5), Incoming::OtherAnnounce(h) if h == ih));
         let files = json!({"action": "scrape", "files": {ihs.clone(): {"complete": 1, "incomplete": 2, "downloaded": 3}}}).to_string();
         assert!(matches!(classify(&files, &scr, 5), Incoming::Mine(Ok(()))));
         let other = Waiting::Scrape(vec![InfoHash([1; 20])]);
