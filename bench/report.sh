@@ -7,10 +7,11 @@
 # For each protocol, `shoal-bench compare` starts every contender in turn pinned to CPU 0,
 # loads it from CPU 1 with the same workload, alternating and repeating, and writes
 # docs/benchmarks/compare-PROTO/{report.md,results.json,throughput.svg,latency.svg} and the
-# charts as PNG beside them. UDP and HTTP run at LEVELS load-generator workers; WebTorrent
-# at one worker and WS_CLIENTS connections (its clients wait for each answer, so a tracker
-# that delays some writes, e.g. without TCP_NODELAY, shows at low connection counts and
-# catches up at high ones: the sweep shows both).
+# charts as PNG beside them. UDP runs at LEVELS load-generator workers; HTTP and WebTorrent
+# at one worker and HTTP_CLIENTS / WS_CLIENTS connections: their clients wait for each
+# answer, so a tracker that takes a while per request (aquatic_http: ~8 ms, whatever the
+# load) or delays some writes (no TCP_NODELAY) only reaches its capacity with many
+# connections, and the sweep shows both ends.
 # Contenders: shoal, aquatic (udp/http/ws 0.9.0), Debian's opentracker where it speaks
 # the protocol (UDP, HTTP), and for WebTorrent the JavaScript reference bittorrent-tracker
 # (npm, bench/peers). Debian's opentracker only serves whitelisted info hashes: it gets the
@@ -18,8 +19,8 @@
 #
 # Needs the peers: aquatic binaries in $BIN_DIR (default: /work/tools/bin, else installed
 # into target/peers with cargo install, ~2 minutes each) and `opentracker` (apt-get).
-# Environment: ROUNDS (3), DURATION (10s), WARMUP (3s), LEVELS (1,2), WS_CLIENTS
-# (16,64,256,1024), TORRENTS (10000),
+# Environment: ROUNDS (3), DURATION (10s), WARMUP (3s), LEVELS (1,2), HTTP_CLIENTS
+# (64,256,1024), WS_CLIENTS (16,64,256,1024), TORRENTS (10000),
 # BASELINE_DIR (a directory of earlier results.json files, for the previous-run tables).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-3s}
 LEVELS=${LEVELS:-1,2}
+HTTP_CLIENTS=${HTTP_CLIENTS:-64,256,1024}
 WS_CLIENTS=${WS_CLIENTS:-16,64,256,1024}
 TORRENTS=${TORRENTS:-10000}
 protocols=("$@")
@@ -82,7 +84,7 @@ for proto in "${protocols[@]}"; do
                 udp --target 127.0.0.1:$port "${load[@]}"
             ;;
         http)
-            $bench compare "${common[@]}" --levels "$LEVELS" \
+            $bench compare "${common[@]}" --levels 1 --clients "$HTTP_CLIENTS" \
                 --tracker shoal --tracker aquatic_http \
                 --tracker "opentracker=opentracker -i 127.0.0.1 -p {port} -d $wl_dir -w whitelist" \
                 http --target http://127.0.0.1:$port/announce "${load[@]}"

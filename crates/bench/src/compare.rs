@@ -655,6 +655,21 @@ fn runs_at(c: &Contender, point: Point) -> Vec<&RunResult> {
         .collect()
 }
 
+/// An earlier comparison's runs of `c` at the same load as `p`: the same point, or for a
+/// comparison made without clients levels, the same workers and concurrency.
+fn same_load(c: &Contender, p: Point, concurrency: usize) -> Vec<&RunResult> {
+    c.runs
+        .iter()
+        .filter(|r| {
+            r.point == p
+                || (r.point.workers == p.workers
+                    && r.point.clients.is_none()
+                    && r.result.concurrency == concurrency)
+        })
+        .map(|r| &r.result)
+        .collect()
+}
+
 /// The charts' lines: one per contender, or per contender and worker count when both
 /// vary; each with its name and points.
 fn lines(cmp: &Comparison) -> Vec<(&Contender, String, Vec<Point>)> {
@@ -863,28 +878,17 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
     out.push_str("\n![latency](latency.svg)\n");
     if let Some(base) = baseline {
         out.push_str("\n## Comparison with the previous run\n");
-        // The heaviest point run this time, against the same point then (or, for a
-        // baseline without clients levels, the same worker count).
-        let Some(&p) = points.last() else {
-            return out;
-        };
         for c in &cmp.contenders {
             let Some(old) = base.contenders.iter().find(|b| b.name == c.name) else {
                 continue;
             };
-            let mut prev_runs = runs_at(old, p);
-            if prev_runs.is_empty() {
-                prev_runs = old
-                    .runs
-                    .iter()
-                    .filter(|r| r.point.workers == p.workers && r.point.clients.is_none())
-                    .map(|r| &r.result)
-                    .collect();
-            }
-            let (Some(prev), Some(cur)) = (
-                report::median_run(&prev_runs),
-                report::median_run(&runs_at(c, p)),
-            ) else {
+            // The heaviest point run both times (the same load: same workers and clients).
+            let found = points.iter().rev().find_map(|&p| {
+                let cur = report::median_run(&runs_at(c, p))?;
+                let prev = report::median_run(&same_load(old, p, cur.concurrency))?;
+                Some((p, prev, cur))
+            });
+            let Some((p, prev, cur)) = found else {
                 continue;
             };
             let _ = writeln!(out, "\n### {} ({}, median runs)\n", c.name, describe(p));
@@ -981,6 +985,20 @@ mod tests {
             md.contains("| Responses/s | 400 | 400 | No change |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_baseline_without_clients_levels_is_matched_by_concurrency() {
+        // Then: 64 connections (the load's default), no clients levels. Now: 16 and 64.
+        let old = comparison(vec![1], vec![]);
+        let md = markdown(&comparison(vec![1], vec![16, 64]), Some(&old));
+        assert!(
+            md.contains("### shoal (1 workers, 64 clients, median runs)"),
+            "{md}"
+        );
+        // Nothing run at 256 then: no table rather than one against another load.
+        let md = markdown(&comparison(vec![1], vec![256]), Some(&old));
+        assert!(!md.contains("median runs)"), "{md}");
     }
 
     #[test]
