@@ -321,53 +321,12 @@ async fn accept_loop(
         match &tls {
             None => match fast.try_answer(&tcp, remote) {
                 at_once::Outcome::Done => drop(guard),
-                at_once::Outcome::Serve(initial) => {
-                    let shared = shared.clone();
+                // Everything handed on is latency-bound (keep-alive HTTP, WebSocket): no
+                // Nagle. Set here, once, so that no outcome can miss it (a WebSocket
+                // upgrade once did: 40 ms stalls); only `Done` saves the syscall.
+                outcome => {
                     let _ = tcp.set_nodelay(true);
-                    tokio::task::spawn_local(async move {
-                        let _guard = guard;
-                        connection::serve(tcp, remote, shared, &initial).await;
-                    });
-                }
-                at_once::Outcome::KeepAlive(leftover) => {
-                    let shared = shared.clone();
-                    let _ = tcp.set_nodelay(true);
-                    tokio::task::spawn_local(async move {
-                        let _guard = guard;
-                        connection::serve(tcp, remote, shared, &leftover).await;
-                    });
-                }
-                at_once::Outcome::Rest {
-                    rest,
-                    close,
-                    leftover,
-                } => {
-                    let shared = shared.clone();
-                    tokio::task::spawn_local(async move {
-                        let _guard = guard;
-                        let mut tcp = tcp;
-                        let limit = shared.settings.request_timeout * 4;
-                        let send = tokio::io::AsyncWriteExt::write_all(&mut tcp, &rest);
-                        if !matches!(tokio::time::timeout(limit, send).await, Ok(Ok(()))) {
-                            return;
-                        }
-                        if close {
-                            let shutdown = tokio::io::AsyncWriteExt::shutdown(&mut tcp);
-                            let _ = tokio::time::timeout(limit, shutdown).await;
-                        } else {
-                            let _ = tcp.set_nodelay(true);
-                            connection::serve(tcp, remote, shared, &leftover).await;
-                        }
-                    });
-                }
-                at_once::Outcome::Upgrade(upgrade) => {
-                    // WebTorrent messages are small and latency-bound: no Nagle.
-                    let _ = tcp.set_nodelay(true);
-                    let ws = shared.ws.clone();
-                    tokio::task::spawn_local(async move {
-                        let _guard = guard;
-                        crate::ws::serve_upgrade(tcp, upgrade, ws).await;
-                    });
+                    hand_on(tcp, remote, outcome, guard, &shared);
                 }
             },
             Some(acceptor) => {
@@ -382,6 +341,61 @@ async fn accept_loop(
                     }
                 });
             }
+        }
+    }
+}
+
+/// A plain connection the accept loop's fast path did not finish (see [`at_once`]): served
+/// by a task from here on, from what the fast path read and wrote.
+fn hand_on(
+    tcp: tokio::net::TcpStream,
+    remote: SocketAddr,
+    outcome: at_once::Outcome,
+    guard: OpenConnection,
+    shared: &Arc<Shared>,
+) {
+    let shared = shared.clone();
+    match outcome {
+        at_once::Outcome::Done => drop(guard),
+        at_once::Outcome::Serve(initial) => {
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                connection::serve(tcp, remote, shared, &initial).await;
+            });
+        }
+        at_once::Outcome::KeepAlive(leftover) => {
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                connection::serve(tcp, remote, shared, &leftover).await;
+            });
+        }
+        at_once::Outcome::Rest {
+            rest,
+            close,
+            leftover,
+        } => {
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                let mut tcp = tcp;
+                let limit = shared.settings.request_timeout * 4;
+                let send = tokio::io::AsyncWriteExt::write_all(&mut tcp, &rest);
+                if !matches!(tokio::time::timeout(limit, send).await, Ok(Ok(()))) {
+                    return;
+                }
+                if close {
+                    let shutdown = tokio::io::AsyncWriteExt::shutdown(&mut tcp);
+                    let _ = tokio::time::timeout(limit, shutdown).await;
+                } else {
+                    connection::serve(tcp, remote, shared, &leftover).await;
+                }
+            });
+        }
+        at_once::Outcome::Upgrade(upgrade) => {
+            let ws = shared.ws.clone();
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                crate::ws::serve_upgrade(tcp, upgrade, ws).await;
+            });
         }
     }
 }
