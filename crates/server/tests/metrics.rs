@@ -9,16 +9,14 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{http, temp_dir, Ann, Client};
-use futures_util::{SinkExt, StreamExt};
+use common::{http, temp_dir, ws, Ann, Client};
+use futures_util::SinkExt;
 use prometheus_parse::{Scrape, Value};
 use serde_json::json;
 use shoal_proto::ws::encode_binary;
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_server::{Config, Tracker};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// The recorder (and so every gauge a scrape sets) is shared by the process: a test runs
 /// its tracker only while it holds this.
@@ -170,48 +168,16 @@ fn metrics_parse_and_count_requests_peers_and_latency() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-async fn ws_connect(addr: SocketAddr) -> Ws {
-    let (c, resp) = tokio_tungstenite::connect_async(format!("ws://{addr}/announce"))
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 101);
-    c
-}
-
-async fn ws_send(c: &mut Ws, v: serde_json::Value) {
-    c.send(Message::text(v.to_string())).await.unwrap();
-}
-
-/// The next text message, as JSON (fails the test after 5 s).
-async fn ws_recv(c: &mut Ws) -> serde_json::Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(5), c.next())
-            .await
-            .expect("no message within 5 s");
-        match m.expect("connection closed").expect("read error") {
-            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-}
-
+/// A WebTorrent announce for torrent [1; 20] from peer [peer; 20], with these offers.
 fn ws_announce(peer: u8, left: u64, offer_ids: &[u8]) -> serde_json::Value {
-    let offers: Vec<_> = offer_ids
-        .iter()
-        .map(|&i| json!({"offer_id": encode_binary(&[i; 20]), "offer": {"type": "offer", "sdp": "o"}}))
-        .collect();
-    json!({"action": "announce", "info_hash": encode_binary(&[1; 20]),
-           "peer_id": encode_binary(&[peer; 20]), "numwant": 5, "uploaded": 0,
-           "downloaded": 0, "left": left, "event": "started", "offers": offers})
+    ws::with_offers(
+        ws::announce([1; 20], [peer; 20], Some(left), "started"),
+        offer_ids,
+    )
 }
 
 fn ws_answer(from: u8, to: u8, offer_id: &str) -> serde_json::Value {
-    json!({"action": "announce", "info_hash": encode_binary(&[1; 20]),
-           "peer_id": encode_binary(&[from; 20]), "to_peer_id": encode_binary(&[to; 20]),
-           "offer_id": offer_id, "answer": {"type": "answer", "sdp": "a"}})
+    ws::answer([1; 20], [from; 20], [to; 20], offer_id)
 }
 
 /// Scrapes `/metrics` until `ok` holds (every 100 ms, for at most 2 s: the sampler takes
@@ -275,17 +241,17 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
         .unwrap();
     rt.block_on(async {
         let before = scrape_until(admin, "first scrape", |_| true);
-        let (mut a, mut b) = (ws_connect(front).await, ws_connect(front).await);
+        let (mut a, mut b) = (ws::connect(front).await, ws::connect(front).await);
         // B is in the swarm; A announces with an offer, which goes to B; B answers.
-        ws_send(&mut b, ws_announce(2, 10, &[])).await;
-        assert_eq!(ws_recv(&mut b).await["incomplete"], 1);
-        ws_send(&mut a, ws_announce(1, 0, &[7])).await;
-        assert_eq!(ws_recv(&mut a).await["complete"], 1);
-        let offer = ws_recv(&mut b).await;
+        ws::send(&mut b, ws_announce(2, 10, &[])).await;
+        assert_eq!(ws::recv(&mut b).await["incomplete"], 1);
+        ws::send(&mut a, ws_announce(1, 0, &[7])).await;
+        assert_eq!(ws::recv(&mut a).await["complete"], 1);
+        let offer = ws::recv(&mut b).await;
         let offer_id = offer["offer_id"].as_str().unwrap().to_owned();
         assert_eq!(offer_id, encode_binary(&[7; 20]));
-        ws_send(&mut b, ws_answer(2, 1, &offer_id)).await;
-        assert_eq!(ws_recv(&mut a).await["answer"]["sdp"], "a");
+        ws::send(&mut b, ws_answer(2, 1, &offer_id)).await;
+        assert_eq!(ws::recv(&mut a).await["answer"]["sdp"], "ans");
 
         let s = scrape_until(admin, "two WebTorrent peers", |s| ws_peers(s) == 2.0);
         assert_eq!(value(&s, "shoal_ws_connections", &[]), Some(2.0));
@@ -330,8 +296,8 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
         // that is not JSON.
         let refused = ws_requests(&s, "answer", "no_such_offer");
         let malformed = ws_requests(&s, "invalid", "malformed");
-        ws_send(&mut b, ws_answer(2, 1, &encode_binary(&[9; 20]))).await;
-        let r = ws_recv(&mut b).await;
+        ws::send(&mut b, ws_answer(2, 1, &encode_binary(&[9; 20]))).await;
+        let r = ws::recv(&mut b).await;
         assert!(
             r["failure reason"]
                 .as_str()
@@ -340,7 +306,7 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
             "{r}"
         );
         b.send(Message::text("{not json")).await.unwrap();
-        assert!(ws_recv(&mut b).await["failure reason"].is_string());
+        assert!(ws::recv(&mut b).await["failure reason"].is_string());
         let s = scrape_until(admin, "refusals counted", |s| {
             ws_requests(s, "invalid", "malformed") > malformed
         });

@@ -1,15 +1,17 @@
 //! Integration tests of the WebTorrent front end over real WebSocket connections: the
 //! front end runs in-process behind its standalone listener on 127.0.0.1:0, and the
 //! clients are tokio-tungstenite connections speaking the JSON the reference client
-//! speaks.
+//! speaks (tests/common/mod.rs, module `ws`).
+
+mod common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::ws::{announce, answer, bin, connect, recv, send, silent, with_offers, WAIT};
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
-use shoal_proto::ws::encode_binary;
+use serde_json::json;
 use shoal_proto::{InfoHash, PeerId};
 use shoal_server::config::Config;
 use shoal_server::ws::{standalone, WsContext};
@@ -17,11 +19,7 @@ use shoal_swarm::{Store, StoreConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-const WAIT: Duration = Duration::from_secs(5);
+use tokio_tungstenite::MaybeTlsStream;
 
 struct Harness {
     addr: SocketAddr,
@@ -47,44 +45,6 @@ async fn start_default() -> Harness {
     start(Config::default()).await
 }
 
-async fn connect(addr: SocketAddr) -> Client {
-    let (c, resp) = tokio_tungstenite::connect_async(format!("ws://{addr}/announce"))
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 101);
-    c
-}
-
-async fn send(c: &mut Client, v: Value) {
-    c.send(Message::text(v.to_string())).await.unwrap();
-}
-
-/// The next text message, as JSON (fails the test after 5 s).
-async fn recv(c: &mut Client) -> Value {
-    loop {
-        let m = tokio::time::timeout(WAIT, c.next())
-            .await
-            .expect("no message within 5 s");
-        match m.expect("connection closed").expect("read error") {
-            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-}
-
-/// Asserts that nothing arrives for a while.
-async fn silent(c: &mut Client) {
-    match tokio::time::timeout(Duration::from_millis(300), c.next()).await {
-        Err(_) => {}
-        Ok(m) => panic!("unexpected message {m:?}"),
-    }
-}
-
-fn bin(b: &[u8]) -> String {
-    encode_binary(b)
-}
-
 fn ih(n: u8) -> [u8; 20] {
     [n; 20]
 }
@@ -93,25 +53,6 @@ fn pid(n: u8) -> [u8; 20] {
     let mut p = *b"-WW0208-000000000000";
     p[19] = n;
     p
-}
-
-fn announce(info_hash: [u8; 20], peer: [u8; 20], left: Option<u64>, event: &str) -> Value {
-    json!({"action": "announce", "info_hash": bin(&info_hash), "peer_id": bin(&peer),
-           "numwant": 5, "uploaded": 0, "downloaded": 0, "left": left, "event": event})
-}
-
-fn with_offers(mut v: Value, ids: &[u8]) -> Value {
-    let offers: Vec<Value> = ids
-        .iter()
-        .map(|&i| json!({"offer_id": bin(&[i; 20]), "offer": {"type": "offer", "sdp": format!("sdp-{i}")}}))
-        .collect();
-    v["offers"] = json!(offers);
-    v
-}
-
-fn answer(info_hash: [u8; 20], from: [u8; 20], to: [u8; 20], offer_id: &str) -> Value {
-    json!({"action": "announce", "info_hash": bin(&info_hash), "peer_id": bin(&from),
-           "to_peer_id": bin(&to), "offer_id": offer_id, "answer": {"type": "answer", "sdp": "ans"}})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
