@@ -202,20 +202,18 @@ pub fn png_from_svg(svg: &Path) -> Result<PathBuf> {
     let fonts = opt.fontdb_mut();
     fonts.load_system_fonts();
     // plotters asks for "sans-serif"; fontdb maps that to Arial unless told otherwise.
+    if fonts.is_empty() {
+        bail!("no fonts found for the PNG's text (install one, e.g. apt-get install fonts-dejavu-core)");
+    }
     let family = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "Arial"]
         .into_iter()
         .find(|f| {
             fonts
                 .faces()
                 .any(|face| face.families.iter().any(|(n, _)| n == f))
-        })
-        .or_else(|| fonts.faces().next().map(|_| ""));
-    match family {
-        Some("") => {}
-        Some(f) => fonts.set_sans_serif_family(f),
-        None => bail!(
-            "no fonts found for the PNG's text (install one, e.g. apt-get install fonts-dejavu-core)"
-        ),
+        });
+    if let Some(f) = family {
+        fonts.set_sans_serif_family(f);
     }
     let tree =
         usvg::Tree::from_str(&text, &opt).map_err(|e| anyhow!("parsing {}: {e}", svg.display()))?;
