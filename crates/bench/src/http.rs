@@ -26,11 +26,11 @@ use clap::Args;
 use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::bencode::{self, Value};
 use crate::net::{self, Endpoint, Stream};
 use crate::run::{supervise, Control, RunArgs, RunResult};
 use crate::stats::{ErrorKind, Op, Stats};
 use crate::workload::{RequestKind, Workload, WorkloadArgs};
+use shoal_proto::bencode::{self, Value};
 use shoal_proto::{AnnounceEvent, InfoHash};
 
 /// Flags of `shoal-bench http`.
@@ -736,7 +736,7 @@ fn chunk_size(line: &[u8]) -> io::Result<usize> {
 /// Checks a response against its request; `Ok(peers received)`.
 fn check(resp: &HttpResponse, body: &[u8], expect: &Expect) -> Result<usize, ErrorKind> {
     // aquatic_http ends its bodies with CRLF (inside Content-Length); clients accept that.
-    let v = bencode::parse(body.trim_ascii_end());
+    let v = bencode::decode(body.trim_ascii_end());
     if let Some(v) = &v {
         if v.get(b"failure reason").is_some() {
             return Err(ErrorKind::ErrorResponse);

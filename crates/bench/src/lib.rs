@@ -7,10 +7,11 @@
 //! is counted), [`run`] (the measured window shared by all protocols), one generator per
 //! protocol ([`udp`], [`http`], [`ws`]), and on top [`sweep`] and [`compare`], which run
 //! series of loads and write the reports ([`report`], [`chart`]). It depends on
-//! `shoal-proto` for the UDP wire format only; HTTP and WebTorrent messages are built
-//! here, so that the bench does not trust the codecs it is meant to check.
+//! `shoal-proto` for the UDP wire format and for its bencode *reader* (the server only
+//! writes bencode, so the reader is independent of what it checks); HTTP and WebTorrent
+//! requests are built here, so that the bench does not trust the codecs it is meant to
+//! check.
 
-pub mod bencode;
 pub mod chart;
 pub mod compare;
 pub mod cpu;

@@ -7,6 +7,13 @@
 //! are a handful of fixed shapes, so each shape is written directly, with its dictionary
 //! keys already in the sorted order bencode requires (a property test checks every shape
 //! with a strict decoder from another crate).
+//!
+//! [`read`] is the other direction: a strict reader for whole bencoded values, used by
+//! shoal-bench to check trackers' answers and by the tests.
+
+pub mod read;
+
+pub use read::{parse as decode, Value};
 
 use std::io::Write;
 use std::net::IpAddr;

@@ -1,9 +1,11 @@
-//! A small, checked bencode reader for tracker responses.
+//! A small, checked bencode reader: the one decoder of the project.
 //!
-//! The bench must not trust the tracker (checking its answers is the point), so this is
-//! strict: canonical integers only, string lengths checked against the input, a depth
-//! limit, and nothing left over at the end. Values borrow from the response body; it only
-//! reads, since the bench writes its requests as query strings.
+//! shoal-bench reads tracker responses with it (it must not trust the tracker: checking
+//! its answers is the point), and the tests and fuzz targets decode what the writer in
+//! [`super`] wrote. So it is strict: canonical integers only, string lengths
+//! checked against the input, a depth limit, and nothing left over at the end.
+//! [`Value::is_canonical`] adds the rule that dictionary keys are sorted and unique (BEP 3),
+//! which shoal's writer keeps and some other trackers do not. Values borrow from the input.
 
 /// A bencoded value borrowing from the input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +34,29 @@ impl<'a> Value<'a> {
         match self {
             Value::Bytes(b) => Some(b),
             _ => None,
+        }
+    }
+    pub fn as_list(&self) -> Option<&[Value<'a>]> {
+        match self {
+            Value::List(l) => Some(l),
+            _ => None,
+        }
+    }
+    pub fn as_dict(&self) -> Option<&[(&'a [u8], Value<'a>)]> {
+        match self {
+            Value::Dict(d) => Some(d),
+            _ => None,
+        }
+    }
+    /// Whether every dictionary in this value has its keys sorted and unique, as BEP 3
+    /// asks of an encoder.
+    pub fn is_canonical(&self) -> bool {
+        match self {
+            Value::Int(_) | Value::Bytes(_) => true,
+            Value::List(l) => l.iter().all(Value::is_canonical),
+            Value::Dict(d) => {
+                d.windows(2).all(|w| w[0].0 < w[1].0) && d.iter().all(|(_, v)| v.is_canonical())
+            }
         }
     }
 }
@@ -143,6 +168,14 @@ mod tests {
         }
         let deep = format!("{}{}", "l".repeat(100), "e".repeat(100));
         assert_eq!(parse(deep.as_bytes()), None);
+    }
+
+    #[test]
+    fn canonical_means_sorted_unique_keys() {
+        assert!(parse(b"d1:ai1e1:bli1eee").unwrap().is_canonical());
+        assert!(!parse(b"d1:bi1e1:ai1ee").unwrap().is_canonical());
+        assert!(!parse(b"d1:ai1e1:ai2ee").unwrap().is_canonical());
+        assert!(!parse(b"ld1:bi1e1:ai1eee").unwrap().is_canonical());
     }
 
     #[test]
