@@ -20,7 +20,7 @@
 //! omission).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,8 +35,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::run::{supervise, Control, RunArgs, RunResult};
 use crate::stats::{ErrorKind, Op, Stats};
-use crate::sys::{self, RecvBatch, SendBatch};
+use crate::sys::{self, MAX_DATAGRAM};
 use crate::workload::{RequestKind, Workload, WorkloadArgs};
+use shoal_datagrams::{Datagrams, SendBatch, Wait};
 
 /// Flags of `shoal-bench udp`.
 #[derive(Args, Clone, Debug)]
@@ -186,7 +187,7 @@ struct Worker {
     end_ns: u64,
     /// Open loop: nanoseconds between due times of this worker's requests.
     interval_ns: Option<f64>,
-    recv: RecvBatch,
+    recv: Datagrams,
     send: SendBatch,
     hashes: Vec<InfoHash>,
     packet: Vec<u8>,
@@ -286,7 +287,7 @@ impl Worker {
             ipv6: args.target.is_ipv6(),
             timeout_ns: args.run.timeout.as_nanos() as u64,
             interval_ns,
-            recv: RecvBatch::new(args.batch),
+            recv: Datagrams::new(args.batch.clamp(1, 1024), MAX_DATAGRAM),
             send: SendBatch::new(),
             hashes: Vec::new(),
             packet: Vec::with_capacity(buf_len),
@@ -299,11 +300,6 @@ impl Worker {
 
     fn run(mut self) -> Stats {
         let mut measuring = self.measure_from_ns == 0;
-        let mut pollfds: Vec<libc::pollfd> = self
-            .socks
-            .iter()
-            .map(|s| sys::pollfd(s.socket.as_raw_fd()))
-            .collect();
         let mut next_timeout_scan = 0u64;
         // Open loop: index of the next due request of this worker.
         let mut next_due = 0u64;
@@ -368,11 +364,12 @@ impl Worker {
                     None => 1,
                     Some(interval) => {
                         let due = ((next_due as f64) * interval) as u64;
-                        (due.saturating_sub(self.now()) / 1_000_000).min(1) as i32
+                        (due.saturating_sub(self.now()) / 1_000_000).min(1) as u16
                     }
                 };
                 if wait_ms > 0 {
-                    let _ = sys::wait_readable(&mut pollfds, wait_ms);
+                    let _ =
+                        sys::wait_readable(self.socks.iter().map(|s| s.socket.as_fd()), wait_ms);
                 }
             }
         }
@@ -387,8 +384,7 @@ impl Worker {
     fn receive(&mut self, s: usize) -> usize {
         let mut total = 0;
         for _ in 0..4 {
-            let fd = self.socks[s].socket.as_raw_fd();
-            let n = match self.recv.recv(fd) {
+            let n = match self.recv.recv(&self.socks[s].socket, Wait::No) {
                 Ok(n) => n,
                 Err(_) => {
                     // ECONNREFUSED: the target port is closed (ICMP port unreachable).
@@ -411,7 +407,7 @@ impl Worker {
     }
 
     fn on_datagram(&mut self, s: usize, i: usize, now: u64) {
-        let (data, truncated) = self.recv.get(i);
+        let (data, truncated) = (self.recv.payload(i), self.recv.truncated(i));
         self.stats.bytes_in += data.len() as u64;
         if data.len() < 8 {
             self.stats.error(ErrorKind::InvalidResponse);
@@ -614,7 +610,7 @@ impl Worker {
                     &sock.bufs[at..at + sock.slots[i as usize].len as usize]
                 })
                 .collect();
-            let result = self.send.send(sock.socket.as_raw_fd(), &packets);
+            let result = self.send.send(&sock.socket, &packets);
             drop(packets);
             match result {
                 Ok(n) => {

@@ -14,7 +14,6 @@ pub mod http;
 pub mod privileges;
 pub mod shared;
 pub mod state;
-pub mod sys;
 pub mod udp;
 pub mod ws;
 

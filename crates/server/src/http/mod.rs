@@ -115,6 +115,20 @@ pub struct HttpFrontEnd {
     threads: Vec<JoinHandle<()>>,
 }
 
+// `TCP_DEFER_ACCEPT`: the kernel completes `accept` only once the client has sent data (or
+// after about the given seconds), so the request is already in the socket when the tracker
+// first looks at it, and a client that connects and says nothing waits in the kernel rather
+// than holding a file descriptor of ours. Neither socket2 nor nix names the option, so it is
+// declared with nix's own macro: the `setsockopt` call stays inside nix.
+use nix::{setsockopt_impl, sockopt_impl};
+sockopt_impl!(
+    TcpDeferAccept,
+    SetOnly,
+    libc::IPPROTO_TCP,
+    libc::TCP_DEFER_ACCEPT,
+    i32
+);
+
 fn bind(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     if addr.is_ipv6() {
@@ -126,7 +140,7 @@ fn bind(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     socket.set_nonblocking(true)?;
     // Accept only once the request has arrived, so the accept loop's fast path finds it
     // (best effort: without it the general path reads it later).
-    if let Err(e) = crate::sys::set_tcp_defer_accept(&socket, 1) {
+    if let Err(e) = nix::sys::socket::setsockopt(&socket, TcpDeferAccept, &1) {
         tracing::debug!("TCP_DEFER_ACCEPT on {addr}: {e}");
     }
     socket

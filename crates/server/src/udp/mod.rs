@@ -19,10 +19,10 @@ use std::time::Duration;
 use anyhow::Context;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::sys::Datagrams;
 use connection_id::ConnectionIds;
 use counters::WorkerCounters;
 use handler::{Handler, HandlerConfig, Now};
+use shoal_datagrams::{Datagrams, Wait};
 
 /// Bytes kept for one received datagram: a scrape of 100 hashes is 2016 bytes.
 const RECV_SLOT: usize = 2048;
@@ -157,7 +157,7 @@ fn run_worker(
     shutdown: &AtomicBool,
 ) {
     while !shutdown.load(Ordering::Relaxed) {
-        let received = match inbox.recv(socket) {
+        let received = match inbox.recv(socket, Wait::ForOne) {
             Ok(n) => n,
             Err(e)
                 if matches!(
@@ -195,7 +195,7 @@ fn run_worker(
         return;
     }
     for _ in 0..DRAIN_BATCHES {
-        match inbox.recv(socket) {
+        match inbox.recv(socket, Wait::ForOne) {
             Ok(received) => {
                 answer_batch(socket, handler, inbox, outbox, counters, received, latency)
             }

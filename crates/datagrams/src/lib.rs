@@ -1,24 +1,43 @@
-//! The syscalls the standard library does not wrap: batched datagram I/O.
+//! Batched datagram I/O: `recvmmsg` and `sendmmsg` behind safe types.
 //!
-//! This is the only module of the server with `unsafe`. `recvmmsg` and `sendmmsg` move a
-//! whole batch of datagrams per system call, which is what a UDP tracker's throughput
-//! rests on: the kernel's per-call cost dominates the work of answering a request.
+//! A UDP tracker's throughput, and a UDP load generator's, rests on moving a whole batch of
+//! datagrams per system call: the kernel's per-call cost dominates the work of answering
+//! (or of asking) a BEP 15 request. Neither std nor socket2 nor nix offers a batch API that
+//! reuses its buffers without allocating per call, so this crate wraps the two syscalls
+//! once, for the server and for shoal-bench, the way quinn keeps `quinn-udp` apart from
+//! its protocol crate. It is the only crate of the workspace with `unsafe`; each block
+//! says why it is sound.
 //!
-//! [`Datagrams`] owns one batch worth of buffers, addresses and the `mmsghdr` array that
-//! points into them. The buffers live in boxed slices that are never resized, so the
-//! pointers written into the headers stay valid for the life of the value; they are
-//! rewritten before every call anyway, so a moved `Datagrams` is still correct.
+//! - [`Datagrams`] owns one batch worth of slots (buffers, peer addresses, lengths) and the
+//!   `mmsghdr` array that points into them: receive into it, answer into another one, send.
+//! - [`SendBatch`] sends datagrams the caller already holds, on a connected socket.
 
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, RawFd};
 
+/// How [`Datagrams::recv`] waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Block until one datagram arrives (or the socket's receive timeout passes), then take
+    /// whatever else is already queued (`MSG_WAITFORONE`): a server worker.
+    ForOne,
+    /// Take what is queued and return at once, 0 when nothing is (`MSG_DONTWAIT`): a load
+    /// generator that also has requests to send.
+    No,
+}
+
 /// A batch of datagram slots: buffers, peer addresses and lengths.
+///
+/// The buffers live in boxed slices that are never resized, so the pointers written into
+/// the headers stay valid for the life of the value; they are rewritten before every call
+/// anyway, so a moved `Datagrams` is still correct.
 pub struct Datagrams {
     data: Box<[u8]>,
     slot_size: usize,
     lens: Box<[usize]>,
+    truncated: Box<[bool]>,
     addrs: Box<[libc::sockaddr_storage]>,
     addr_lens: Box<[libc::socklen_t]>,
     iovecs: Box<[libc::iovec]>,
@@ -43,6 +62,7 @@ impl Datagrams {
             data: vec![0u8; count * slot_size].into_boxed_slice(),
             slot_size,
             lens: vec![0; count].into_boxed_slice(),
+            truncated: vec![false; count].into_boxed_slice(),
             addrs: vec![zero_addr; count].into_boxed_slice(),
             addr_lens: vec![0; count].into_boxed_slice(),
             iovecs: vec![zero_iov; count].into_boxed_slice(),
@@ -58,6 +78,11 @@ impl Datagrams {
     pub fn payload(&self, i: usize) -> &[u8] {
         let start = i * self.slot_size;
         &self.data[start..start + self.lens[i]]
+    }
+
+    /// Whether the datagram received into slot `i` was longer than the slot (and cut).
+    pub fn truncated(&self, i: usize) -> bool {
+        self.truncated[i]
     }
 
     /// The whole buffer of slot `i`, to write a datagram into.
@@ -105,6 +130,8 @@ impl Datagrams {
         self.addr_lens[i] = other.addr_lens[from];
     }
 
+    /// Points headers `0..n` at their slots. Receiving, each slot takes its whole buffer
+    /// and any address; sending, its set length and its address (none: a connected socket).
     fn prepare(&mut self, n: usize, receiving: bool) {
         for i in 0..n {
             let start = i * self.slot_size;
@@ -116,13 +143,18 @@ impl Datagrams {
                     self.lens[i]
                 },
             };
-            let h = &mut self.headers[i];
-            h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
-            h.msg_hdr.msg_namelen = if receiving {
+            let name_len = if receiving {
                 size_of::<libc::sockaddr_storage>() as libc::socklen_t
             } else {
                 self.addr_lens[i]
             };
+            let h = &mut self.headers[i];
+            h.msg_hdr.msg_name = if name_len == 0 {
+                std::ptr::null_mut()
+            } else {
+                (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast()
+            };
+            h.msg_hdr.msg_namelen = name_len;
             h.msg_hdr.msg_iov = &mut self.iovecs[i];
             h.msg_hdr.msg_iovlen = 1;
             h.msg_hdr.msg_control = std::ptr::null_mut();
@@ -132,12 +164,16 @@ impl Datagrams {
         }
     }
 
-    /// Receives up to a full batch: blocks until one datagram arrives (or the socket's
-    /// receive timeout passes), then takes whatever else is already queued.
-    pub fn recv(&mut self, socket: &impl AsRawFd) -> io::Result<usize> {
+    /// Receives up to a full batch; returns how many slots were filled. With
+    /// [`Wait::No`], nothing queued is `Ok(0)`, not an error.
+    pub fn recv(&mut self, socket: &impl AsRawFd, wait: Wait) -> io::Result<usize> {
         let n = self.capacity();
         self.prepare(n, true);
         let fd: RawFd = socket.as_raw_fd();
+        let flags = match wait {
+            Wait::ForOne => libc::MSG_WAITFORONE,
+            Wait::No => libc::MSG_DONTWAIT,
+        };
         // SAFETY: `headers[..n]` point at `n` iovecs and address slots owned by `self`,
         // each iovec covering its own `slot_size` bytes of `data`; the kernel writes within
         // those bounds only. The pointers stay valid for the duration of the call.
@@ -146,17 +182,23 @@ impl Datagrams {
                 fd,
                 self.headers.as_mut_ptr(),
                 n as libc::c_uint,
-                libc::MSG_WAITFORONE,
+                flags,
                 std::ptr::null_mut(),
             )
         };
         if got < 0 {
-            return Err(io::Error::last_os_error());
+            let err = io::Error::last_os_error();
+            return match (wait, err.kind()) {
+                (Wait::No, io::ErrorKind::WouldBlock) => Ok(0),
+                _ => Err(err),
+            };
         }
         let got = got as usize;
         for i in 0..got {
-            self.lens[i] = (self.headers[i].msg_len as usize).min(self.slot_size);
-            self.addr_lens[i] = self.headers[i].msg_hdr.msg_namelen;
+            let h = &self.headers[i];
+            self.lens[i] = (h.msg_len as usize).min(self.slot_size);
+            self.truncated[i] = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            self.addr_lens[i] = h.msg_hdr.msg_namelen;
         }
         Ok(got)
     }
@@ -197,27 +239,74 @@ impl Datagrams {
     }
 }
 
-/// Sets `TCP_DEFER_ACCEPT` on a listening socket: the kernel completes `accept` only once
-/// the client has sent data (or after about `seconds`), so the request is already in the
-/// socket when the tracker first looks at it, and a client that connects and says nothing
-/// waits in the kernel rather than holding a file descriptor of ours.
-pub fn set_tcp_defer_accept(socket: &impl AsRawFd, seconds: i32) -> io::Result<()> {
-    let value: libc::c_int = seconds;
-    // SAFETY: `value` is a live c_int for the duration of the call and its size is passed
-    // as the option length; the kernel only reads it.
-    let r = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_DEFER_ACCEPT,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+/// Scratch space for sending datagrams the caller holds (no copy into slots), on a
+/// connected socket: what a load generator does with requests it built in place.
+pub struct SendBatch {
+    iovecs: Vec<libc::iovec>,
+    headers: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the pointers inside are only meaningful during one `send` call, which rebuilds
+// them from the caller's borrowed slices; nothing dangling is ever read.
+unsafe impl Send for SendBatch {}
+
+impl Default for SendBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SendBatch {
+    pub fn new() -> Self {
+        Self {
+            iovecs: Vec::new(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// Sends `packets` on the connected socket in one call (at most 1024 at a time, the
+    /// kernel's limit) without blocking. Returns how many were sent; fewer than asked
+    /// means the socket buffer is full and the rest should be retried later.
+    pub fn send(&mut self, socket: &impl AsRawFd, packets: &[&[u8]]) -> io::Result<usize> {
+        let n = packets.len().min(1024);
+        if n == 0 {
+            return Ok(0);
+        }
+        self.iovecs.clear();
+        self.iovecs.extend(packets[..n].iter().map(|p| libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        }));
+        self.headers.clear();
+        for iov in self.iovecs.iter_mut() {
+            // SAFETY: all-zero is a valid msghdr; the iovec fields are set below.
+            let mut hdr: libc::msghdr = unsafe { zeroed() };
+            hdr.msg_iov = iov;
+            hdr.msg_iovlen = 1;
+            self.headers.push(libc::mmsghdr {
+                msg_hdr: hdr,
+                msg_len: 0,
+            });
+        }
+        // SAFETY: `headers` holds `n` initialised mmsghdrs whose iovecs point to the
+        // caller's packets, borrowed for the duration of the call; the kernel only reads
+        // them. The socket is connected, so no destination address is needed.
+        let sent = unsafe {
+            libc::sendmmsg(
+                socket.as_raw_fd(),
+                self.headers.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if sent < 0 {
+            let err = io::Error::last_os_error();
+            return match err.kind() {
+                io::ErrorKind::WouldBlock => Ok(0),
+                _ => Err(err),
+            };
+        }
+        Ok(sent as usize)
     }
 }
 
@@ -225,18 +314,17 @@ pub fn set_tcp_defer_accept(socket: &impl AsRawFd, seconds: i32) -> io::Result<(
 mod tests {
     use super::*;
     use std::net::UdpSocket;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
+
+    fn socket() -> UdpSocket {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        s
+    }
 
     #[test]
-    fn batch_round_trip_over_loopback() {
-        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-        server
-            .set_read_timeout(Some(Duration::from_secs(2)))
-            .unwrap();
-        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
-        client
-            .set_read_timeout(Some(Duration::from_secs(2)))
-            .unwrap();
+    fn slots_round_trip_with_addresses() {
+        let (server, client) = (socket(), socket());
         for i in 0..5u8 {
             client
                 .send_to(&[i; 10], server.local_addr().unwrap())
@@ -245,10 +333,11 @@ mod tests {
         let mut inbox = Datagrams::new(8, 64);
         let mut got = 0;
         while got < 5 {
-            let n = inbox.recv(&server).unwrap();
+            let n = inbox.recv(&server, Wait::ForOne).unwrap();
             assert!(n >= 1);
             got += n;
             assert_eq!(inbox.addr(0).unwrap(), client.local_addr().unwrap());
+            assert!(!inbox.truncated(0));
         }
         let mut outbox = Datagrams::new(8, 64);
         outbox.buffer_mut(0)[..3].copy_from_slice(b"abc");
@@ -258,5 +347,33 @@ mod tests {
         let mut buf = [0u8; 16];
         let (n, _) = client.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"abc");
+    }
+
+    #[test]
+    fn borrowed_packets_on_a_connected_socket_and_truncation() {
+        let (a, b) = (socket(), socket());
+        a.connect(b.local_addr().unwrap()).unwrap();
+        b.connect(a.local_addr().unwrap()).unwrap();
+        let packets: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 10 + i as usize]).collect();
+        let refs: Vec<&[u8]> = packets.iter().map(|p| p.as_slice()).collect();
+        assert_eq!(SendBatch::new().send(&a, &refs).unwrap(), 10);
+        // Slots of 15 bytes: datagrams 6..10 (16 to 19 bytes) arrive cut.
+        let mut batch = Datagrams::new(4, 15);
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < 10 && Instant::now() < deadline {
+            let n = batch.recv(&b, Wait::No).unwrap();
+            assert!(n <= 4);
+            for i in 0..n {
+                got.push((batch.payload(i).to_vec(), batch.truncated(i)));
+            }
+        }
+        let want: Vec<(Vec<u8>, bool)> = packets
+            .iter()
+            .map(|p| (p[..p.len().min(15)].to_vec(), p.len() > 15))
+            .collect();
+        assert_eq!(got, want);
+        // Nothing queued: Wait::No answers 0 at once.
+        assert_eq!(batch.recv(&b, Wait::No).unwrap(), 0);
     }
 }
