@@ -1,15 +1,16 @@
 //! Fuzzes the bencode writer: arbitrary announce, scrape and failure responses are
-//! written, decoded by `bendy` (a strict decoder: sorted unique keys, no trailing bytes),
-//! and every field must come back as it went in.
+//! written, decoded by shoal-proto's strict reader (canonical integers, no trailing bytes)
+//! and checked for sorted unique keys, and every field must come back as it went in.
 #![no_main]
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use arbitrary::Arbitrary;
-use bendy::decoding::{Decoder, Object};
 use libfuzzer_sys::fuzz_target;
-use shoal_proto::bencode::{write_failure, write_scrape, AnnounceResponse, Peers, ScrapeFile};
+use shoal_proto::bencode::{
+    decode, write_failure, write_scrape, AnnounceResponse, Peers, ScrapeFile, Value,
+};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 
 #[derive(Debug, Arbitrary)]
@@ -29,47 +30,10 @@ enum Input {
     Failure(Vec<u8>),
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum V {
-    I(i64),
-    B(Vec<u8>),
-    L(Vec<V>),
-    D(BTreeMap<Vec<u8>, V>),
-}
-
-fn convert(o: Object) -> V {
-    match o {
-        Object::Integer(s) => V::I(s.parse().expect("integer")),
-        Object::Bytes(b) => V::B(b.to_vec()),
-        Object::List(mut l) => {
-            let mut v = Vec::new();
-            while let Some(o) = l.next_object().expect("list item") {
-                v.push(convert(o));
-            }
-            V::L(v)
-        }
-        Object::Dict(mut d) => {
-            let mut m = BTreeMap::new();
-            while let Some((k, o)) = d.next_pair().expect("sorted, unique dict pair") {
-                m.insert(k.to_vec(), convert(o));
-            }
-            V::D(m)
-        }
-    }
-}
-
-fn decode(bytes: &[u8]) -> V {
-    let mut d = Decoder::new(bytes).with_max_depth(8);
-    let v = convert(d.next_object().expect("valid bencode").expect("a value"));
-    assert!(d.next_object().expect("nothing after").is_none());
+fn decode_canonical(bytes: &[u8]) -> Value<'_> {
+    let v = decode(bytes).expect("one valid bencoded value, nothing after");
+    assert!(v.is_canonical(), "dictionary keys unsorted or repeated");
     v
-}
-
-fn get<'a>(v: &'a V, k: &str) -> Option<&'a V> {
-    match v {
-        V::D(m) => m.get(k.as_bytes()),
-        _ => None,
-    }
 }
 
 fuzz_target!(|input: Input| {
@@ -100,17 +64,17 @@ fuzz_target!(|input: Input| {
             };
             AnnounceResponse { interval, min_interval, complete, incomplete, downloaded, peers }
                 .write(&mut out);
-            let v = decode(&out);
-            assert_eq!(get(&v, "interval"), Some(&V::I(interval.into())));
-            assert_eq!(get(&v, "min interval"), Some(&V::I(min_interval.into())));
-            assert_eq!(get(&v, "complete"), Some(&V::I(complete.into())));
-            assert_eq!(get(&v, "incomplete"), Some(&V::I(incomplete.into())));
-            assert_eq!(get(&v, "downloaded"), Some(&V::I(downloaded.into())));
+            let v = decode_canonical(&out);
+            assert_eq!(v.get(b"interval"), Some(&Value::Int(interval.into())));
+            assert_eq!(v.get(b"min interval"), Some(&Value::Int(min_interval.into())));
+            assert_eq!(v.get(b"complete"), Some(&Value::Int(complete.into())));
+            assert_eq!(v.get(b"incomplete"), Some(&Value::Int(incomplete.into())));
+            assert_eq!(v.get(b"downloaded"), Some(&Value::Int(downloaded.into())));
             match form % 4 {
-                0 => assert_eq!(get(&v, "peers"), Some(&V::B(bytemuck::cast_slice(&c4).to_vec()))),
-                1 => assert_eq!(get(&v, "peers6"), Some(&V::B(bytemuck::cast_slice(&c6).to_vec()))),
+                0 => assert_eq!(v.get(b"peers"), Some(&Value::Bytes(bytemuck::cast_slice(&c4)))),
+                1 => assert_eq!(v.get(b"peers6"), Some(&Value::Bytes(bytemuck::cast_slice(&c6)))),
                 f => {
-                    let Some(V::L(list)) = get(&v, "peers") else { panic!("peers not a list") };
+                    let Some(Value::List(list)) = v.get(b"peers") else { panic!("peers not a list") };
                     let expect: Vec<(IpAddr, u16, PeerId)> = if f == 2 {
                         v4.iter().map(|(p, i)| (IpAddr::V4(p.ip()), p.port(), *i)).collect()
                     } else {
@@ -118,12 +82,12 @@ fuzz_target!(|input: Input| {
                     };
                     assert_eq!(list.len(), expect.len());
                     for (d, (ip, port, id)) in list.iter().zip(expect) {
-                        let Some(V::B(text)) = get(d, "ip") else { panic!("ip") };
+                        let Some(Value::Bytes(text)) = d.get(b"ip") else { panic!("ip") };
                         let parsed: IpAddr = std::str::from_utf8(text).unwrap().parse().unwrap();
                         assert_eq!(parsed, ip);
-                        assert_eq!(get(d, "port"), Some(&V::I(port.into())));
-                        let want = with_ids.then(|| V::B(id.0.to_vec()));
-                        assert_eq!(get(d, "peer id"), want.as_ref());
+                        assert_eq!(d.get(b"port"), Some(&Value::Int(port.into())));
+                        let want = with_ids.then(|| Value::Bytes(&id.0));
+                        assert_eq!(d.get(b"peer id"), want.as_ref());
                     }
                 }
             }
@@ -140,19 +104,20 @@ fuzz_target!(|input: Input| {
                 expect.entry(h.0.to_vec()).or_insert(*f);
             }
             write_scrape(&mut out, &mut files);
-            let v = decode(&out);
-            let Some(V::D(got)) = get(&v, "files") else { panic!("files") };
+            let v = decode_canonical(&out);
+            let Some(files @ Value::Dict(got)) = v.get(b"files") else { panic!("files") };
             assert_eq!(got.len(), expect.len());
             for (h, f) in expect {
-                let d = &got[&h];
-                assert_eq!(get(d, "complete"), Some(&V::I(f.complete.into())));
-                assert_eq!(get(d, "downloaded"), Some(&V::I(f.downloaded.into())));
-                assert_eq!(get(d, "incomplete"), Some(&V::I(f.incomplete.into())));
+                let d = files.get(&h).expect("every file listed");
+                assert_eq!(d.get(b"complete"), Some(&Value::Int(f.complete.into())));
+                assert_eq!(d.get(b"downloaded"), Some(&Value::Int(f.downloaded.into())));
+                assert_eq!(d.get(b"incomplete"), Some(&Value::Int(f.incomplete.into())));
             }
         }
         Input::Failure(reason) => {
             write_failure(&mut out, &reason);
-            assert_eq!(get(&decode(&out), "failure reason"), Some(&V::B(reason)));
+            let v = decode_canonical(&out);
+            assert_eq!(v.get(b"failure reason"), Some(&Value::Bytes(&reason)));
         }
     }
 });

@@ -5,8 +5,8 @@
 //! from one request to the next: after the first few requests a response costs no
 //! allocation. A general bencode serializer would need a tree or serde; tracker responses
 //! are a handful of fixed shapes, so each shape is written directly, with its dictionary
-//! keys already in the sorted order bencode requires (a property test checks every shape
-//! with a strict decoder from another crate).
+//! keys already in the sorted order bencode requires (property tests decode every shape
+//! with the strict [`read`]er and check its keys with [`Value::is_canonical`]).
 //!
 //! [`read`] is the other direction: a strict reader for whole bencoded values, used by
 //! shoal-bench to check trackers' answers and by the tests.
@@ -216,69 +216,27 @@ pub fn write_scrape(out: &mut Vec<u8>, files: &mut [(InfoHash, ScrapeFile)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bendy::decoding::{Decoder, Object};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
-    /// A decoded bencode value, built from `bendy`'s strict decoder (which refuses unsorted
-    /// or repeated dictionary keys and trailing bytes).
-    #[derive(Debug, PartialEq, Eq)]
-    enum V {
-        I(i64),
-        B(Vec<u8>),
-        L(Vec<V>),
-        D(BTreeMap<Vec<u8>, V>),
-    }
-
-    fn convert(o: Object) -> V {
-        match o {
-            Object::Integer(s) => V::I(s.parse().unwrap()),
-            Object::Bytes(b) => V::B(b.to_vec()),
-            Object::List(mut l) => {
-                let mut v = Vec::new();
-                while let Some(o) = l.next_object().unwrap() {
-                    v.push(convert(o));
-                }
-                V::L(v)
-            }
-            Object::Dict(mut d) => {
-                let mut m = BTreeMap::new();
-                while let Some((k, o)) = d.next_pair().unwrap() {
-                    m.insert(k.to_vec(), convert(o));
-                }
-                V::D(m)
-            }
-        }
-    }
-
-    fn decode(bytes: &[u8]) -> V {
-        let mut d = Decoder::new(bytes).with_max_depth(8);
-        let v = convert(d.next_object().unwrap().unwrap());
-        assert!(d.next_object().unwrap().is_none(), "trailing bytes");
+    /// Decodes with the strict reader (no trailing bytes, canonical integers) and checks
+    /// that every dictionary's keys are sorted and unique, as bencode requires.
+    fn decode_canonical(bytes: &[u8]) -> Value<'_> {
+        let v = decode(bytes).expect("one valid bencoded value, nothing after");
+        assert!(v.is_canonical(), "dictionary keys unsorted or repeated");
         v
     }
 
-    fn get<'v>(v: &'v V, key: &str) -> &'v V {
-        match v {
-            V::D(m) => m
-                .get(key.as_bytes())
-                .unwrap_or_else(|| panic!("no key {key}")),
-            other => panic!("not a dict: {other:?}"),
-        }
+    fn get<'v, 'a>(v: &'v Value<'a>, key: &[u8]) -> &'v Value<'a> {
+        v.get(key)
+            .unwrap_or_else(|| panic!("no key {:?} in {v:?}", String::from_utf8_lossy(key)))
     }
 
     /// The checks below lean on the decoder's strictness about key order.
     #[test]
     fn the_decoder_refuses_unsorted_keys() {
-        let mut d = Decoder::new(b"d1:bi1e1:ai1ee");
-        let r = (|| -> Result<(), bendy::decoding::Error> {
-            if let Some(Object::Dict(mut dict)) = d.next_object()? {
-                while dict.next_pair()?.is_some() {}
-            }
-            Ok(())
-        })();
-        assert!(r.is_err());
+        assert!(!decode(b"d1:bi1e1:ai1ee").unwrap().is_canonical());
     }
 
     #[test]
@@ -326,13 +284,13 @@ mod tests {
                 },
             }
             .write(&mut out);
-            let v = decode(&out);
-            let V::L(list) = get(&v, "peers") else {
+            let v = decode_canonical(&out);
+            let Value::List(list) = get(&v, b"peers") else {
                 panic!()
             };
-            assert_eq!(get(&list[0], "ip"), &V::B(b"::1".to_vec()));
-            assert_eq!(get(&list[0], "port"), &V::I(6881));
-            let has_id = matches!(&list[0], V::D(m) if m.contains_key(&b"peer id"[..]));
+            assert_eq!(get(&list[0], b"ip"), &Value::Bytes(b"::1"));
+            assert_eq!(get(&list[0], b"port"), &Value::Int(6881));
+            let has_id = list[0].get(b"peer id").is_some();
             assert_eq!(has_id, with_ids);
         }
     }
@@ -346,7 +304,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn announce_round_trips_through_bendy(
+        fn announce_round_trips_through_the_strict_reader(
             interval in any::<u32>(), min_interval in any::<u32>(),
             complete in any::<u32>(), incomplete in any::<u32>(), downloaded in any::<u32>(),
             v4 in proptest::collection::vec((arb_v4(), any::<[u8; 20]>()), 0..20),
@@ -367,20 +325,20 @@ mod tests {
             out.clear();
             AnnounceResponse { interval, min_interval, complete, incomplete, downloaded, peers }
                 .write(&mut out);
-            let v = decode(&out);
-            prop_assert_eq!(get(&v, "interval"), &V::I(interval.into()));
-            prop_assert_eq!(get(&v, "min interval"), &V::I(min_interval.into()));
-            prop_assert_eq!(get(&v, "complete"), &V::I(complete.into()));
-            prop_assert_eq!(get(&v, "incomplete"), &V::I(incomplete.into()));
-            prop_assert_eq!(get(&v, "downloaded"), &V::I(downloaded.into()));
+            let v = decode_canonical(&out);
+            prop_assert_eq!(get(&v, b"interval"), &Value::Int(interval.into()));
+            prop_assert_eq!(get(&v, b"min interval"), &Value::Int(min_interval.into()));
+            prop_assert_eq!(get(&v, b"complete"), &Value::Int(complete.into()));
+            prop_assert_eq!(get(&v, b"incomplete"), &Value::Int(incomplete.into()));
+            prop_assert_eq!(get(&v, b"downloaded"), &Value::Int(downloaded.into()));
             match form {
-                0 => prop_assert_eq!(get(&v, "peers"), &V::B(bytemuck::cast_slice(&c4).to_vec())),
+                0 => prop_assert_eq!(get(&v, b"peers"), &Value::Bytes(bytemuck::cast_slice(&c4))),
                 1 => {
-                    prop_assert_eq!(get(&v, "peers"), &V::B(vec![]));
-                    prop_assert_eq!(get(&v, "peers6"), &V::B(bytemuck::cast_slice(&c6).to_vec()));
+                    prop_assert_eq!(get(&v, b"peers"), &Value::Bytes(b""));
+                    prop_assert_eq!(get(&v, b"peers6"), &Value::Bytes(bytemuck::cast_slice(&c6)));
                 }
                 _ => {
-                    let V::L(list) = get(&v, "peers") else { panic!("peers not a list") };
+                    let Value::List(list) = get(&v, b"peers") else { panic!("peers not a list") };
                     let expect: Vec<(IpAddr, u16, PeerId)> = if form == 2 {
                         v4.iter().map(|(p, i)| (IpAddr::V4(p.ip()), p.port(), *i)).collect()
                     } else {
@@ -388,13 +346,12 @@ mod tests {
                     };
                     prop_assert_eq!(list.len(), expect.len());
                     for (d, (ip, port, id)) in list.iter().zip(expect) {
-                        let V::B(text) = get(d, "ip") else { panic!() };
+                        let Value::Bytes(text) = get(d, b"ip") else { panic!() };
                         let parsed: IpAddr = std::str::from_utf8(text).unwrap().parse().unwrap();
                         prop_assert_eq!(parsed, ip);
-                        prop_assert_eq!(get(d, "port"), &V::I(port.into()));
-                        let V::D(m) = d else { panic!() };
-                        match m.get(&b"peer id"[..]) {
-                            Some(V::B(b)) => { prop_assert!(with_ids); prop_assert_eq!(&b[..], &id.0[..]); }
+                        prop_assert_eq!(get(d, b"port"), &Value::Int(port.into()));
+                        match d.get(b"peer id") {
+                            Some(Value::Bytes(b)) => { prop_assert!(with_ids); prop_assert_eq!(&b[..], &id.0[..]); }
                             None => prop_assert!(!with_ids),
                             Some(other) => panic!("{other:?}"),
                         }
@@ -404,7 +361,7 @@ mod tests {
         }
 
         #[test]
-        fn scrape_round_trips_through_bendy(
+        fn scrape_round_trips_through_the_strict_reader(
             files in proptest::collection::vec((any::<[u8; 20]>(), any::<(u32, u32, u32)>()), 0..30),
             dup in any::<bool>(),
         ) {
@@ -420,23 +377,24 @@ mod tests {
             }
             let mut out = Vec::new();
             write_scrape(&mut out, &mut files);
-            let v = decode(&out);
-            let V::D(got) = get(&v, "files") else { panic!("files not a dict") };
+            let v = decode_canonical(&out);
+            let files = get(&v, b"files");
+            let Value::Dict(got) = files else { panic!("files not a dict") };
             prop_assert_eq!(got.len(), expect.len());
             for (h, f) in expect {
-                let d = &got[&h];
-                prop_assert_eq!(get(d, "complete"), &V::I(f.complete.into()));
-                prop_assert_eq!(get(d, "downloaded"), &V::I(f.downloaded.into()));
-                prop_assert_eq!(get(d, "incomplete"), &V::I(f.incomplete.into()));
+                let d = get(files, &h);
+                prop_assert_eq!(get(d, b"complete"), &Value::Int(f.complete.into()));
+                prop_assert_eq!(get(d, b"downloaded"), &Value::Int(f.downloaded.into()));
+                prop_assert_eq!(get(d, b"incomplete"), &Value::Int(f.incomplete.into()));
             }
         }
 
         #[test]
-        fn failure_round_trips_through_bendy(reason in proptest::collection::vec(any::<u8>(), 0..200)) {
+        fn failure_round_trips_through_the_strict_reader(reason in proptest::collection::vec(any::<u8>(), 0..200)) {
             let mut out = Vec::new();
             write_failure(&mut out, &reason);
-            let v = decode(&out);
-            prop_assert_eq!(get(&v, "failure reason"), &V::B(reason));
+            let v = decode_canonical(&out);
+            prop_assert_eq!(get(&v, b"failure reason"), &Value::Bytes(&reason));
         }
 
         #[test]

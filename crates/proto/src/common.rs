@@ -56,7 +56,10 @@ macro_rules! hash20 {
     };
 }
 
-fn hex_digit(c: u8) -> Option<u8> {
+/// The value of one hexadecimal digit (either case): for hex info hashes and for
+/// percent-decoding.
+#[inline]
+pub(crate) fn hex_digit(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),
@@ -149,8 +152,19 @@ impl fmt::Debug for CompactPeerV6 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Any event, for the codecs' round-trip property tests.
+    pub(crate) fn arb_event() -> impl Strategy<Value = AnnounceEvent> {
+        prop_oneof![
+            Just(AnnounceEvent::None),
+            Just(AnnounceEvent::Completed),
+            Just(AnnounceEvent::Started),
+            Just(AnnounceEvent::Stopped),
+        ]
+    }
 
     #[test]
     fn hex_round_trip_and_rejects_bad_input() {
