@@ -86,7 +86,7 @@ fuzz_target!(|input: Input| {
                         let parsed: IpAddr = std::str::from_utf8(text).unwrap().parse().unwrap();
                         assert_eq!(parsed, ip);
                         assert_eq!(d.get(b"port"), Some(&Value::Int(port.into())));
-                        let want = with_ids.then(|| Value::Bytes(&id.0));
+                        let want = with_ids.then_some(Value::Bytes(&id.0));
                         assert_eq!(d.get(b"peer id"), want.as_ref());
                     }
                 }

@@ -92,12 +92,8 @@ pub struct AnnounceResponse<'a> {
 impl AnnounceResponse<'_> {
     /// Appends the bencoded response to `out`.
     pub fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"d8:complete");
-        write_int(out, self.complete.into());
-        out.extend_from_slice(b"10:downloaded");
-        write_int(out, self.downloaded.into());
-        out.extend_from_slice(b"10:incomplete");
-        write_int(out, self.incomplete.into());
+        out.push(b'd');
+        write_figures(out, self.complete, self.downloaded, self.incomplete);
         out.extend_from_slice(b"8:interval");
         write_int(out, self.interval.into());
         out.extend_from_slice(b"12:min interval");
@@ -112,22 +108,45 @@ impl AnnounceResponse<'_> {
                 write_bytes(out, bytemuck::cast_slice(peers));
             }
             Peers::DictV4 { peers, with_ids } => {
-                out.push(b'l');
-                for (p, id) in peers {
-                    write_dict_peer(out, IpAddr::V4(p.ip()), p.port(), with_ids.then_some(id));
-                }
-                out.push(b'e');
+                let peers = peers
+                    .iter()
+                    .map(|(p, id)| (IpAddr::V4(p.ip()), p.port(), id));
+                write_dict_peers(out, peers, with_ids);
             }
             Peers::DictV6 { peers, with_ids } => {
-                out.push(b'l');
-                for (p, id) in peers {
-                    write_dict_peer(out, IpAddr::V6(p.ip()), p.port(), with_ids.then_some(id));
-                }
-                out.push(b'e');
+                let peers = peers
+                    .iter()
+                    .map(|(p, id)| (IpAddr::V6(p.ip()), p.port(), id));
+                write_dict_peers(out, peers, with_ids);
             }
         }
         out.push(b'e');
     }
+}
+
+/// Appends the three figures announce and scrape responses share, under their keys (which
+/// sort before every other key of either dictionary).
+#[inline]
+fn write_figures(out: &mut Vec<u8>, complete: u32, downloaded: u32, incomplete: u32) {
+    out.extend_from_slice(b"8:complete");
+    write_int(out, complete.into());
+    out.extend_from_slice(b"10:downloaded");
+    write_int(out, downloaded.into());
+    out.extend_from_slice(b"10:incomplete");
+    write_int(out, incomplete.into());
+}
+
+/// Appends BEP 3's list of peer dictionaries.
+fn write_dict_peers<'p>(
+    out: &mut Vec<u8>,
+    peers: impl Iterator<Item = (IpAddr, u16, &'p PeerId)>,
+    with_ids: bool,
+) {
+    out.push(b'l');
+    for (ip, port, id) in peers {
+        write_dict_peer(out, ip, port, with_ids.then_some(id));
+    }
+    out.push(b'e');
 }
 
 fn write_dict_peer(out: &mut Vec<u8>, ip: IpAddr, port: u16, id: Option<&PeerId>) {
@@ -183,12 +202,8 @@ impl<'a> ScrapeWriter<'a> {
     pub fn file(&mut self, info_hash: &InfoHash, f: ScrapeFile) {
         let out = &mut *self.out;
         write_bytes(out, &info_hash.0);
-        out.extend_from_slice(b"d8:complete");
-        write_int(out, f.complete.into());
-        out.extend_from_slice(b"10:downloaded");
-        write_int(out, f.downloaded.into());
-        out.extend_from_slice(b"10:incomplete");
-        write_int(out, f.incomplete.into());
+        out.push(b'd');
+        write_figures(out, f.complete, f.downloaded, f.incomplete);
         out.push(b'e');
     }
 

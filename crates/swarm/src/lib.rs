@@ -250,7 +250,7 @@ impl Store {
         let mut slot = self.torrents.lock(&req.info_hash);
         let hasher = self.torrents.hasher();
         let torrent = if stopped {
-            match slot.get_mut() {
+            match slot.get() {
                 Some(t) => t,
                 None => return Ok(TorrentStats::default()),
             }
@@ -283,7 +283,7 @@ impl Store {
             .torrents
             .lock(info_hash)
             .get()
-            .map_or(TorrentStats::default(), Torrent::stats))
+            .map_or(TorrentStats::default(), |t| t.stats()))
     }
 
     /// Runs `f` on one torrent under its shard's lock (admin views, tests).
@@ -292,7 +292,7 @@ impl Store {
         info_hash: &InfoHash,
         f: impl FnOnce(&Torrent) -> R,
     ) -> Option<R> {
-        self.torrents.lock(info_hash).get().map(f)
+        self.torrents.lock(info_hash).get().map(|t| f(t))
     }
 
     /// Visits every shard in turn, each under its own lock only while `f` runs: a full

@@ -116,19 +116,10 @@ pub struct Slot<'a, T> {
 }
 
 impl<T> Slot<'_, T> {
-    /// The torrent, if the shard holds it.
+    /// The torrent, if the shard holds it. Mutable for readers too: the slot holds its
+    /// shard's lock exclusively either way.
     #[inline]
-    pub fn get(&self) -> Option<&T> {
-        let ih = &self.info_hash;
-        self.shard
-            .torrents
-            .find(self.hash, |(h, _)| h == ih)
-            .map(|(_, t)| t)
-    }
-
-    /// The torrent, mutably, if the shard holds it.
-    #[inline]
-    pub fn get_mut(&mut self) -> Option<&mut T> {
+    pub fn get(&mut self) -> Option<&mut T> {
         let ih = &self.info_hash;
         self.shard
             .torrents

@@ -212,7 +212,7 @@ impl WebTorrentStore {
         let stopped = req.event == AnnounceEvent::Stopped;
         let mut slot = self.torrents.lock(&req.info_hash);
         let torrent = if stopped {
-            match slot.get_mut() {
+            match slot.get() {
                 Some(t) => t,
                 None => return WsAnnounceOutcome::default(),
             }
@@ -347,7 +347,7 @@ impl WebTorrentStore {
         now: u32,
     ) -> Result<ConnectionId, AnswerRefusal> {
         let mut slot = self.torrents.lock(info_hash);
-        let torrent = slot.get_mut().ok_or(AnswerRefusal::NotAPeer)?;
+        let torrent = slot.get().ok_or(AnswerRefusal::NotAPeer)?;
         let me = torrent
             .peers
             .get_mut(answerer)
@@ -378,7 +378,7 @@ impl WebTorrentStore {
     ) -> usize {
         let mut removed = 0;
         for (info_hash, peer_id) in peers {
-            if let Some(t) = self.torrents.lock(&info_hash).get_mut() {
+            if let Some(t) = self.torrents.lock(&info_hash).get() {
                 if t.peers.get(&peer_id).is_some_and(|p| p.conn == conn) {
                     t.remove(&peer_id);
                     removed += 1;
@@ -393,7 +393,7 @@ impl WebTorrentStore {
         self.torrents
             .lock(info_hash)
             .get()
-            .map_or(TorrentStats::default(), WsTorrent::stats)
+            .map_or(TorrentStats::default(), |t| t.stats())
     }
 
     /// Visits torrents shard by shard (each locked only for its own visit), stopping

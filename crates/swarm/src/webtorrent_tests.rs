@@ -56,12 +56,35 @@ fn answer(
     s.answer(&IH, &pid(answerer), conn, &pid(to), offer, now)
 }
 
+/// Peer 1 (on connection 1) announces with the offers numbered `offers`. Checks that each
+/// target is a different peer and none is peer 1, and returns the targets.
+fn offer_targets(s: &WebTorrentStore, offers: &[u8], out: &mut Vec<OfferTarget>) -> Vec<PeerId> {
+    announce(s, ann(1, 1, Regular, false), offers, 0, out);
+    let mut targets: Vec<_> = out.iter().map(|t| t.peer_id).collect();
+    targets.sort();
+    targets.dedup();
+    assert_eq!(targets.len(), out.len(), "two offers to one peer: {out:?}");
+    assert!(!targets.contains(&pid(1)));
+    targets
+}
+
 fn stats(seeders: u32, leechers: u32, completed: u32) -> TorrentStats {
     TorrentStats {
         seeders,
         leechers,
         completed,
     }
+}
+
+/// A store (see [`store`]) in which `peers` have announced, without offers, at time 0, and
+/// a buffer for offer targets.
+fn store_with(peers: &[WsAnnounce]) -> (WebTorrentStore, Vec<OfferTarget>) {
+    let s = store();
+    let mut out = Vec::new();
+    for p in peers {
+        s.announce(p, &[], 0, &mut out);
+    }
+    (s, out)
 }
 
 fn store() -> WebTorrentStore {
@@ -101,15 +124,9 @@ fn offers_go_to_distinct_other_peers() {
         announce(&s, ann(p, u64::from(p), Started, false), &[], 0, &mut out);
     }
     for _ in 0..50 {
-        let offers = [oid(1), oid(2), oid(3), oid(4), oid(5), oid(6), oid(7)];
-        s.announce(&ann(1, 1, Regular, false), &offers, 0, &mut out);
         // Five other peers: five offers, all to different peers, none to the sender.
-        assert_eq!(out.len(), 5);
-        let mut targets: Vec<_> = out.iter().map(|t| t.peer_id).collect();
-        targets.sort();
-        targets.dedup();
+        let targets = offer_targets(&s, &[1, 2, 3, 4, 5, 6, 7], &mut out);
         assert_eq!(targets.len(), 5);
-        assert!(!targets.contains(&pid(1)));
         for t in &out {
             assert_eq!(t.conn, u64::from(t.peer_id.0[0]));
         }
@@ -125,26 +142,20 @@ fn offers_in_a_large_swarm_are_distinct_and_random() {
     }
     let mut seen = std::collections::HashSet::new();
     for _ in 0..20 {
-        let offers: Vec<_> = (0..10).map(oid).collect();
-        s.announce(&ann(1, 1, Regular, false), &offers, 0, &mut out);
-        assert_eq!(out.len(), 10);
-        let mut t: Vec<_> = out.iter().map(|t| t.peer_id).collect();
-        t.sort();
-        t.dedup();
-        assert_eq!(t.len(), 10);
-        assert!(!t.contains(&pid(1)));
-        seen.extend(t);
+        let targets = offer_targets(&s, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], &mut out);
+        assert_eq!(targets.len(), 10);
+        seen.extend(targets);
     }
     assert!(seen.len() > 50, "only {} distinct targets", seen.len());
 }
 
 #[test]
 fn no_offers_to_own_connection_or_between_seeders() {
-    let s = store();
-    let mut out = Vec::new();
-    announce(&s, ann(1, 1, Started, true), &[], 0, &mut out);
-    announce(&s, ann(2, 1, Started, false), &[], 0, &mut out);
-    announce(&s, ann(3, 3, Started, true), &[], 0, &mut out);
+    let (s, mut out) = store_with(&[
+        ann(1, 1, Started, true),
+        ann(2, 1, Started, false),
+        ann(3, 3, Started, true),
+    ]);
     announce(&s, ann(1, 1, Regular, true), &[1, 2], 0, &mut out);
     assert!(out.is_empty(), "{out:?}");
     announce(&s, ann(4, 4, Started, false), &[1, 2, 3], 0, &mut out);
@@ -153,10 +164,7 @@ fn no_offers_to_own_connection_or_between_seeders() {
 
 #[test]
 fn answers_are_checked_against_relayed_offers() {
-    let s = store();
-    let mut out = Vec::new();
-    announce(&s, ann(1, 10, Started, true), &[], 0, &mut out);
-    announce(&s, ann(3, 30, Started, false), &[], 0, &mut out);
+    let (s, mut out) = store_with(&[ann(1, 10, Started, true), ann(3, 30, Started, false)]);
     announce(&s, ann(2, 20, Started, false), &[7, 8], 0, &mut out);
     assert_eq!(out.len(), 2);
     // Peer 1 (conn 10) got one of the offers: find which.
@@ -181,9 +189,7 @@ fn answers_are_checked_against_relayed_offers() {
 
 #[test]
 fn late_answers_and_answers_to_departed_peers_are_refused() {
-    let s = store();
-    let mut out = Vec::new();
-    announce(&s, ann(1, 10, Started, false), &[], 0, &mut out);
+    let (s, mut out) = store_with(&[ann(1, 10, Started, false)]);
     announce(&s, ann(2, 20, Started, false), &[1], 0, &mut out);
     assert_eq!(
         answer(&s, 1, 10, 2, &oid(1), 11),
@@ -199,9 +205,7 @@ fn late_answers_and_answers_to_departed_peers_are_refused() {
 
 #[test]
 fn pending_offers_per_peer_are_bounded() {
-    let s = store();
-    let mut out = Vec::new();
-    announce(&s, ann(1, 10, Started, false), &[], 0, &mut out);
+    let (s, mut out) = store_with(&[ann(1, 10, Started, false)]);
     for n in 0..5 {
         announce(&s, ann(2, 20, Regular, false), &[n], 0, &mut out);
     }
@@ -221,10 +225,7 @@ fn pending_offers_per_peer_are_bounded() {
 
 #[test]
 fn stopped_removes_only_the_senders_own_peer() {
-    let s = store();
-    let mut out = Vec::new();
-    announce(&s, ann(1, 10, Started, false), &[], 0, &mut out);
-    announce(&s, ann(2, 20, Started, false), &[], 0, &mut out);
+    let (s, mut out) = store_with(&[ann(1, 10, Started, false), ann(2, 20, Started, false)]);
     // Connection 20 claims to stop peer 1: nothing happens.
     let o = announce(&s, ann(1, 20, Stopped, false), &[], 0, &mut out);
     assert!(!o.left);
