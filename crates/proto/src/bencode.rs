@@ -5,8 +5,9 @@
 //! from one request to the next: after the first few requests a response costs no
 //! allocation. A general bencode serializer would need a tree or serde; tracker responses
 //! are a handful of fixed shapes, so each shape is written directly, with its dictionary
-//! keys already in the sorted order bencode requires (property tests decode every shape
-//! with the strict [`read`]er and check its keys with [`Value::is_canonical`]).
+//! keys already in the sorted order bencode requires (property tests in
+//! `tests/bencode_round_trip.rs` decode every shape with the strict [`read`]er and check
+//! its keys with [`Value::is_canonical`]).
 //!
 //! [`read`] is the other direction: a strict reader for whole bencoded values, used by
 //! shoal-bench to check trackers' answers and by the tests.
@@ -232,23 +233,10 @@ pub fn write_scrape(out: &mut Vec<u8>, files: &mut [(InfoHash, ScrapeFile)]) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::collections::BTreeMap;
-    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::net::Ipv4Addr;
 
-    /// Decodes with the strict reader (no trailing bytes, canonical integers) and checks
-    /// that every dictionary's keys are sorted and unique, as bencode requires.
-    fn decode_canonical(bytes: &[u8]) -> Value<'_> {
-        let v = decode(bytes).expect("one valid bencoded value, nothing after");
-        assert!(v.is_canonical(), "dictionary keys unsorted or repeated");
-        v
-    }
-
-    fn get<'v, 'a>(v: &'v Value<'a>, key: &[u8]) -> &'v Value<'a> {
-        v.get(key)
-            .unwrap_or_else(|| panic!("no key {:?} in {v:?}", String::from_utf8_lossy(key)))
-    }
-
-    /// The checks below lean on the decoder's strictness about key order.
+    /// The round-trip checks (`tests/bencode_round_trip.rs`) lean on the reader's
+    /// strictness about key order.
     #[test]
     fn the_decoder_refuses_unsorted_keys() {
         assert!(!decode(b"d1:bi1e1:ai1ee").unwrap().is_canonical());
@@ -281,137 +269,7 @@ mod tests {
         );
     }
 
-    #[test]
-    fn dict_peers_carry_ids_unless_told_not_to() {
-        let id = PeerId(*b"-TR3000-abcdefghijkl");
-        let peers = [(CompactPeerV6::new(Ipv6Addr::LOCALHOST, 6881), id)];
-        for with_ids in [true, false] {
-            let mut out = Vec::new();
-            AnnounceResponse {
-                interval: 1,
-                min_interval: 1,
-                complete: 0,
-                incomplete: 1,
-                downloaded: 0,
-                peers: Peers::DictV6 {
-                    peers: &peers,
-                    with_ids,
-                },
-            }
-            .write(&mut out);
-            let v = decode_canonical(&out);
-            let Value::List(list) = get(&v, b"peers") else {
-                panic!()
-            };
-            assert_eq!(get(&list[0], b"ip"), &Value::Bytes(b"::1"));
-            assert_eq!(get(&list[0], b"port"), &Value::Int(6881));
-            let has_id = list[0].get(b"peer id").is_some();
-            assert_eq!(has_id, with_ids);
-        }
-    }
-
-    fn arb_v4() -> impl Strategy<Value = CompactPeerV4> {
-        any::<[u8; 6]>().prop_map(CompactPeerV4)
-    }
-    fn arb_v6() -> impl Strategy<Value = CompactPeerV6> {
-        any::<[u8; 18]>().prop_map(CompactPeerV6)
-    }
-
     proptest! {
-        #[test]
-        fn announce_round_trips_through_the_strict_reader(
-            interval in any::<u32>(), min_interval in any::<u32>(),
-            complete in any::<u32>(), incomplete in any::<u32>(), downloaded in any::<u32>(),
-            v4 in proptest::collection::vec((arb_v4(), any::<[u8; 20]>()), 0..20),
-            v6 in proptest::collection::vec((arb_v6(), any::<[u8; 20]>()), 0..20),
-            form in 0u8..4, with_ids in any::<bool>(),
-        ) {
-            let v4: Vec<(CompactPeerV4, PeerId)> = v4.into_iter().map(|(p, i)| (p, PeerId(i))).collect();
-            let v6: Vec<(CompactPeerV6, PeerId)> = v6.into_iter().map(|(p, i)| (p, PeerId(i))).collect();
-            let c4: Vec<CompactPeerV4> = v4.iter().map(|p| p.0).collect();
-            let c6: Vec<CompactPeerV6> = v6.iter().map(|p| p.0).collect();
-            let peers = match form {
-                0 => Peers::CompactV4(&c4),
-                1 => Peers::CompactV6(&c6),
-                2 => Peers::DictV4 { peers: &v4, with_ids },
-                _ => Peers::DictV6 { peers: &v6, with_ids },
-            };
-            let mut out = vec![b'x'];
-            out.clear();
-            AnnounceResponse { interval, min_interval, complete, incomplete, downloaded, peers }
-                .write(&mut out);
-            let v = decode_canonical(&out);
-            prop_assert_eq!(get(&v, b"interval"), &Value::Int(interval.into()));
-            prop_assert_eq!(get(&v, b"min interval"), &Value::Int(min_interval.into()));
-            prop_assert_eq!(get(&v, b"complete"), &Value::Int(complete.into()));
-            prop_assert_eq!(get(&v, b"incomplete"), &Value::Int(incomplete.into()));
-            prop_assert_eq!(get(&v, b"downloaded"), &Value::Int(downloaded.into()));
-            match form {
-                0 => prop_assert_eq!(get(&v, b"peers"), &Value::Bytes(bytemuck::cast_slice(&c4))),
-                1 => {
-                    prop_assert_eq!(get(&v, b"peers"), &Value::Bytes(b""));
-                    prop_assert_eq!(get(&v, b"peers6"), &Value::Bytes(bytemuck::cast_slice(&c6)));
-                }
-                _ => {
-                    let Value::List(list) = get(&v, b"peers") else { panic!("peers not a list") };
-                    let expect: Vec<(IpAddr, u16, PeerId)> = if form == 2 {
-                        v4.iter().map(|(p, i)| (IpAddr::V4(p.ip()), p.port(), *i)).collect()
-                    } else {
-                        v6.iter().map(|(p, i)| (IpAddr::V6(p.ip()), p.port(), *i)).collect()
-                    };
-                    prop_assert_eq!(list.len(), expect.len());
-                    for (d, (ip, port, id)) in list.iter().zip(expect) {
-                        let Value::Bytes(text) = get(d, b"ip") else { panic!() };
-                        let parsed: IpAddr = std::str::from_utf8(text).unwrap().parse().unwrap();
-                        prop_assert_eq!(parsed, ip);
-                        prop_assert_eq!(get(d, b"port"), &Value::Int(port.into()));
-                        match d.get(b"peer id") {
-                            Some(Value::Bytes(b)) => { prop_assert!(with_ids); prop_assert_eq!(&b[..], &id.0[..]); }
-                            None => prop_assert!(!with_ids),
-                            Some(other) => panic!("{other:?}"),
-                        }
-                    }
-                }
-            }
-        }
-
-        #[test]
-        fn scrape_round_trips_through_the_strict_reader(
-            files in proptest::collection::vec((any::<[u8; 20]>(), any::<(u32, u32, u32)>()), 0..30),
-            dup in any::<bool>(),
-        ) {
-            let mut files: Vec<(InfoHash, ScrapeFile)> = files.into_iter().map(|(h, (c, d, i))| {
-                (InfoHash(h), ScrapeFile { complete: c, downloaded: d, incomplete: i })
-            }).collect();
-            if dup && !files.is_empty() {
-                files.push(files[0]);
-            }
-            let mut expect: BTreeMap<Vec<u8>, ScrapeFile> = BTreeMap::new();
-            for (h, f) in &files {
-                expect.entry(h.0.to_vec()).or_insert(*f);
-            }
-            let mut out = Vec::new();
-            write_scrape(&mut out, &mut files);
-            let v = decode_canonical(&out);
-            let files = get(&v, b"files");
-            let Value::Dict(got) = files else { panic!("files not a dict") };
-            prop_assert_eq!(got.len(), expect.len());
-            for (h, f) in expect {
-                let d = get(files, &h);
-                prop_assert_eq!(get(d, b"complete"), &Value::Int(f.complete.into()));
-                prop_assert_eq!(get(d, b"downloaded"), &Value::Int(f.downloaded.into()));
-                prop_assert_eq!(get(d, b"incomplete"), &Value::Int(f.incomplete.into()));
-            }
-        }
-
-        #[test]
-        fn failure_round_trips_through_the_strict_reader(reason in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let mut out = Vec::new();
-            write_failure(&mut out, &reason);
-            let v = decode_canonical(&out);
-            prop_assert_eq!(get(&v, b"failure reason"), &Value::Bytes(&reason));
-        }
-
         #[test]
         fn integers_match_std_formatting(n in any::<i64>()) {
             let mut out = Vec::new();
