@@ -3,9 +3,9 @@
 //!
 //! Torrents are keyed by info hash and sharded over many independently locked shards
 //! ([`sharded::Sharded`]), so that workers on different cores almost never wait for each
-//! other. One keyed hash of the info hash picks the shard and the slot inside it. Each torrent keeps its IPv4 and IPv6
-//! peers apart (an IPv4 announcer only ever gets IPv4 peers) and a completed count that is
-//! really counted.
+//! other. One keyed hash of the info hash picks the shard and the slot inside it. Each
+//! torrent keeps its IPv4 and IPv6 peers apart (an IPv4 announcer only ever gets IPv4
+//! peers) and a completed count that is really counted.
 //!
 //! The store knows nothing of sockets, clocks or config files: callers pass the current
 //! coarse time ([`clock::now`]) and the peers chosen for a response go into a caller's
@@ -30,8 +30,9 @@ use thiserror::Error;
 
 pub use access::{AccessList, AccessListError, AccessMode};
 pub use peers::{Address, Peer, PeerSink, Swarm, INDEX_THRESHOLD};
-use sharded::Sharded;
 pub use snapshot::{SnapshotError, SnapshotHeader, SnapshotSummary};
+
+use sharded::Sharded;
 
 /// Tunables of the store. The server fills it from its config.
 #[derive(Clone, Debug)]

@@ -8,7 +8,7 @@
 //! on that one torrent. This type is that skeleton, written once.
 //!
 //! It sits on the UDP hot path, so it is generic (monomorphized per torrent type, no trait
-//! objects), every method is `#[inline]`, and locating a torrent costs exactly one hash and
+//! objects), its lookups are `#[inline]`, and locating a torrent costs exactly one hash and
 //! one lock: the hash is computed in [`Sharded::lock`] and carried in the returned
 //! [`Slot`], which looks the torrent up (or inserts it) without hashing again.
 
