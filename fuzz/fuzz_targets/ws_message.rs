@@ -9,6 +9,11 @@
 use libfuzzer_sys::fuzz_target;
 use shoal_proto::ws::{self, decode_binary, RelayedAnswer, RelayedOffer, Request};
 
+/// The bytes of the binary-string field `key` of a relayed message.
+fn binary_field(v: &serde_json::Value, key: &str) -> Vec<u8> {
+    decode_binary(v[key].as_str().expect(key)).expect(key)
+}
+
 fuzz_target!(|data: &[u8]| {
     match ws::parse_request(data) {
         Ok(Request::Announce(a)) => {
@@ -20,18 +25,9 @@ fuzz_target!(|data: &[u8]| {
                     offer: o.offer,
                 });
                 let v: serde_json::Value = serde_json::from_str(&text).expect("relayed JSON");
-                assert_eq!(
-                    decode_binary(v["info_hash"].as_str().unwrap()).unwrap(),
-                    a.info_hash.0
-                );
-                assert_eq!(
-                    decode_binary(v["peer_id"].as_str().unwrap()).unwrap(),
-                    a.peer_id.0
-                );
-                assert_eq!(
-                    decode_binary(v["offer_id"].as_str().unwrap()).unwrap(),
-                    o.offer_id.as_bytes()
-                );
+                assert_eq!(binary_field(&v, "info_hash"), a.info_hash.0);
+                assert_eq!(binary_field(&v, "peer_id"), a.peer_id.0);
+                assert_eq!(binary_field(&v, "offer_id"), o.offer_id.as_bytes());
             }
         }
         Ok(Request::Answer(a)) => {
@@ -42,10 +38,7 @@ fuzz_target!(|data: &[u8]| {
                 answer: a.answer,
             });
             let v: serde_json::Value = serde_json::from_str(&text).expect("relayed JSON");
-            assert_eq!(
-                decode_binary(v["peer_id"].as_str().unwrap()).unwrap(),
-                a.peer_id.0
-            );
+            assert_eq!(binary_field(&v, "peer_id"), a.peer_id.0);
         }
         Ok(Request::Scrape(s)) => {
             assert!(s.info_hashes.len() <= ws::MAX_SCRAPE_HASHES);

@@ -56,7 +56,10 @@ macro_rules! hash20 {
     };
 }
 
-fn hex_digit(c: u8) -> Option<u8> {
+/// The value of one hexadecimal digit (either case): for hex info hashes and for
+/// percent-decoding.
+#[inline]
+pub(crate) fn hex_digit(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),
@@ -98,18 +101,32 @@ pub struct CompactPeerV4(pub [u8; 6]);
 #[repr(transparent)]
 pub struct CompactPeerV6(pub [u8; 18]);
 
+/// A compact peer's wire form: the address's `octets`, then the port, big-endian.
+#[inline]
+fn wire<const N: usize>(octets: &[u8], port: u16) -> [u8; N] {
+    let mut b = [0u8; N];
+    b[..N - 2].copy_from_slice(octets);
+    b[N - 2..].copy_from_slice(&port.to_be_bytes());
+    b
+}
+
+/// The port of a compact peer's wire form (its last two bytes).
+#[inline]
+fn wire_port<const N: usize>(b: &[u8; N]) -> u16 {
+    u16::from_be_bytes([b[N - 2], b[N - 1]])
+}
+
 impl CompactPeerV4 {
+    #[inline]
     pub fn new(ip: Ipv4Addr, port: u16) -> Self {
-        let mut b = [0u8; 6];
-        b[..4].copy_from_slice(&ip.octets());
-        b[4..].copy_from_slice(&port.to_be_bytes());
-        Self(b)
+        Self(wire(&ip.octets(), port))
     }
     pub fn ip(&self) -> Ipv4Addr {
         Ipv4Addr::new(self.0[0], self.0[1], self.0[2], self.0[3])
     }
+    #[inline]
     pub fn port(&self) -> u16 {
-        u16::from_be_bytes([self.0[4], self.0[5]])
+        wire_port(&self.0)
     }
     pub fn addr(&self) -> SocketAddrV4 {
         SocketAddrV4::new(self.ip(), self.port())
@@ -117,19 +134,18 @@ impl CompactPeerV4 {
 }
 
 impl CompactPeerV6 {
+    #[inline]
     pub fn new(ip: Ipv6Addr, port: u16) -> Self {
-        let mut b = [0u8; 18];
-        b[..16].copy_from_slice(&ip.octets());
-        b[16..].copy_from_slice(&port.to_be_bytes());
-        Self(b)
+        Self(wire(&ip.octets(), port))
     }
     pub fn ip(&self) -> Ipv6Addr {
         let mut o = [0u8; 16];
         o.copy_from_slice(&self.0[..16]);
         Ipv6Addr::from(o)
     }
+    #[inline]
     pub fn port(&self) -> u16 {
-        u16::from_be_bytes([self.0[16], self.0[17]])
+        wire_port(&self.0)
     }
     pub fn addr(&self) -> SocketAddrV6 {
         SocketAddrV6::new(self.ip(), self.port(), 0, 0)
@@ -149,8 +165,19 @@ impl fmt::Debug for CompactPeerV6 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Any event, for the codecs' round-trip property tests.
+    pub(crate) fn arb_event() -> impl Strategy<Value = AnnounceEvent> {
+        prop_oneof![
+            Just(AnnounceEvent::None),
+            Just(AnnounceEvent::Completed),
+            Just(AnnounceEvent::Started),
+            Just(AnnounceEvent::Stopped),
+        ]
+    }
 
     #[test]
     fn hex_round_trip_and_rejects_bad_input() {

@@ -16,7 +16,7 @@ use std::net::IpAddr;
 
 use thiserror::Error;
 
-use crate::common::{AnnounceEvent, InfoHash, PeerId};
+use crate::common::{hex_digit, AnnounceEvent, InfoHash, PeerId};
 
 /// Why a request could not be served. The `Display` text is what the client reads in its
 /// `failure reason`.
@@ -129,15 +129,6 @@ fn pairs(query: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     })
 }
 
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
-}
-
 /// Percent-decodes `raw` into `out`, returning the decoded length, or `None` if an escape
 /// is broken or the value does not fit. `+` stands for a space (form encoding), as some
 /// clients encode that way.
@@ -147,8 +138,8 @@ pub fn percent_decode(raw: &[u8], out: &mut [u8]) -> Option<usize> {
     while i < raw.len() {
         let b = match raw[i] {
             b'%' => {
-                let hi = hex_val(*raw.get(i + 1)?)?;
-                let lo = hex_val(*raw.get(i + 2)?)?;
+                let hi = hex_digit(*raw.get(i + 1)?)?;
+                let lo = hex_digit(*raw.get(i + 2)?)?;
                 i += 3;
                 (hi << 4) | lo
             }
@@ -188,7 +179,7 @@ fn valid_escapes(raw: &[u8]) -> bool {
     while i < raw.len() {
         if raw[i] == b'%' {
             match (raw.get(i + 1), raw.get(i + 2)) {
-                (Some(&a), Some(&b)) if hex_val(a).is_some() && hex_val(b).is_some() => i += 3,
+                (Some(&a), Some(&b)) if hex_digit(a).is_some() && hex_digit(b).is_some() => i += 3,
                 _ => return false,
             }
         } else {
@@ -400,6 +391,7 @@ pub fn write_announce_target(req: &AnnounceRequest<'_>, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::tests::arb_event;
     use proptest::prelude::*;
 
     const IH: &str = "%01%02%03%04%05%06%07%08%09%0A%0B%0C%0D%0E%0F%10%11%12%13%14";
@@ -416,43 +408,22 @@ mod tests {
 
     #[test]
     fn targets_route_and_carry_the_key() {
-        assert_eq!(
-            parse_target(b"/announce?a=1").unwrap(),
-            Target::Announce {
-                key: None,
-                query: b"a=1"
-            }
-        );
-        assert_eq!(
-            parse_target(b"/announce/s3cret?x").unwrap(),
-            Target::Announce {
-                key: Some("s3cret"),
-                query: b"x"
-            }
-        );
-        assert_eq!(
-            parse_target(b"/scrape").unwrap(),
-            Target::Scrape {
-                key: None,
-                query: b""
-            }
-        );
-        assert_eq!(
-            parse_target(b"/scrape/k/?info_hash=1").unwrap(),
-            Target::Scrape {
-                key: Some("k"),
-                query: b"info_hash=1"
-            }
-        );
-        for bad in [
-            &b"/"[..],
-            b"/announcex",
-            b"/ann",
-            b"/announce//",
-            b"/announce/a/b",
-            b"",
+        let announce = |key, query| Ok(Target::Announce { key, query });
+        let scrape = |key, query| Ok(Target::Scrape { key, query });
+        let unknown = Err(RequestError::UnknownPath);
+        for (target, expected) in [
+            (&b"/announce?a=1"[..], announce(None, &b"a=1"[..])),
+            (b"/announce/s3cret?x", announce(Some("s3cret"), b"x")),
+            (b"/scrape", scrape(None, b"")),
+            (b"/scrape/k/?info_hash=1", scrape(Some("k"), b"info_hash=1")),
+            (b"/", unknown),
+            (b"/announcex", unknown),
+            (b"/ann", unknown),
+            (b"/announce//", unknown),
+            (b"/announce/a/b", unknown),
+            (b"", unknown),
         ] {
-            assert_eq!(parse_target(bad), Err(RequestError::UnknownPath), "{bad:?}");
+            assert_eq!(parse_target(target), expected, "{target:?}");
         }
     }
 
@@ -619,15 +590,6 @@ mod tests {
         assert_eq!(&out[..5], b"a b c");
         assert_eq!(percent_decode(b"%2", &mut out), None);
         assert_eq!(percent_decode(b"123456789", &mut out), None);
-    }
-
-    fn arb_event() -> impl Strategy<Value = AnnounceEvent> {
-        prop_oneof![
-            Just(AnnounceEvent::None),
-            Just(AnnounceEvent::Started),
-            Just(AnnounceEvent::Completed),
-            Just(AnnounceEvent::Stopped),
-        ]
     }
 
     proptest! {

@@ -461,6 +461,7 @@ fn write_announce_header(h: &AnnounceHeader, body: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::tests::arb_event;
     use proptest::prelude::*;
 
     /// A connect request as BEP 15 lays it out.
@@ -670,15 +671,6 @@ mod tests {
         assert_eq!(r.write(&mut out), Some(11));
         assert_eq!(&out, &[0, 0, 0, 3, 0, 0, 0, 5, b'b', b'a', b'd']);
         assert_eq!(r.write(&mut [0u8; 10]), None);
-    }
-
-    fn arb_event() -> impl Strategy<Value = AnnounceEvent> {
-        prop_oneof![
-            Just(AnnounceEvent::None),
-            Just(AnnounceEvent::Completed),
-            Just(AnnounceEvent::Started),
-            Just(AnnounceEvent::Stopped),
-        ]
     }
 
     proptest! {

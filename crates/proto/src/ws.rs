@@ -534,13 +534,8 @@ pub struct RelayedOffer<'a> {
 
 impl Serialize for RelayedOffer<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(5))?;
-        m.serialize_entry("action", "announce")?;
-        m.serialize_entry("info_hash", &Binary(&self.info_hash.0))?;
-        m.serialize_entry("peer_id", &Binary(&self.peer_id.0))?;
-        m.serialize_entry("offer_id", &Binary(self.offer_id.as_bytes()))?;
-        m.serialize_entry("offer", self.offer)?;
-        m.end()
+        let (ih, pid, oid) = (&self.info_hash, &self.peer_id, &self.offer_id);
+        serialize_relayed(s, ih, pid, oid, ("offer", self.offer))
     }
 }
 
@@ -555,14 +550,27 @@ pub struct RelayedAnswer<'a> {
 
 impl Serialize for RelayedAnswer<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(5))?;
-        m.serialize_entry("action", "announce")?;
-        m.serialize_entry("info_hash", &Binary(&self.info_hash.0))?;
-        m.serialize_entry("peer_id", &Binary(&self.peer_id.0))?;
-        m.serialize_entry("offer_id", &Binary(self.offer_id.as_bytes()))?;
-        m.serialize_entry("answer", self.answer)?;
-        m.end()
+        let (ih, pid, oid) = (&self.info_hash, &self.peer_id, &self.offer_id);
+        serialize_relayed(s, ih, pid, oid, ("answer", self.answer))
     }
+}
+
+/// The message both relays send: an `announce` naming the torrent, the peer and the
+/// offer, and carrying the SDP under `sdp.0` (`offer` or `answer`).
+fn serialize_relayed<S: Serializer>(
+    s: S,
+    info_hash: &InfoHash,
+    peer_id: &PeerId,
+    offer_id: &OfferId,
+    sdp: (&str, &RawValue),
+) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(Some(5))?;
+    m.serialize_entry("action", "announce")?;
+    m.serialize_entry("info_hash", &Binary(&info_hash.0))?;
+    m.serialize_entry("peer_id", &Binary(&peer_id.0))?;
+    m.serialize_entry("offer_id", &Binary(offer_id.as_bytes()))?;
+    m.serialize_entry(sdp.0, sdp.1)?;
+    m.end()
 }
 
 /// Figures of one torrent in a scrape reply.

@@ -1,11 +1,11 @@
 //! The swarm store: every torrent's peers, shared by the UDP, HTTP and WebTorrent front
 //! ends.
 //!
-//! Torrents are keyed by info hash and sharded over many independently locked shards, so
-//! that workers on different cores almost never wait for each other. One keyed hash of the
-//! info hash picks the shard and the slot inside it. Each torrent keeps its IPv4 and IPv6
-//! peers apart (an IPv4 announcer only ever gets IPv4 peers) and a completed count that is
-//! really counted.
+//! Torrents are keyed by info hash and sharded over many independently locked shards
+//! ([`sharded::Sharded`]), so that workers on different cores almost never wait for each
+//! other. One keyed hash of the info hash picks the shard and the slot inside it. Each
+//! torrent keeps its IPv4 and IPv6 peers apart (an IPv4 announcer only ever gets IPv4
+//! peers) and a completed count that is really counted.
 //!
 //! The store knows nothing of sockets, clocks or config files: callers pass the current
 //! coarse time ([`clock::now`]) and the peers chosen for a response go into a caller's
@@ -17,22 +17,22 @@
 pub mod access;
 pub mod clock;
 mod peers;
+pub mod sharded;
 pub mod snapshot;
 pub mod webtorrent;
 
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use hashbrown::HashTable;
-use parking_lot::Mutex;
 use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 use thiserror::Error;
 
 pub use access::{AccessList, AccessListError, AccessMode};
 pub use peers::{Address, Peer, PeerSink, Swarm, INDEX_THRESHOLD};
 pub use snapshot::{SnapshotError, SnapshotHeader, SnapshotSummary};
+
+use sharded::Sharded;
 
 /// Tunables of the store. The server fills it from its config.
 #[derive(Clone, Debug)]
@@ -149,19 +149,8 @@ impl Family for CompactPeerV6 {
     }
 }
 
-type Hasher = foldhash::fast::RandomState;
-
-/// One lock's worth of torrents.
-#[derive(Default)]
-pub struct Shard {
-    torrents: HashTable<(InfoHash, Torrent)>,
-}
-
-impl Shard {
-    pub fn torrents(&self) -> impl Iterator<Item = (&InfoHash, &Torrent)> {
-        self.torrents.iter().map(|(h, t)| (h, t))
-    }
-}
+/// One lock's worth of torrents, as [`Store::for_each_shard`] shows it.
+pub type Shard = sharded::Shard<Torrent>;
 
 /// Totals kept up to date by the cleaner (cheap to read for metrics and the status page).
 #[derive(Debug, Default)]
@@ -183,9 +172,7 @@ pub struct CleanReport {
 
 /// The store. Cheap to share: wrap it in an `Arc`.
 pub struct Store {
-    shards: Box<[Mutex<Shard>]>,
-    shard_mask: usize,
-    hasher: Hasher,
+    torrents: Sharded<Torrent>,
     config: StoreConfig,
     access: ArcSwap<AccessList>,
     totals: Totals,
@@ -193,11 +180,8 @@ pub struct Store {
 
 impl Store {
     pub fn new(config: StoreConfig) -> Self {
-        let n = config.shards.max(1).next_power_of_two();
         Self {
-            shards: (0..n).map(|_| Mutex::new(Shard::default())).collect(),
-            shard_mask: n - 1,
-            hasher: Hasher::default(),
+            torrents: Sharded::new(config.shards),
             config,
             access: ArcSwap::from_pointee(AccessList::default()),
             totals: Totals::default(),
@@ -232,14 +216,6 @@ impl Store {
         }
     }
 
-    #[inline]
-    fn locate(&self, info_hash: &InfoHash) -> (u64, &Mutex<Shard>) {
-        let h = self.hasher.hash_one(info_hash);
-        // hashbrown uses the low bits for the bucket and the top 7 for its tag: take the
-        // shard from the middle so that the two do not correlate.
-        (h, &self.shards[(h >> 32) as usize & self.shard_mask])
-    }
-
     /// Records an IPv4 announce and writes up to `numwant` IPv4 peers into `out`.
     pub fn announce_v4(
         &self,
@@ -272,20 +248,15 @@ impl Store {
         }
         let stopped = req.event == AnnounceEvent::Stopped;
         let seeder = req.left == 0 || req.event == AnnounceEvent::Completed;
-        let (h, shard) = self.locate(&req.info_hash);
-        let mut shard = shard.lock();
-        let hasher = &self.hasher;
-        let torrent = match shard.torrents.find_mut(h, |(ih, _)| *ih == req.info_hash) {
-            Some((_, t)) => t,
-            None if stopped => return Ok(TorrentStats::default()),
-            None => {
-                let entry = shard.torrents.insert_unique(
-                    h,
-                    (req.info_hash, Torrent::default()),
-                    |(ih, _)| hasher.hash_one(ih),
-                );
-                &mut entry.into_mut().1
+        let mut slot = self.torrents.lock(&req.info_hash);
+        let hasher = self.torrents.hasher();
+        let torrent = if stopped {
+            match slot.get() {
+                Some(t) => t,
+                None => return Ok(TorrentStats::default()),
             }
+        } else {
+            slot.get_or_insert_default()
         };
         torrent.last_announce = now;
         let peer = Peer {
@@ -309,12 +280,11 @@ impl Store {
         if !self.allows(info_hash) {
             return Err(Refusal::NotAllowed);
         }
-        let (h, shard) = self.locate(info_hash);
-        let shard = shard.lock();
-        Ok(shard
+        Ok(self
             .torrents
-            .find(h, |(ih, _)| ih == info_hash)
-            .map_or(TorrentStats::default(), |(_, t)| t.stats()))
+            .lock(info_hash)
+            .get()
+            .map_or(TorrentStats::default(), |t| t.stats()))
     }
 
     /// Runs `f` on one torrent under its shard's lock (admin views, tests).
@@ -323,19 +293,14 @@ impl Store {
         info_hash: &InfoHash,
         f: impl FnOnce(&Torrent) -> R,
     ) -> Option<R> {
-        let (h, shard) = self.locate(info_hash);
-        let shard = shard.lock();
-        shard
-            .torrents
-            .find(h, |(ih, _)| ih == info_hash)
-            .map(|(_, t)| f(t))
+        self.torrents.lock(info_hash).get().map(|t| f(t))
     }
 
     /// Visits every shard in turn, each under its own lock only while `f` runs: a full
     /// scrape or a snapshot never stops the world.
     pub fn for_each_shard(&self, mut f: impl FnMut(&Shard)) {
-        for shard in self.shards.iter() {
-            f(&shard.lock());
+        for shard in self.torrents.lock_each() {
+            f(&shard);
         }
     }
 
@@ -348,21 +313,9 @@ impl Store {
         v4: impl IntoIterator<Item = Peer<CompactPeerV4>>,
         v6: impl IntoIterator<Item = Peer<CompactPeerV6>>,
     ) {
-        let (h, shard) = self.locate(&info_hash);
-        let mut shard = shard.lock();
-        let hasher = &self.hasher;
-        let entry = match shard.torrents.find_mut(h, |(ih, _)| *ih == info_hash) {
-            Some((_, t)) => t,
-            None => {
-                &mut shard
-                    .torrents
-                    .insert_unique(h, (info_hash, Torrent::default()), |(ih, _)| {
-                        hasher.hash_one(ih)
-                    })
-                    .into_mut()
-                    .1
-            }
-        };
+        let mut slot = self.torrents.lock(&info_hash);
+        let hasher = self.torrents.hasher();
+        let entry = slot.get_or_insert_default();
         entry.completed = entry.completed.max(completed);
         entry.last_announce = now;
         for p in v4 {
@@ -379,11 +332,10 @@ impl Store {
     pub fn clean(&self, now: u32) -> CleanReport {
         let mut report = CleanReport::default();
         let (mut seeders, mut leechers, mut v6) = (0u64, 0u64, 0u64);
-        for shard in self.shards.iter() {
-            let mut shard = shard.lock();
-            let hasher = &self.hasher;
-            let ttl = self.config.torrent_ttl;
-            shard.torrents.retain(|(_, t)| {
+        let hasher = self.torrents.hasher();
+        let ttl = self.config.torrent_ttl;
+        for mut shard in self.torrents.lock_each() {
+            shard.retain(|t| {
                 report.peers_expired += t.v4.expire(now, hasher);
                 if let Some(s6) = &mut t.v6 {
                     report.peers_expired += s6.expire(now, hasher);
@@ -402,7 +354,7 @@ impl Store {
                 }
                 keep
             });
-            report.torrents += shard.torrents.len();
+            report.torrents += shard.len();
         }
         report.peers = (seeders + leechers) as usize;
         self.totals

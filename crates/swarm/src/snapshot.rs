@@ -287,34 +287,11 @@ impl Store {
                 if need.is_none_or(|n| n > cur.0.len()) {
                     return Err(SnapshotError::Malformed("peer count beyond its block"));
                 }
-                let mut v4 = Vec::with_capacity(n4);
-                for _ in 0..n4 {
-                    let (peer_id, addr, remaining, seeder) = cur.peer::<6>()?;
-                    summary.peers += 1;
-                    match lifetime(remaining, downtime, ttl) {
-                        Some(left) => v4.push(Peer {
-                            peer_id,
-                            addr: CompactPeerV4(addr),
-                            expires: now.saturating_add(left),
-                            seeder,
-                        }),
-                        None => summary.peers_expired += 1,
-                    }
-                }
-                let mut v6 = Vec::with_capacity(n6);
-                for _ in 0..n6 {
-                    let (peer_id, addr, remaining, seeder) = cur.peer::<18>()?;
-                    summary.peers += 1;
-                    match lifetime(remaining, downtime, ttl) {
-                        Some(left) => v6.push(Peer {
-                            peer_id,
-                            addr: CompactPeerV6(addr),
-                            expires: now.saturating_add(left),
-                            seeder,
-                        }),
-                        None => summary.peers_expired += 1,
-                    }
-                }
+                let expires = |remaining| {
+                    lifetime(remaining, downtime, ttl).map(|left| now.saturating_add(left))
+                };
+                let v4 = cur.peers(n4, CompactPeerV4, expires, &mut summary)?;
+                let v6 = cur.peers(n6, CompactPeerV6, expires, &mut summary)?;
                 // In chunks: merging into a live store (a hand-over) must not hold a
                 // shard's lock for a whole large swarm while workers wait on it.
                 if v4.is_empty() && v6.is_empty() {
@@ -454,16 +431,37 @@ impl Cursor<'_> {
         self.array().map(u32::from_le_bytes)
     }
 
-    fn peer<const N: usize>(&mut self) -> Result<(PeerId, [u8; N], u32, bool), SnapshotError> {
-        let peer_id = PeerId(self.array()?);
-        let addr = self.array()?;
-        let remaining = self.u32()?;
-        let seeder = match self.array::<1>()?[0] {
-            0 => false,
-            1 => true,
-            _ => return Err(SnapshotError::Malformed("seeder flag is not 0 or 1")),
-        };
-        Ok((peer_id, addr, remaining, seeder))
+    /// Reads `n` peer records with `N`-byte addresses (counted in `summary`), and keeps
+    /// those for which `expires` (given the remaining lifetime) still finds one.
+    fn peers<const N: usize, A>(
+        &mut self,
+        n: usize,
+        addr: fn([u8; N]) -> A,
+        expires: impl Fn(u32) -> Option<u32>,
+        summary: &mut SnapshotSummary,
+    ) -> Result<Vec<Peer<A>>, SnapshotError> {
+        let mut peers = Vec::with_capacity(n);
+        for _ in 0..n {
+            let peer_id = PeerId(self.array()?);
+            let wire = self.array()?;
+            let remaining = self.u32()?;
+            let seeder = match self.array::<1>()?[0] {
+                0 => false,
+                1 => true,
+                _ => return Err(SnapshotError::Malformed("seeder flag is not 0 or 1")),
+            };
+            summary.peers += 1;
+            match expires(remaining) {
+                Some(expires) => peers.push(Peer {
+                    peer_id,
+                    addr: addr(wire),
+                    expires,
+                    seeder,
+                }),
+                None => summary.peers_expired += 1,
+            }
+        }
+        Ok(peers)
     }
 }
 

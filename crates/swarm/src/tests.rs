@@ -6,6 +6,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use proptest::prelude::*;
 
 use super::*;
+use crate::sharded::Hasher;
 
 fn ih(n: u8) -> InfoHash {
     InfoHash([n; 20])

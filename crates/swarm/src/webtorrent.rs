@@ -2,8 +2,8 @@
 //!
 //! A WebTorrent peer cannot be handed out as an IP and port: the tracker relays its WebRTC
 //! offers to other peers and their answers back. So these swarms live apart from the
-//! UDP/HTTP ones in [`crate::Store`], keyed the same way (sharded by info hash, each shard
-//! behind its own lock), and each peer points at an opaque [`ConnectionId`] that the
+//! UDP/HTTP ones in [`crate::Store`], kept the same way (a [`Sharded`] map by info hash,
+//! each shard behind its own lock), and each peer points at an opaque [`ConnectionId`] that the
 //! server maps to a live connection. The store never sees a socket or a runtime.
 //!
 //! It also remembers which offers it relayed to which peer (on the recipient, a short,
@@ -11,21 +11,16 @@
 //! went to the answering connection, from the peer it names, not too long ago. Forged
 //! answers and answers to peers that are gone are refused, not relayed blindly.
 
-use std::hash::BuildHasher;
-
-use hashbrown::HashTable;
 use indexmap::IndexMap;
-use parking_lot::Mutex;
 use shoal_proto::ws::OfferId;
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
+use crate::sharded::{Hasher, Sharded};
 use crate::TorrentStats;
 
 /// The server's name for one live connection. Opaque to the store; never reused by the
 /// server while a peer may still point at it.
 pub type ConnectionId = u64;
-
-type Hasher = foldhash::fast::RandomState;
 
 /// Tunables of the WebTorrent store. The server fills it from its config.
 #[derive(Clone, Debug)]
@@ -100,11 +95,6 @@ impl WsTorrent {
         }
         Some(p)
     }
-}
-
-#[derive(Default)]
-struct Shard {
-    torrents: HashTable<(InfoHash, WsTorrent)>,
 }
 
 /// One WebTorrent announce, as the store needs it (already validated by the front end).
@@ -187,31 +177,20 @@ pub struct WsTotals {
 
 /// The WebTorrent store. Share it with an `Arc`.
 pub struct WebTorrentStore {
-    shards: Box<[Mutex<Shard>]>,
-    shard_mask: usize,
-    hasher: Hasher,
+    torrents: Sharded<WsTorrent>,
     config: WsStoreConfig,
 }
 
 impl WebTorrentStore {
     pub fn new(config: WsStoreConfig) -> Self {
-        let n = config.shards.max(1).next_power_of_two();
         Self {
-            shards: (0..n).map(|_| Mutex::new(Shard::default())).collect(),
-            shard_mask: n - 1,
-            hasher: Hasher::default(),
+            torrents: Sharded::new(config.shards),
             config,
         }
     }
 
     pub fn config(&self) -> &WsStoreConfig {
         &self.config
-    }
-
-    #[inline]
-    fn locate(&self, info_hash: &InfoHash) -> (u64, &Mutex<Shard>) {
-        let h = self.hasher.hash_one(info_hash);
-        (h, &self.shards[(h >> 32) as usize & self.shard_mask])
     }
 
     /// Records an announce from `req.conn` and chooses where its offers go: each to a
@@ -231,21 +210,14 @@ impl WebTorrentStore {
     ) -> WsAnnounceOutcome {
         out.clear();
         let stopped = req.event == AnnounceEvent::Stopped;
-        let (h, shard) = self.locate(&req.info_hash);
-        let mut shard = shard.lock();
-        let hasher = &self.hasher;
-        let torrent = match shard.torrents.find_mut(h, |(ih, _)| *ih == req.info_hash) {
-            Some((_, t)) => t,
-            None if stopped => return WsAnnounceOutcome::default(),
-            None => {
-                &mut shard
-                    .torrents
-                    .insert_unique(h, (req.info_hash, WsTorrent::default()), |(ih, _)| {
-                        hasher.hash_one(ih)
-                    })
-                    .into_mut()
-                    .1
+        let mut slot = self.torrents.lock(&req.info_hash);
+        let torrent = if stopped {
+            match slot.get() {
+                Some(t) => t,
+                None => return WsAnnounceOutcome::default(),
             }
+        } else {
+            slot.get_or_insert_default()
         };
         torrent.last_announce = now;
         let mut outcome = WsAnnounceOutcome::default();
@@ -374,13 +346,8 @@ impl WebTorrentStore {
         offer_id: &OfferId,
         now: u32,
     ) -> Result<ConnectionId, AnswerRefusal> {
-        let (h, shard) = self.locate(info_hash);
-        let mut shard = shard.lock();
-        let torrent = shard
-            .torrents
-            .find_mut(h, |(ih, _)| ih == info_hash)
-            .map(|(_, t)| t)
-            .ok_or(AnswerRefusal::NotAPeer)?;
+        let mut slot = self.torrents.lock(info_hash);
+        let torrent = slot.get().ok_or(AnswerRefusal::NotAPeer)?;
         let me = torrent
             .peers
             .get_mut(answerer)
@@ -411,9 +378,7 @@ impl WebTorrentStore {
     ) -> usize {
         let mut removed = 0;
         for (info_hash, peer_id) in peers {
-            let (h, shard) = self.locate(&info_hash);
-            let mut shard = shard.lock();
-            if let Some((_, t)) = shard.torrents.find_mut(h, |(ih, _)| *ih == info_hash) {
+            if let Some(t) = self.torrents.lock(&info_hash).get() {
                 if t.peers.get(&peer_id).is_some_and(|p| p.conn == conn) {
                     t.remove(&peer_id);
                     removed += 1;
@@ -425,21 +390,18 @@ impl WebTorrentStore {
 
     /// Figures of one torrent (zeros for an unknown one).
     pub fn scrape(&self, info_hash: &InfoHash) -> TorrentStats {
-        let (h, shard) = self.locate(info_hash);
-        let shard = shard.lock();
-        shard
-            .torrents
-            .find(h, |(ih, _)| ih == info_hash)
-            .map_or(TorrentStats::default(), |(_, t)| t.stats())
+        self.torrents
+            .lock(info_hash)
+            .get()
+            .map_or(TorrentStats::default(), |t| t.stats())
     }
 
     /// Visits torrents shard by shard (each locked only for its own visit), stopping
     /// after `limit` of them: a full scrape never stops the world nor grows unbounded.
     pub fn scrape_all(&self, limit: usize, mut f: impl FnMut(InfoHash, TorrentStats)) {
         let mut n = 0;
-        for shard in self.shards.iter() {
-            let shard = shard.lock();
-            for (ih, t) in shard.torrents.iter() {
+        for shard in self.torrents.lock_each() {
+            for (ih, t) in shard.torrents() {
                 if n == limit {
                     return;
                 }
@@ -454,9 +416,8 @@ impl WebTorrentStore {
     /// feeds the metrics and the status page; not for the per-message path.
     pub fn totals(&self) -> WsTotals {
         let mut t = WsTotals::default();
-        for shard in self.shards.iter() {
-            let shard = shard.lock();
-            for (_, torrent) in shard.torrents.iter() {
+        for shard in self.torrents.lock_each() {
+            for (_, torrent) in shard.torrents() {
                 let st = torrent.stats();
                 t.torrents += 1;
                 t.seeders += u64::from(st.seeders);
@@ -468,12 +429,10 @@ impl WebTorrentStore {
 
     /// Whether `peer_id` is listed in `info_hash`, and on which connection (tests, admin).
     pub fn peer_connection(&self, info_hash: &InfoHash, peer_id: &PeerId) -> Option<ConnectionId> {
-        let (h, shard) = self.locate(info_hash);
-        let shard = shard.lock();
-        shard
-            .torrents
-            .find(h, |(ih, _)| ih == info_hash)
-            .and_then(|(_, t)| t.peers.get(peer_id))
+        self.torrents
+            .lock(info_hash)
+            .get()
+            .and_then(|t| t.peers.get(peer_id))
             .map(|p| p.conn)
     }
 
@@ -483,9 +442,8 @@ impl WebTorrentStore {
         let mut report = WsCleanReport::default();
         let ttl = self.config.torrent_ttl;
         let max_age = self.config.offer_max_age;
-        for shard in self.shards.iter() {
-            let mut shard = shard.lock();
-            shard.torrents.retain(|(_, t)| {
+        for mut shard in self.torrents.lock_each() {
+            shard.retain(|t| {
                 let before = t.peers.len();
                 t.peers.retain(|_, p| {
                     p.pending
@@ -505,7 +463,7 @@ impl WebTorrentStore {
                 }
                 keep
             });
-            report.torrents += shard.torrents.len();
+            report.torrents += shard.len();
         }
         report
     }

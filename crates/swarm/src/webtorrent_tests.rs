@@ -1,6 +1,8 @@
 //! Tests of the WebTorrent store: membership per connection, offer targets, answer checks.
 
 use super::*;
+// `None` is a regular re-announce; named so, it does not hide `Option::None`.
+use AnnounceEvent::{Completed, None as Regular, Started, Stopped};
 
 const IH: InfoHash = InfoHash([1; 20]);
 
@@ -22,6 +24,69 @@ fn ann(peer: u8, conn: ConnectionId, event: AnnounceEvent, seeder: bool) -> WsAn
     }
 }
 
+/// `req`, in torrent `t` instead of `IH`.
+fn in_torrent(t: u8, req: WsAnnounce) -> WsAnnounce {
+    WsAnnounce {
+        info_hash: InfoHash([t; 20]),
+        ..req
+    }
+}
+
+/// Announces `req` with the offers numbered `offers`, at `now`; the targets land in `out`.
+fn announce(
+    s: &WebTorrentStore,
+    req: WsAnnounce,
+    offers: &[u8],
+    now: u32,
+    out: &mut Vec<OfferTarget>,
+) -> WsAnnounceOutcome {
+    let offers: Vec<OfferId> = offers.iter().map(|&n| oid(n)).collect();
+    s.announce(&req, &offers, now, out)
+}
+
+/// Peer `answerer`, on `conn`, answers peer `to`'s offer `offer` in `IH` at `now`.
+fn answer(
+    s: &WebTorrentStore,
+    answerer: u8,
+    conn: ConnectionId,
+    to: u8,
+    offer: &OfferId,
+    now: u32,
+) -> Result<ConnectionId, AnswerRefusal> {
+    s.answer(&IH, &pid(answerer), conn, &pid(to), offer, now)
+}
+
+/// Peer 1 (on connection 1) announces with the offers numbered `offers`. Checks that each
+/// target is a different peer and none is peer 1, and returns the targets.
+fn offer_targets(s: &WebTorrentStore, offers: &[u8], out: &mut Vec<OfferTarget>) -> Vec<PeerId> {
+    announce(s, ann(1, 1, Regular, false), offers, 0, out);
+    let mut targets: Vec<_> = out.iter().map(|t| t.peer_id).collect();
+    targets.sort();
+    targets.dedup();
+    assert_eq!(targets.len(), out.len(), "two offers to one peer: {out:?}");
+    assert!(!targets.contains(&pid(1)));
+    targets
+}
+
+fn stats(seeders: u32, leechers: u32, completed: u32) -> TorrentStats {
+    TorrentStats {
+        seeders,
+        leechers,
+        completed,
+    }
+}
+
+/// A store (see [`store`]) in which `peers` have announced, without offers, at time 0, and
+/// a buffer for offer targets.
+fn store_with(peers: &[WsAnnounce]) -> (WebTorrentStore, Vec<OfferTarget>) {
+    let s = store();
+    let mut out = Vec::new();
+    for p in peers {
+        s.announce(p, &[], 0, &mut out);
+    }
+    (s, out)
+}
+
 fn store() -> WebTorrentStore {
     WebTorrentStore::new(WsStoreConfig {
         shards: 4,
@@ -35,38 +100,17 @@ fn store() -> WebTorrentStore {
 fn announce_counts_seeders_leechers_and_completed() {
     let s = store();
     let mut out = Vec::new();
-    let o = s.announce(&ann(1, 1, AnnounceEvent::Completed, true), &[], 0, &mut out);
+    let o = announce(&s, ann(1, 1, Completed, true), &[], 0, &mut out);
     assert!(o.joined);
-    assert_eq!(
-        o.stats,
-        TorrentStats {
-            seeders: 1,
-            leechers: 0,
-            completed: 1
-        }
-    );
-    let o = s.announce(&ann(2, 2, AnnounceEvent::Started, false), &[], 0, &mut out);
-    assert_eq!(
-        o.stats,
-        TorrentStats {
-            seeders: 1,
-            leechers: 1,
-            completed: 1
-        }
-    );
-    let o = s.announce(&ann(2, 2, AnnounceEvent::None, false), &[], 0, &mut out);
+    assert_eq!(o.stats, stats(1, 0, 1));
+    let o = announce(&s, ann(2, 2, Started, false), &[], 0, &mut out);
+    assert_eq!(o.stats, stats(1, 1, 1));
+    let o = announce(&s, ann(2, 2, Regular, false), &[], 0, &mut out);
     assert!(!o.joined);
-    let o = s.announce(&ann(2, 2, AnnounceEvent::Completed, true), &[], 0, &mut out);
-    assert_eq!(
-        o.stats,
-        TorrentStats {
-            seeders: 2,
-            leechers: 0,
-            completed: 2
-        }
-    );
+    let o = announce(&s, ann(2, 2, Completed, true), &[], 0, &mut out);
+    assert_eq!(o.stats, stats(2, 0, 2));
     // A repeated completed does not count twice.
-    let o = s.announce(&ann(2, 2, AnnounceEvent::Completed, true), &[], 0, &mut out);
+    let o = announce(&s, ann(2, 2, Completed, true), &[], 0, &mut out);
     assert_eq!(o.stats.completed, 2);
     assert_eq!(s.scrape(&IH), o.stats);
     assert_eq!(s.scrape(&InfoHash([9; 20])), TorrentStats::default());
@@ -77,23 +121,12 @@ fn offers_go_to_distinct_other_peers() {
     let s = store();
     let mut out = Vec::new();
     for p in 1..=6 {
-        s.announce(
-            &ann(p, u64::from(p), AnnounceEvent::Started, false),
-            &[],
-            0,
-            &mut out,
-        );
+        announce(&s, ann(p, u64::from(p), Started, false), &[], 0, &mut out);
     }
     for _ in 0..50 {
-        let offers = [oid(1), oid(2), oid(3), oid(4), oid(5), oid(6), oid(7)];
-        s.announce(&ann(1, 1, AnnounceEvent::None, false), &offers, 0, &mut out);
         // Five other peers: five offers, all to different peers, none to the sender.
-        assert_eq!(out.len(), 5);
-        let mut targets: Vec<_> = out.iter().map(|t| t.peer_id).collect();
-        targets.sort();
-        targets.dedup();
+        let targets = offer_targets(&s, &[1, 2, 3, 4, 5, 6, 7], &mut out);
         assert_eq!(targets.len(), 5);
-        assert!(!targets.contains(&pid(1)));
         for t in &out {
             assert_eq!(t.conn, u64::from(t.peer_id.0[0]));
         }
@@ -105,79 +138,44 @@ fn offers_in_a_large_swarm_are_distinct_and_random() {
     let s = store();
     let mut out = Vec::new();
     for p in 1..=200u8 {
-        s.announce(
-            &ann(p, u64::from(p), AnnounceEvent::Started, false),
-            &[],
-            0,
-            &mut out,
-        );
+        announce(&s, ann(p, u64::from(p), Started, false), &[], 0, &mut out);
     }
     let mut seen = std::collections::HashSet::new();
     for _ in 0..20 {
-        let offers: Vec<_> = (0..10).map(oid).collect();
-        s.announce(&ann(1, 1, AnnounceEvent::None, false), &offers, 0, &mut out);
-        assert_eq!(out.len(), 10);
-        let mut t: Vec<_> = out.iter().map(|t| t.peer_id).collect();
-        t.sort();
-        t.dedup();
-        assert_eq!(t.len(), 10);
-        assert!(!t.contains(&pid(1)));
-        seen.extend(t);
+        let targets = offer_targets(&s, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], &mut out);
+        assert_eq!(targets.len(), 10);
+        seen.extend(targets);
     }
     assert!(seen.len() > 50, "only {} distinct targets", seen.len());
 }
 
 #[test]
 fn no_offers_to_own_connection_or_between_seeders() {
-    let s = store();
-    let mut out = Vec::new();
-    s.announce(&ann(1, 1, AnnounceEvent::Started, true), &[], 0, &mut out);
-    s.announce(&ann(2, 1, AnnounceEvent::Started, false), &[], 0, &mut out);
-    s.announce(&ann(3, 3, AnnounceEvent::Started, true), &[], 0, &mut out);
-    s.announce(
-        &ann(1, 1, AnnounceEvent::None, true),
-        &[oid(1), oid(2)],
-        0,
-        &mut out,
-    );
+    let (s, mut out) = store_with(&[
+        ann(1, 1, Started, true),
+        ann(2, 1, Started, false),
+        ann(3, 3, Started, true),
+    ]);
+    announce(&s, ann(1, 1, Regular, true), &[1, 2], 0, &mut out);
     assert!(out.is_empty(), "{out:?}");
-    s.announce(
-        &ann(4, 4, AnnounceEvent::Started, false),
-        &[oid(1), oid(2), oid(3)],
-        0,
-        &mut out,
-    );
+    announce(&s, ann(4, 4, Started, false), &[1, 2, 3], 0, &mut out);
     assert_eq!(out.len(), 3);
 }
 
 #[test]
 fn answers_are_checked_against_relayed_offers() {
-    let s = store();
-    let mut out = Vec::new();
-    s.announce(&ann(1, 10, AnnounceEvent::Started, true), &[], 0, &mut out);
-    s.announce(&ann(3, 30, AnnounceEvent::Started, false), &[], 0, &mut out);
-    s.announce(
-        &ann(2, 20, AnnounceEvent::Started, false),
-        &[oid(7), oid(8)],
-        0,
-        &mut out,
-    );
+    let (s, mut out) = store_with(&[ann(1, 10, Started, true), ann(3, 30, Started, false)]);
+    announce(&s, ann(2, 20, Started, false), &[7, 8], 0, &mut out);
     assert_eq!(out.len(), 2);
     // Peer 1 (conn 10) got one of the offers: find which.
     let to1 = out.iter().find(|t| t.peer_id == pid(1)).unwrap();
     let o = [oid(7), oid(8)][to1.offer];
     // Forged: the answer claims to come from peer 1 but arrives on another connection.
-    assert_eq!(
-        s.answer(&IH, &pid(1), 99, &pid(2), &o, 1),
-        Err(AnswerRefusal::NotAPeer)
-    );
+    assert_eq!(answer(&s, 1, 99, 2, &o, 1), Err(AnswerRefusal::NotAPeer));
     // Wrong offerer, unknown offer id, unknown torrent.
+    assert_eq!(answer(&s, 1, 10, 3, &o, 1), Err(AnswerRefusal::NoSuchOffer));
     assert_eq!(
-        s.answer(&IH, &pid(1), 10, &pid(3), &o, 1),
-        Err(AnswerRefusal::NoSuchOffer)
-    );
-    assert_eq!(
-        s.answer(&IH, &pid(1), 10, &pid(2), &oid(99), 1),
+        answer(&s, 1, 10, 2, &oid(99), 1),
         Err(AnswerRefusal::NoSuchOffer)
     );
     assert_eq!(
@@ -185,93 +183,60 @@ fn answers_are_checked_against_relayed_offers() {
         Err(AnswerRefusal::NotAPeer)
     );
     // The real answer goes to peer 2's connection, once.
-    assert_eq!(s.answer(&IH, &pid(1), 10, &pid(2), &o, 1), Ok(20));
-    assert_eq!(
-        s.answer(&IH, &pid(1), 10, &pid(2), &o, 1),
-        Err(AnswerRefusal::NoSuchOffer)
-    );
+    assert_eq!(answer(&s, 1, 10, 2, &o, 1), Ok(20));
+    assert_eq!(answer(&s, 1, 10, 2, &o, 1), Err(AnswerRefusal::NoSuchOffer));
 }
 
 #[test]
 fn late_answers_and_answers_to_departed_peers_are_refused() {
-    let s = store();
-    let mut out = Vec::new();
-    s.announce(&ann(1, 10, AnnounceEvent::Started, false), &[], 0, &mut out);
-    s.announce(
-        &ann(2, 20, AnnounceEvent::Started, false),
-        &[oid(1)],
-        0,
-        &mut out,
-    );
+    let (s, mut out) = store_with(&[ann(1, 10, Started, false)]);
+    announce(&s, ann(2, 20, Started, false), &[1], 0, &mut out);
     assert_eq!(
-        s.answer(&IH, &pid(1), 10, &pid(2), &oid(1), 11),
+        answer(&s, 1, 10, 2, &oid(1), 11),
         Err(AnswerRefusal::Expired)
     );
-    s.announce(
-        &ann(2, 20, AnnounceEvent::None, false),
-        &[oid(2)],
-        20,
-        &mut out,
-    );
-    s.announce(
-        &ann(2, 20, AnnounceEvent::Stopped, false),
-        &[],
-        20,
-        &mut out,
-    );
+    announce(&s, ann(2, 20, Regular, false), &[2], 20, &mut out);
+    announce(&s, ann(2, 20, Stopped, false), &[], 20, &mut out);
     assert_eq!(
-        s.answer(&IH, &pid(1), 10, &pid(2), &oid(2), 21),
+        answer(&s, 1, 10, 2, &oid(2), 21),
         Err(AnswerRefusal::OffererGone)
     );
 }
 
 #[test]
 fn pending_offers_per_peer_are_bounded() {
-    let s = store();
-    let mut out = Vec::new();
-    s.announce(&ann(1, 10, AnnounceEvent::Started, false), &[], 0, &mut out);
+    let (s, mut out) = store_with(&[ann(1, 10, Started, false)]);
     for n in 0..5 {
-        s.announce(
-            &ann(2, 20, AnnounceEvent::None, false),
-            &[oid(n)],
-            0,
-            &mut out,
-        );
+        announce(&s, ann(2, 20, Regular, false), &[n], 0, &mut out);
     }
     // Cap 3: the two oldest were forgotten.
     assert_eq!(
-        s.answer(&IH, &pid(1), 10, &pid(2), &oid(0), 0),
+        answer(&s, 1, 10, 2, &oid(0), 0),
         Err(AnswerRefusal::NoSuchOffer)
     );
     assert_eq!(
-        s.answer(&IH, &pid(1), 10, &pid(2), &oid(1), 0),
+        answer(&s, 1, 10, 2, &oid(1), 0),
         Err(AnswerRefusal::NoSuchOffer)
     );
     for n in 2..5 {
-        assert_eq!(s.answer(&IH, &pid(1), 10, &pid(2), &oid(n), 0), Ok(20));
+        assert_eq!(answer(&s, 1, 10, 2, &oid(n), 0), Ok(20));
     }
 }
 
 #[test]
 fn stopped_removes_only_the_senders_own_peer() {
-    let s = store();
-    let mut out = Vec::new();
-    s.announce(&ann(1, 10, AnnounceEvent::Started, false), &[], 0, &mut out);
-    s.announce(&ann(2, 20, AnnounceEvent::Started, false), &[], 0, &mut out);
+    let (s, mut out) = store_with(&[ann(1, 10, Started, false), ann(2, 20, Started, false)]);
     // Connection 20 claims to stop peer 1: nothing happens.
-    let o = s.announce(&ann(1, 20, AnnounceEvent::Stopped, false), &[], 0, &mut out);
+    let o = announce(&s, ann(1, 20, Stopped, false), &[], 0, &mut out);
     assert!(!o.left);
     assert_eq!(o.stats.leechers, 2);
-    let o = s.announce(&ann(2, 20, AnnounceEvent::Stopped, false), &[], 0, &mut out);
+    let o = announce(&s, ann(2, 20, Stopped, false), &[], 0, &mut out);
     assert!(o.left);
     assert_eq!(o.stats.leechers, 1);
     assert_eq!(s.peer_connection(&IH, &pid(1)), Some(10));
     // Stopping in an unknown torrent creates nothing.
-    let other = WsAnnounce {
-        info_hash: InfoHash([8; 20]),
-        ..ann(1, 10, AnnounceEvent::Stopped, false)
-    };
-    s.announce(&other, &[], 0, &mut out);
+    let req = in_torrent(8, ann(1, 10, Stopped, false));
+    announce(&s, req, &[], 0, &mut out);
     assert_eq!(s.clean(0).torrents, 1);
 }
 
@@ -280,30 +245,16 @@ fn a_closed_connection_removes_its_peers_but_not_moved_ones() {
     let s = store();
     let mut out = Vec::new();
     let ih2 = InfoHash([2; 20]);
-    s.announce(&ann(1, 10, AnnounceEvent::Started, false), &[], 0, &mut out);
-    s.announce(
-        &WsAnnounce {
-            info_hash: ih2,
-            ..ann(1, 10, AnnounceEvent::Started, true)
-        },
-        &[],
-        0,
-        &mut out,
-    );
-    s.announce(&ann(3, 10, AnnounceEvent::Started, false), &[], 0, &mut out);
+    announce(&s, ann(1, 10, Started, false), &[], 0, &mut out);
+    let req = in_torrent(2, ann(1, 10, Started, true));
+    announce(&s, req, &[], 0, &mut out);
+    announce(&s, ann(3, 10, Started, false), &[], 0, &mut out);
     // Peer 3 reconnected on connection 11.
-    let o = s.announce(&ann(3, 11, AnnounceEvent::None, false), &[], 0, &mut out);
+    let o = announce(&s, ann(3, 11, Regular, false), &[], 0, &mut out);
     assert!(o.joined);
     let removed = s.remove_connection(10, [(IH, pid(1)), (ih2, pid(1)), (IH, pid(3))]);
     assert_eq!(removed, 2);
-    assert_eq!(
-        s.scrape(&IH),
-        TorrentStats {
-            seeders: 0,
-            leechers: 1,
-            completed: 0
-        }
-    );
+    assert_eq!(s.scrape(&IH), stats(0, 1, 0));
     assert_eq!(s.scrape(&ih2), TorrentStats::default());
     assert_eq!(s.peer_connection(&IH, &pid(3)), Some(11));
 }
@@ -315,15 +266,8 @@ fn totals_count_torrents_and_peers_of_every_shard() {
     assert_eq!(s.totals(), WsTotals::default());
     for t in 1..=5u8 {
         for p in 0..t {
-            s.announce(
-                &WsAnnounce {
-                    info_hash: InfoHash([t; 20]),
-                    ..ann(p, u64::from(p), AnnounceEvent::Started, p == 0)
-                },
-                &[],
-                0,
-                &mut out,
-            );
+            let req = in_torrent(t, ann(p, u64::from(p), Started, p == 0));
+            announce(&s, req, &[], 0, &mut out);
         }
     }
     assert_eq!(
@@ -356,13 +300,8 @@ fn clean_expires_peers_and_empty_torrents() {
         ..WsStoreConfig::default()
     });
     let mut out = Vec::new();
-    s.announce(&ann(1, 10, AnnounceEvent::Started, true), &[], 0, &mut out);
-    s.announce(
-        &ann(2, 20, AnnounceEvent::Started, false),
-        &[],
-        90,
-        &mut out,
-    );
+    announce(&s, ann(1, 10, Started, true), &[], 0, &mut out);
+    announce(&s, ann(2, 20, Started, false), &[], 90, &mut out);
     let r = s.clean(150);
     assert_eq!((r.peers_expired, r.peers, r.torrents), (1, 1, 1));
     assert_eq!(s.scrape(&IH).seeders, 0);
@@ -378,11 +317,8 @@ fn full_scrape_is_bounded() {
     let s = store();
     let mut out = Vec::new();
     for i in 0..10u8 {
-        let a = WsAnnounce {
-            info_hash: InfoHash([i; 20]),
-            ..ann(1, 1, AnnounceEvent::Started, false)
-        };
-        s.announce(&a, &[], 0, &mut out);
+        let req = in_torrent(i, ann(1, 1, Started, false));
+        announce(&s, req, &[], 0, &mut out);
     }
     let mut n = 0;
     s.scrape_all(4, |_, st| {

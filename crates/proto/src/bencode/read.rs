@@ -90,29 +90,16 @@ fn value(input: &[u8], depth: usize) -> Option<(Value<'_>, &[u8])> {
             Some((Value::Int(s.parse().ok()?), &input[end + 1..]))
         }
         b'l' => {
-            let mut rest = &input[1..];
-            let mut items = Vec::new();
-            loop {
-                if *rest.first()? == b'e' {
-                    return Some((Value::List(items), &rest[1..]));
-                }
-                let (v, r) = value(rest, depth + 1)?;
-                items.push(v);
-                rest = r;
-            }
+            let (items, rest) = items(&input[1..], |r| value(r, depth + 1))?;
+            Some((Value::List(items), rest))
         }
         b'd' => {
-            let mut rest = &input[1..];
-            let mut items = Vec::new();
-            loop {
-                if *rest.first()? == b'e' {
-                    return Some((Value::Dict(items), &rest[1..]));
-                }
-                let (k, r) = bytes(rest)?;
+            let (items, rest) = items(&input[1..], |r| {
+                let (k, r) = bytes(r)?;
                 let (v, r) = value(r, depth + 1)?;
-                items.push((k, v));
-                rest = r;
-            }
+                Some(((k, v), r))
+            })?;
+            Some((Value::Dict(items), rest))
         }
         b'0'..=b'9' => {
             let (b, r) = bytes(input)?;
@@ -120,6 +107,21 @@ fn value(input: &[u8], depth: usize) -> Option<(Value<'_>, &[u8])> {
         }
         _ => None,
     }
+}
+
+/// Reads the items of a list or dictionary with `item` up to its closing `e`, and returns
+/// them with what follows the `e`.
+fn items<'a, T>(
+    mut rest: &'a [u8],
+    mut item: impl FnMut(&'a [u8]) -> Option<(T, &'a [u8])>,
+) -> Option<(Vec<T>, &'a [u8])> {
+    let mut items = Vec::new();
+    while *rest.first()? != b'e' {
+        let (v, r) = item(rest)?;
+        items.push(v);
+        rest = r;
+    }
+    Some((items, &rest[1..]))
 }
 
 fn bytes(input: &[u8]) -> Option<(&[u8], &[u8])> {
