@@ -17,5 +17,5 @@ pub mod ws;
 
 pub use admin::http;
 pub use scratch::{free_udp_port, temp_dir, wait_until};
-pub use shoal::{Shoal, Site};
+pub use shoal::{refused_start, Shoal, Site, SHOAL};
 pub use udp::{Ann, Client};

@@ -1,6 +1,7 @@
 //! The real `shoal` binary as a process: started with a config file, its output collected
-//! line by line, stopped with a signal; and the [`Site`] (snapshot file and UDP port) that
-//! the restart and upgrade tests start one process after another on.
+//! line by line, stopped with a signal, or refused at start; and the [`Site`] (snapshot
+//! file and UDP port) that the restart and upgrade tests start one process after another
+//! on.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -14,6 +15,29 @@ use super::scratch::{free_udp_port, temp_dir, wait_until};
 /// How often the output and the exit status are looked at.
 const POLL: Duration = Duration::from_millis(20);
 
+/// The binary under test.
+pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+
+/// Writes `config` to `<dir>/<name>.toml` and returns the path.
+fn write_config(dir: &Path, name: &str, config: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+/// Runs `shoal --config <dir>/<name>.toml` with `config` as the file's text, which it must
+/// refuse; returns what it wrote on stderr.
+pub fn refused_start(dir: &Path, name: &str, config: &str) -> String {
+    let path = write_config(dir, name, config);
+    let out = Command::new(SHOAL)
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "started with:\n{config}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// A running `shoal` process, its output collected line by line.
 pub struct Shoal {
     pub child: Child,
@@ -24,9 +48,8 @@ impl Shoal {
     /// Starts `shoal --config <dir>/<name>.toml` with `config` as the file's text and
     /// waits (at most 20 s) until it says it listens.
     pub fn start(dir: &Path, name: &str, config: &str) -> Self {
-        let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, config).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shoal"))
+        let path = write_config(dir, name, config);
+        let mut child = Command::new(SHOAL)
             .arg("--config")
             .arg(&path)
             .env("NO_COLOR", "1")
