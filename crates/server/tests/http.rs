@@ -726,12 +726,17 @@ fn connections_past_the_cap_are_closed() {
 // ---------------------------------------------------------------------------------------
 // Reverse proxy
 
+/// A tracker behind a proxy at `trusted` that names clients in `X-Forwarded-For`.
+fn behind_proxy(trusted: &str) -> Tracker {
+    start(|c| {
+        c.http.proxy_header = "X-Forwarded-For".into();
+        c.http.proxy_trusted = vec![trusted.into()];
+    })
+}
+
 #[test]
 fn a_trusted_proxy_sets_the_client_address() {
-    let t = start(|c| {
-        c.http.proxy_header = "X-Forwarded-For".into();
-        c.http.proxy_trusted = vec!["127.0.0.0/8".into()];
-    });
+    let t = behind_proxy("127.0.0.0/8");
     let a = http(&t);
     let r = Conn::new(a).get(
         &announce_target(40, 1, 3001, 0, ""),
@@ -801,10 +806,7 @@ fn the_second_hop_and_x_real_ip() {
 
 #[test]
 fn untrusted_peers_cannot_choose_their_address() {
-    let t = start(|c| {
-        c.http.proxy_header = "X-Forwarded-For".into();
-        c.http.proxy_trusted = vec!["10.0.0.0/8".into()];
-    });
+    let t = behind_proxy("10.0.0.0/8");
     let a = http(&t);
     Conn::new(a).get(
         &announce_target(42, 1, 3001, 0, ""),

@@ -25,7 +25,7 @@ fn drops_to_the_configured_user_inside_the_chroot() {
     let dir = temp_dir("privileges");
     if !nix::unistd::Uid::effective().is_root() {
         // Not root: switching to root must be refused, loudly, before serving.
-        let err = refused_start(&dir, "c", "[udp]\nlisten = [\"127.0.0.1:0\"]\n[http]\nlisten = []\n[admin]\nlisten = []\n[state]\nfile = \"\"\n[privileges]\nuser = \"root\"\n");
+        let err = refused_start("privileges-root", "[udp]\nlisten = [\"127.0.0.1:0\"]\n[http]\nlisten = []\n[admin]\nlisten = []\n[state]\nfile = \"\"\n[privileges]\nuser = \"root\"\n");
         assert!(
             err.contains("setgid") || err.contains("setuid") || err.contains("setgroups"),
             "{err}"

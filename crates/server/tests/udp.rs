@@ -3,6 +3,7 @@
 mod common;
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use common::store::add_peer;
@@ -12,6 +13,7 @@ use shoal_proto::udp::{
     AnnounceRequest, ConnectRequest, ConnectionId, Request, Response, ScrapeRequest, TransactionId,
 };
 use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
+use shoal_server::config::AccessModeConfig;
 use shoal_server::{Config, Tracker};
 
 fn config(listen: &str) -> Config {
@@ -22,6 +24,13 @@ fn config(listen: &str) -> Config {
     c.http.listen.clear();
     c.workers = 2;
     c
+}
+
+/// A tracker from `config("127.0.0.1:0")` and a client connected to it.
+fn started() -> (Tracker, Client) {
+    let tracker = Tracker::start(config("127.0.0.1:0")).unwrap();
+    let c = Client::new(tracker.udp_addrs()[0]);
+    (tracker, c)
 }
 
 struct Client {
@@ -126,10 +135,14 @@ impl Client {
         }
     }
 
+    /// Peer 1 starting in torrent 1, as the request and its bytes (not sent).
+    fn first_announce(&mut self) -> (AnnounceRequest, Vec<u8>) {
+        let req = self.announce_req(1, 1, 1, AnnounceEvent::Started);
+        (req, datagram(req))
+    }
+
     fn send_announce(&mut self, req: AnnounceRequest) -> Vec<u8> {
-        let mut out = Vec::new();
-        Request::Announce(req).write(&mut out);
-        self.send(&out);
+        self.send(&datagram(req));
         self.recv().expect("announce reply")
     }
 
@@ -180,6 +193,12 @@ impl Client {
             other => panic!("{other:?}"),
         }
     }
+}
+
+fn datagram(req: AnnounceRequest) -> Vec<u8> {
+    let mut out = Vec::new();
+    Request::Announce(req).write(&mut out);
+    out
 }
 
 fn parse_announce(reply: &[u8], v6: bool, tid: TransactionId) -> (u32, u32, Vec<SocketAddr>) {
@@ -256,12 +275,9 @@ fn ipv6_announces_get_18_byte_peers_and_only_ipv6_ones() {
 
 #[test]
 fn bad_connection_ids_are_dropped_silently() {
-    let tracker = Tracker::start(config("127.0.0.1:0")).unwrap();
-    let mut c = Client::new(tracker.udp_addrs()[0]);
+    let (tracker, mut c) = started();
     c.cid = ConnectionId(c.cid.0 ^ 1);
-    let req = c.announce_req(1, 1, 1, AnnounceEvent::Started);
-    let mut out = Vec::new();
-    Request::Announce(req).write(&mut out);
+    let (_, out) = c.first_announce();
     c.send(&out);
     c.scrape_nowait(&[InfoHash([1; 20])]);
     // A malformed request under a bad id gets no error reply either (no reflection).
@@ -278,11 +294,8 @@ fn bad_connection_ids_are_dropped_silently() {
 
 #[test]
 fn malformed_requests_with_a_valid_id_get_clear_errors() {
-    let tracker = Tracker::start(config("127.0.0.1:0")).unwrap();
-    let mut c = Client::new(tracker.udp_addrs()[0]);
-    let req = c.announce_req(1, 1, 1, AnnounceEvent::Started);
-    let mut out = Vec::new();
-    Request::Announce(req).write(&mut out);
+    let (tracker, mut c) = started();
+    let (req, out) = c.first_announce();
 
     c.send(&out[..60]);
     assert!(error_message(&c.recv().unwrap()).contains("too short"));
@@ -313,11 +326,8 @@ fn malformed_requests_with_a_valid_id_get_clear_errors() {
 
 #[test]
 fn trailing_bytes_and_bep41_options_are_accepted() {
-    let tracker = Tracker::start(config("127.0.0.1:0")).unwrap();
-    let mut c = Client::new(tracker.udp_addrs()[0]);
-    let req = c.announce_req(1, 1, 1, AnnounceEvent::Started);
-    let mut out = Vec::new();
-    Request::Announce(req).write(&mut out);
+    let (_tracker, mut c) = started();
+    let (req, mut out) = c.first_announce();
     shoal_proto::udp::write_url_data_option(b"/announce", &mut out);
     assert_eq!(out.len(), 109, "libtorrent's announce size");
     c.send(&out);
@@ -364,16 +374,23 @@ fn silent_peers_expire() {
     }
 }
 
-#[test]
-fn access_list_allow_deny_and_reload() {
-    let dir = temp_dir("acl");
+/// A tracker whose access list, in `mode`, names torrent 1; a client; the list's directory
+/// and path.
+fn with_access_list(name: &str, mode: AccessModeConfig) -> (Tracker, Client, PathBuf, PathBuf) {
+    let dir = temp_dir(name);
     let list = dir.join("list");
     std::fs::write(&list, format!("{}\n", InfoHash([1; 20]).to_hex())).unwrap();
     let mut c = config("127.0.0.1:0");
-    c.access_list.mode = shoal_server::config::AccessModeConfig::Allow;
+    c.access_list.mode = mode;
     c.access_list.path = list.clone();
     let tracker = Tracker::start(c).unwrap();
-    let mut cl = Client::new(tracker.udp_addrs()[0]);
+    let cl = Client::new(tracker.udp_addrs()[0]);
+    (tracker, cl, dir, list)
+}
+
+#[test]
+fn access_list_allow_deny_and_reload() {
+    let (tracker, mut cl, dir, list) = with_access_list("acl", AccessModeConfig::Allow);
     let (l, _, _) = cl.announce(1, 1, 1, AnnounceEvent::Started);
     assert_eq!(l, 1);
     assert_eq!(cl.refusal(2, AnnounceEvent::Started), "torrent not allowed");
@@ -396,14 +413,7 @@ fn access_list_allow_deny_and_reload() {
 
 #[test]
 fn deny_mode_refuses_listed_hashes() {
-    let dir = temp_dir("deny");
-    let list = dir.join("list");
-    std::fs::write(&list, format!("{}\n", InfoHash([1; 20]).to_hex())).unwrap();
-    let mut c = config("127.0.0.1:0");
-    c.access_list.mode = shoal_server::config::AccessModeConfig::Deny;
-    c.access_list.path = list;
-    let tracker = Tracker::start(c).unwrap();
-    let mut cl = Client::new(tracker.udp_addrs()[0]);
+    let (_tracker, mut cl, dir, _) = with_access_list("deny", AccessModeConfig::Deny);
     assert_eq!(cl.refusal(1, AnnounceEvent::Started), "torrent not allowed");
     let (l, _, _) = cl.announce(2, 1, 1, AnnounceEvent::Started);
     assert_eq!(l, 1);

@@ -25,16 +25,18 @@ fn write_config(dir: &Path, name: &str, config: &str) -> PathBuf {
     path
 }
 
-/// Runs `shoal --config <dir>/<name>.toml` with `config` as the file's text, which it must
-/// refuse; returns what it wrote on stderr.
-pub fn refused_start(dir: &Path, name: &str, config: &str) -> String {
-    let path = write_config(dir, name, config);
+/// Runs `shoal --config FILE` with `config` as the file's text (in a scratch directory
+/// named after `name`), which it must refuse; returns what it wrote on stderr.
+pub fn refused_start(name: &str, config: &str) -> String {
+    let dir = temp_dir(name);
+    let path = write_config(&dir, name, config);
     let out = Command::new(SHOAL)
         .arg("--config")
         .arg(&path)
         .output()
         .unwrap();
     assert!(!out.status.success(), "started with:\n{config}");
+    std::fs::remove_dir_all(&dir).unwrap();
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
