@@ -28,8 +28,8 @@ if [ -z "${SHOAL_WS_CMD:-}" ]; then
     bin=$(node --input-type=module -e \
         "import { DEFAULT_CMD } from './tracker.mjs'; console.log(DEFAULT_CMD.split(' ')[0])") || exit 1
     if [ ! -x "$bin" ]; then
-        echo "==> cargo build --release -p shoal-server --bins --examples (for $bin)"
-        (cd ../.. && cargo build --release -p shoal-server --bins --examples) || exit 1
+        echo "==> cargo build --release -p shoal-server --bin shoal (for $bin)"
+        (cd ../.. && cargo build --release -p shoal-server --bin shoal) || exit 1
     fi
 fi
 

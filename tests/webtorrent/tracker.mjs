@@ -2,9 +2,8 @@
 //
 // The command comes from SHOAL_WS_CMD with `{port}` replaced by a free port on 127.0.0.1
 // (split on spaces, run without a shell, so the PID we keep is the tracker's own), and
-// defaults to the ws-only example (`cargo build --release -p shoal-server --example ws_only`).
-// When `shoal --http` serves ws:// on the same port, the default becomes
-// `target/release/shoal --http 127.0.0.1:{port}`.
+// defaults to `target/release/shoal --http 127.0.0.1:{port}`: the HTTP listener serves
+// ws:// on the same port.
 
 import { spawn } from 'node:child_process'
 import net from 'node:net'

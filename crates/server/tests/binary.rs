@@ -1,17 +1,13 @@
 //! The real `shoal` binary: what an operator types and sees.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
-
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("shoal-bin-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{refused_start, temp_dir, SHOAL};
 
 /// Starts shoal and returns it with the UDP address it printed.
 fn start(args: &[&str]) -> (Child, SocketAddr) {
@@ -115,20 +111,11 @@ fn print_config_is_valid_toml_that_the_binary_accepts() {
 
 #[test]
 fn unknown_config_key_is_an_error_naming_it() {
-    let dir = temp_dir("unknown");
-    let file = dir.join("bad.toml");
-    std::fs::write(&file, "[udp]\nlisten_on = [\"127.0.0.1:0\"]\n").unwrap();
-    let out = Command::new(SHOAL)
-        .args(["--config", file.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_start("unknown", "[udp]\nlisten_on = [\"127.0.0.1:0\"]\n");
     assert!(
         err.contains("listen_on"),
         "error does not name the key: {err}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

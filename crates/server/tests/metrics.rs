@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,9 +22,14 @@ use tokio_tungstenite::tungstenite::Message;
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn scrape(t: &Tracker) -> Scrape {
-    let (status, body) = http(t.admin_addrs()[0], "GET", "/metrics", None);
-    assert_eq!(status, 200);
-    Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("valid Prometheus text")
+    scrape_until(t.admin_addrs()[0], "a scrape", |_| true)
+}
+
+/// Asserts that every family in `names` has its HELP text.
+fn assert_documented(s: &Scrape, names: &[&str]) {
+    for name in names {
+        assert!(s.docs.contains_key(*name), "no HELP for {name}");
+    }
 }
 
 /// The value of the sample of `name` whose labels include `labels`.
@@ -140,18 +144,15 @@ fn metrics_parse_and_count_requests_peers_and_latency() {
     assert!((0.0..10.0).contains(&age), "{age}");
     assert_eq!(value(&s, "shoal_handover_waiting", &[]), Some(0.0));
     // Every family has its HELP text.
-    let families: HashMap<_, _> = s.docs.iter().collect();
-    for name in [
-        "shoal_requests_total",
-        "shoal_torrents",
-        "shoal_peers",
-        "shoal_announce_duration_seconds",
-    ] {
-        assert!(
-            families.contains_key(&name.to_string()),
-            "no HELP for {name}"
-        );
-    }
+    assert_documented(
+        &s,
+        &[
+            "shoal_requests_total",
+            "shoal_torrents",
+            "shoal_peers",
+            "shoal_announce_duration_seconds",
+        ],
+    );
 
     // The status page's data shows the same store and an HTTP rate.
     let (status, body) = http(t.admin_addrs()[0], "GET", "/status.json", None);
@@ -187,7 +188,8 @@ fn scrape_until(admin: SocketAddr, what: &str, ok: impl Fn(&Scrape) -> bool) -> 
     loop {
         let (status, body) = http(admin, "GET", "/metrics", None);
         assert_eq!(status, 200);
-        let s = Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("valid text");
+        let s =
+            Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("valid Prometheus text");
         if ok(&s) {
             return s;
         }
@@ -243,10 +245,14 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
         let before = scrape_until(admin, "first scrape", |_| true);
         let (mut a, mut b) = (ws::connect(front).await, ws::connect(front).await);
         // B is in the swarm; A announces with an offer, which goes to B; B answers.
-        ws::send(&mut b, ws_announce(2, 10, &[])).await;
-        assert_eq!(ws::recv(&mut b).await["incomplete"], 1);
-        ws::send(&mut a, ws_announce(1, 0, &[7])).await;
-        assert_eq!(ws::recv(&mut a).await["complete"], 1);
+        assert_eq!(
+            ws::request(&mut b, ws_announce(2, 10, &[])).await["incomplete"],
+            1
+        );
+        assert_eq!(
+            ws::request(&mut a, ws_announce(1, 0, &[7])).await["complete"],
+            1
+        );
         let offer = ws::recv(&mut b).await;
         let offer_id = offer["offer_id"].as_str().unwrap().to_owned();
         assert_eq!(offer_id, encode_binary(&[7; 20]));
@@ -265,18 +271,15 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
         assert_eq!(ws_requests(&s, "answer", "ok"), 1.0);
         // The UDP/HTTP store's figures do not include WebTorrent peers.
         assert_eq!(value(&s, "shoal_torrents", &[]), Some(0.0));
-        let families: HashMap<_, _> = s.docs.iter().collect();
-        for name in [
-            "shoal_ws_peers",
-            "shoal_ws_torrents",
-            "shoal_ws_connections",
-            "shoal_ws_relayed_total",
-        ] {
-            assert!(
-                families.contains_key(&name.to_string()),
-                "no HELP for {name}"
-            );
-        }
+        assert_documented(
+            &s,
+            &[
+                "shoal_ws_peers",
+                "shoal_ws_torrents",
+                "shoal_ws_connections",
+                "shoal_ws_relayed_total",
+            ],
+        );
         let (status, body) = http(admin, "GET", "/status.json", None);
         assert_eq!(status, 200);
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -296,15 +299,8 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
         // that is not JSON.
         let refused = ws_requests(&s, "answer", "no_such_offer");
         let malformed = ws_requests(&s, "invalid", "malformed");
-        ws::send(&mut b, ws_answer(2, 1, &encode_binary(&[9; 20]))).await;
-        let r = ws::recv(&mut b).await;
-        assert!(
-            r["failure reason"]
-                .as_str()
-                .unwrap()
-                .contains("not relayed"),
-            "{r}"
-        );
+        let r = ws::request(&mut b, ws_answer(2, 1, &encode_binary(&[9; 20]))).await;
+        ws::assert_refused(&r, "not relayed");
         b.send(Message::text("{not json")).await.unwrap();
         assert!(ws::recv(&mut b).await["failure reason"].is_string());
         let s = scrape_until(admin, "refusals counted", |s| {

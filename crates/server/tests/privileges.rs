@@ -5,10 +5,9 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 use std::time::Duration;
 
-use common::{free_udp_port, temp_dir, Client, Shoal};
+use common::{free_udp_port, refused_start, temp_dir, Client, Shoal};
 
 fn status_field(pid: i32, field: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -26,15 +25,7 @@ fn drops_to_the_configured_user_inside_the_chroot() {
     let dir = temp_dir("privileges");
     if !nix::unistd::Uid::effective().is_root() {
         // Not root: switching to root must be refused, loudly, before serving.
-        let cfg = dir.join("c.toml");
-        std::fs::write(&cfg, "[udp]\nlisten = [\"127.0.0.1:0\"]\n[http]\nlisten = []\n[admin]\nlisten = []\n[state]\nfile = \"\"\n[privileges]\nuser = \"root\"\n").unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_shoal"))
-            .arg("--config")
-            .arg(&cfg)
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused_start("privileges-root", "[udp]\nlisten = [\"127.0.0.1:0\"]\n[http]\nlisten = []\n[admin]\nlisten = []\n[state]\nfile = \"\"\n[privileges]\nuser = \"root\"\n");
         assert!(
             err.contains("setgid") || err.contains("setuid") || err.contains("setgroups"),
             "{err}"

@@ -5,23 +5,20 @@ mod common;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{free_udp_port, http, temp_dir, Ann, Client, Shoal};
+use common::{http, Ann, Client, Shoal, Site};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
 const TORRENTS: usize = 20;
 const PEERS_PER_TORRENT: usize = 5000;
 
-fn config(state: &Path, port: u16) -> String {
-    format!(
-        "workers = 2\n\
-         [udp]\nlisten = [\"127.0.0.1:{port}\"]\n\
-         [http]\nlisten = []\n\
-         [state]\nfile = {:?}\nsnapshot_interval = 0\n\
-         [admin]\nlisten = [\"127.0.0.1:0\"]\ntoken = \"restart-test\"\n",
-        state.display().to_string()
+/// Starts `name` on the site: snapshots only at stop, the admin API on a free port.
+fn start(site: &Site, name: &str) -> Shoal {
+    site.start(
+        name,
+        "snapshot_interval = 0",
+        "listen = [\"127.0.0.1:0\"]\ntoken = \"restart-test\"",
     )
 }
 
@@ -91,11 +88,9 @@ fn ann(t: usize, i: usize) -> Ann {
 
 #[test]
 fn peers_and_completed_counts_survive_sigterm_and_restart() {
-    let dir = temp_dir("restart");
-    let state = dir.join("shoal.state");
-    let port = free_udp_port();
-    let tracker: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let first = Shoal::start(&dir, "first", &config(&state, port));
+    let site = Site::new("restart");
+    let tracker = site.udp();
+    let first = start(&site, "first");
 
     // 100,000 peers over 20 torrents, four client threads with 128 announces in flight.
     let started = Instant::now();
@@ -158,10 +153,10 @@ fn peers_and_completed_counts_survive_sigterm_and_restart() {
     );
     let output = first.stop();
     assert!(output.contains("final snapshot written"), "{output}");
-    let size = std::fs::metadata(&state).unwrap().len();
+    let size = std::fs::metadata(&site.state).unwrap().len();
     eprintln!("snapshot: {size} bytes");
 
-    let second = Shoal::start(&dir, "second", &config(&state, port));
+    let second = start(&site, "second");
     let line = second.wait_for("restored snapshot", Duration::from_secs(5));
     assert!(line.contains("20 torrents, 100000 peers"), "{line}");
 
@@ -218,36 +213,34 @@ fn peers_and_completed_counts_survive_sigterm_and_restart() {
         );
     }
     second.stop();
-    std::fs::remove_dir_all(&dir).unwrap();
+    site.remove();
 }
+
+/// A file that starts like a snapshot and is not one.
+const DAMAGED: &[u8] = b"SHOALSNP\x01\x00\x00\x00 this is not a snapshot";
 
 #[test]
 fn damaged_snapshot_is_logged_moved_aside_and_the_tracker_starts_empty() {
-    let dir = temp_dir("corrupt");
-    let state = dir.join("shoal.state");
-    std::fs::write(&state, b"SHOALSNP\x01\x00\x00\x00 this is not a snapshot").unwrap();
-    let port = free_udp_port();
-    let shoal = Shoal::start(&dir, "corrupt", &config(&state, port));
+    let site = Site::new("corrupt");
+    std::fs::write(&site.state, DAMAGED).unwrap();
+    let shoal = start(&site, "corrupt");
     let line = shoal.wait_for("cannot be restored", Duration::from_secs(5));
     assert!(line.contains("ERROR"), "{line}");
     assert!(line.contains("moved to"), "{line}");
-    let aside: Vec<_> = std::fs::read_dir(&dir)
+    let aside: Vec<_> = std::fs::read_dir(&site.dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("shoal.state.corrupt-"))
         .collect();
     assert_eq!(aside.len(), 1, "{aside:?}");
-    assert_eq!(
-        std::fs::read(dir.join(&aside[0])).unwrap(),
-        b"SHOALSNP\x01\x00\x00\x00 this is not a snapshot"
-    );
+    assert_eq!(std::fs::read(site.dir.join(&aside[0])).unwrap(), DAMAGED);
     // It serves, and it is empty.
-    let mut c = Client::new(format!("127.0.0.1:{port}").parse().unwrap());
+    let mut c = Client::new(site.udp());
     c.connect();
     assert_eq!(c.scrape(&[info_hash(0)]).unwrap(), vec![(0, 0, 0)]);
     // Its own snapshot replaced the damaged one.
     shoal.stop();
-    let fresh = std::fs::read(&state).unwrap();
+    let fresh = std::fs::read(&site.state).unwrap();
     assert_eq!(&fresh[..8], b"SHOALSNP");
-    std::fs::remove_dir_all(&dir).unwrap();
+    site.remove();
 }

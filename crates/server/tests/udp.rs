@@ -1,12 +1,19 @@
 //! The UDP tracker over real loopback sockets, started in-process on port 0.
 
-use std::net::{SocketAddr, UdpSocket};
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
 use std::time::Duration;
+
+use common::store::add_peer;
+use common::temp_dir;
 
 use shoal_proto::udp::{
     AnnounceRequest, ConnectRequest, ConnectionId, Request, Response, ScrapeRequest, TransactionId,
 };
 use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
+use shoal_server::config::AccessModeConfig;
 use shoal_server::{Config, Tracker};
 
 fn config(listen: &str) -> Config {
@@ -17,6 +24,13 @@ fn config(listen: &str) -> Config {
     c.http.listen.clear();
     c.workers = 2;
     c
+}
+
+/// A tracker from `config("127.0.0.1:0")` and a client connected to it.
+fn started() -> (Tracker, Client) {
+    let tracker = Tracker::start(config("127.0.0.1:0")).unwrap();
+    let c = Client::new(tracker.udp_addrs()[0]);
+    (tracker, c)
 }
 
 struct Client {
@@ -121,10 +135,14 @@ impl Client {
         }
     }
 
+    /// Peer 1 starting in torrent 1, as the request and its bytes (not sent).
+    fn first_announce(&mut self) -> (AnnounceRequest, Vec<u8>) {
+        let req = self.announce_req(1, 1, 1, AnnounceEvent::Started);
+        (req, datagram(req))
+    }
+
     fn send_announce(&mut self, req: AnnounceRequest) -> Vec<u8> {
-        let mut out = Vec::new();
-        Request::Announce(req).write(&mut out);
-        self.send(&out);
+        self.send(&datagram(req));
         self.recv().expect("announce reply")
     }
 
@@ -141,7 +159,7 @@ impl Client {
         parse_announce(&reply, self.tracker.is_ipv6(), req.transaction_id)
     }
 
-    fn scrape(&mut self, hashes: &[InfoHash]) -> Vec<u8> {
+    fn scrape_nowait(&mut self, hashes: &[InfoHash]) {
         let tid = self.next_tid();
         let mut out = Vec::new();
         Request::Scrape(ScrapeRequest {
@@ -151,7 +169,17 @@ impl Client {
         })
         .write(&mut out);
         self.send(&out);
+    }
+
+    fn scrape(&mut self, hashes: &[InfoHash]) -> Vec<u8> {
+        self.scrape_nowait(hashes);
         self.recv().expect("scrape reply")
+    }
+
+    /// Announces peer 1 in torrent `info` and returns the error message it gets.
+    fn refusal(&mut self, info: u8, event: AnnounceEvent) -> String {
+        let req = self.announce_req(info, 1, 1, event);
+        error_message(&self.send_announce(req))
     }
 
     /// (seeders, completed, leechers) per hash.
@@ -165,6 +193,12 @@ impl Client {
             other => panic!("{other:?}"),
         }
     }
+}
+
+fn datagram(req: AnnounceRequest) -> Vec<u8> {
+    let mut out = Vec::new();
+    Request::Announce(req).write(&mut out);
+    out
 }
 
 fn parse_announce(reply: &[u8], v6: bool, tid: TransactionId) -> (u32, u32, Vec<SocketAddr>) {
@@ -241,12 +275,9 @@ fn ipv6_announces_get_18_byte_peers_and_only_ipv6_ones() {
 
 #[test]
 fn bad_connection_ids_are_dropped_silently() {
-    let tracker = Tracker::start(config("127.0.0.1:0")).unwrap();
-    let mut c = Client::new(tracker.udp_addrs()[0]);
+    let (tracker, mut c) = started();
     c.cid = ConnectionId(c.cid.0 ^ 1);
-    let req = c.announce_req(1, 1, 1, AnnounceEvent::Started);
-    let mut out = Vec::new();
-    Request::Announce(req).write(&mut out);
+    let (_, out) = c.first_announce();
     c.send(&out);
     c.scrape_nowait(&[InfoHash([1; 20])]);
     // A malformed request under a bad id gets no error reply either (no reflection).
@@ -261,27 +292,10 @@ fn bad_connection_ids_are_dropped_silently() {
     );
 }
 
-impl Client {
-    fn scrape_nowait(&mut self, hashes: &[InfoHash]) {
-        let tid = self.next_tid();
-        let mut out = Vec::new();
-        Request::Scrape(ScrapeRequest {
-            connection_id: self.cid,
-            transaction_id: tid,
-            info_hashes: hashes,
-        })
-        .write(&mut out);
-        self.send(&out);
-    }
-}
-
 #[test]
 fn malformed_requests_with_a_valid_id_get_clear_errors() {
-    let tracker = Tracker::start(config("127.0.0.1:0")).unwrap();
-    let mut c = Client::new(tracker.udp_addrs()[0]);
-    let req = c.announce_req(1, 1, 1, AnnounceEvent::Started);
-    let mut out = Vec::new();
-    Request::Announce(req).write(&mut out);
+    let (tracker, mut c) = started();
+    let (req, out) = c.first_announce();
 
     c.send(&out[..60]);
     assert!(error_message(&c.recv().unwrap()).contains("too short"));
@@ -312,11 +326,8 @@ fn malformed_requests_with_a_valid_id_get_clear_errors() {
 
 #[test]
 fn trailing_bytes_and_bep41_options_are_accepted() {
-    let tracker = Tracker::start(config("127.0.0.1:0")).unwrap();
-    let mut c = Client::new(tracker.udp_addrs()[0]);
-    let req = c.announce_req(1, 1, 1, AnnounceEvent::Started);
-    let mut out = Vec::new();
-    Request::Announce(req).write(&mut out);
+    let (_tracker, mut c) = started();
+    let (req, mut out) = c.first_announce();
     shoal_proto::udp::write_url_data_option(b"/announce", &mut out);
     assert_eq!(out.len(), 109, "libtorrent's announce size");
     c.send(&out);
@@ -363,21 +374,26 @@ fn silent_peers_expire() {
     }
 }
 
-#[test]
-fn access_list_allow_deny_and_reload() {
-    let dir = std::env::temp_dir().join(format!("shoal-acl-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// A tracker whose access list, in `mode`, names torrent 1; a client; the list's directory
+/// and path.
+fn with_access_list(name: &str, mode: AccessModeConfig) -> (Tracker, Client, PathBuf, PathBuf) {
+    let dir = temp_dir(name);
     let list = dir.join("list");
     std::fs::write(&list, format!("{}\n", InfoHash([1; 20]).to_hex())).unwrap();
     let mut c = config("127.0.0.1:0");
-    c.access_list.mode = shoal_server::config::AccessModeConfig::Allow;
+    c.access_list.mode = mode;
     c.access_list.path = list.clone();
     let tracker = Tracker::start(c).unwrap();
-    let mut cl = Client::new(tracker.udp_addrs()[0]);
+    let cl = Client::new(tracker.udp_addrs()[0]);
+    (tracker, cl, dir, list)
+}
+
+#[test]
+fn access_list_allow_deny_and_reload() {
+    let (tracker, mut cl, dir, list) = with_access_list("acl", AccessModeConfig::Allow);
     let (l, _, _) = cl.announce(1, 1, 1, AnnounceEvent::Started);
     assert_eq!(l, 1);
-    let req = cl.announce_req(2, 1, 1, AnnounceEvent::Started);
-    assert_eq!(error_message(&cl.send_announce(req)), "torrent not allowed");
+    assert_eq!(cl.refusal(2, AnnounceEvent::Started), "torrent not allowed");
     assert_eq!(
         error_message(&cl.scrape(&[InfoHash([2; 20])])),
         "torrent not allowed"
@@ -386,30 +402,19 @@ fn access_list_allow_deny_and_reload() {
     // Allow the second hash; a broken file on reload keeps the old list.
     std::fs::write(&list, "not a hash\n").unwrap();
     assert!(tracker.reload().is_err());
-    let req = cl.announce_req(2, 1, 1, AnnounceEvent::Started);
-    assert_eq!(error_message(&cl.send_announce(req)), "torrent not allowed");
+    assert_eq!(cl.refusal(2, AnnounceEvent::Started), "torrent not allowed");
     std::fs::write(&list, format!("{}\n", InfoHash([2; 20]).to_hex())).unwrap();
     tracker.reload().unwrap();
     let (l, _, _) = cl.announce(2, 1, 1, AnnounceEvent::Started);
     assert_eq!(l, 1);
-    let req = cl.announce_req(1, 1, 1, AnnounceEvent::None);
-    assert_eq!(error_message(&cl.send_announce(req)), "torrent not allowed");
+    assert_eq!(cl.refusal(1, AnnounceEvent::None), "torrent not allowed");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn deny_mode_refuses_listed_hashes() {
-    let dir = std::env::temp_dir().join(format!("shoal-deny-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let list = dir.join("list");
-    std::fs::write(&list, format!("{}\n", InfoHash([1; 20]).to_hex())).unwrap();
-    let mut c = config("127.0.0.1:0");
-    c.access_list.mode = shoal_server::config::AccessModeConfig::Deny;
-    c.access_list.path = list;
-    let tracker = Tracker::start(c).unwrap();
-    let mut cl = Client::new(tracker.udp_addrs()[0]);
-    let req = cl.announce_req(1, 1, 1, AnnounceEvent::Started);
-    assert_eq!(error_message(&cl.send_announce(req)), "torrent not allowed");
+    let (_tracker, mut cl, dir, _) = with_access_list("deny", AccessModeConfig::Deny);
+    assert_eq!(cl.refusal(1, AnnounceEvent::Started), "torrent not allowed");
     let (l, _, _) = cl.announce(2, 1, 1, AnnounceEvent::Started);
     assert_eq!(l, 1);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -425,23 +430,14 @@ fn numwant_is_capped_and_defaulted() {
     let mut cl = Client::new(addr);
     // Ten other peers, announced through the store under distinct addresses.
     for n in 0..10u8 {
-        let mut out: Vec<CompactPeerV4> = Vec::new();
-        tracker
-            .store()
-            .announce_v4(
-                &shoal_swarm::Announce {
-                    info_hash: InfoHash([7; 20]),
-                    peer_id: PeerId([100 + n; 20]),
-                    addr: CompactPeerV4::new([10, 0, 0, n].into(), 1000),
-                    event: AnnounceEvent::Started,
-                    left: 1,
-                    numwant: 0,
-                    credential: None,
-                },
-                shoal_swarm::clock::now(),
-                &mut out,
-            )
-            .unwrap();
+        let addr = CompactPeerV4::new([10, 0, 0, n].into(), 1000);
+        add_peer(
+            tracker.store(),
+            InfoHash([7; 20]),
+            PeerId([100 + n; 20]),
+            addr,
+            1,
+        );
     }
     let (_, _, peers) = cl.announce(7, 1, 1, AnnounceEvent::Started);
     assert_eq!(peers.len(), 3, "default numwant");
@@ -467,16 +463,9 @@ fn scrape_is_limited_and_ip_field_ignored_unless_allowed() {
     assert!(error_message(&cl.scrape(&hashes)).contains("too many"));
     assert_eq!(cl.scrape_stats(&hashes[..3]).len(), 3);
 
-    let mut req = cl.announce_req(8, 1, 1, AnnounceEvent::Started);
-    req.ip = [10, 9, 8, 7];
-    cl.send_announce(req);
-    let listed = tracker
-        .store()
-        .with_torrent(&InfoHash([8; 20]), |t| t.v4().peer(0).addr)
-        .unwrap();
     assert_eq!(
-        listed.ip(),
-        std::net::Ipv4Addr::LOCALHOST,
+        listed_after_ip_field(&tracker, &mut cl),
+        Ipv4Addr::LOCALHOST,
         "ip field must be ignored"
     );
 
@@ -484,20 +473,28 @@ fn scrape_is_limited_and_ip_field_ignored_unless_allowed() {
     c.udp.allow_ip_field = true;
     let tracker = Tracker::start(c).unwrap();
     let mut cl = Client::new(tracker.udp_addrs()[0]);
+    assert_eq!(
+        listed_after_ip_field(&tracker, &mut cl),
+        Ipv4Addr::new(10, 9, 8, 7)
+    );
+}
+
+/// Announces torrent 8 with 10.9.8.7 in the `ip` field; returns the address the store
+/// lists for the peer.
+fn listed_after_ip_field(tracker: &Tracker, cl: &mut Client) -> Ipv4Addr {
     let mut req = cl.announce_req(8, 1, 1, AnnounceEvent::Started);
     req.ip = [10, 9, 8, 7];
     cl.send_announce(req);
-    let listed = tracker
+    tracker
         .store()
         .with_torrent(&InfoHash([8; 20]), |t| t.v4().peer(0).addr)
-        .unwrap();
-    assert_eq!(listed.ip(), std::net::Ipv4Addr::new(10, 9, 8, 7));
+        .unwrap()
+        .ip()
 }
 
 #[test]
 fn connection_ids_survive_a_restart_with_a_key_file() {
-    let dir = std::env::temp_dir().join(format!("shoal-cid-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("cid");
     let mut c = config("127.0.0.1:0");
     c.udp.connection_id_key_file = dir.join("key");
     let tracker = Tracker::start(c.clone()).unwrap();

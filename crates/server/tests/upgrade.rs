@@ -4,25 +4,22 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{free_udp_port, temp_dir, Ann, Client, Shoal};
+use common::{Ann, Client, Shoal, Site};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
 const CLIENTS: usize = 4;
 const LOAD: Duration = Duration::from_secs(5);
 
-fn config(state: &std::path::Path, port: u16) -> String {
-    format!(
-        "workers = 2\n\
-         [udp]\nlisten = [\"127.0.0.1:{port}\"]\n\
-         [http]\nlisten = []\n\
-         [state]\nfile = {:?}\nsnapshot_interval = 1\nhandover_timeout = 30\n\
-         [admin]\nlisten = []\n",
-        state.display().to_string()
+/// Starts `name` on the site: a snapshot every second, hand-over, no admin listener.
+fn start(site: &Site, name: &str) -> Shoal {
+    site.start(
+        name,
+        "snapshot_interval = 1\nhandover_timeout = 30",
+        "listen = []",
     )
 }
 
@@ -32,11 +29,9 @@ fn info_hash(k: usize) -> InfoHash {
 
 #[test]
 fn second_process_takes_over_without_losing_responses_or_peers() {
-    let dir = temp_dir("upgrade");
-    let state = dir.join("shoal.state");
-    let port = free_udp_port();
-    let tracker: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let old = Shoal::start(&dir, "old", &config(&state, port));
+    let site = Site::new("upgrade");
+    let tracker = site.udp();
+    let old = start(&site, "old");
     // The old process has persisted its key (written at start).
     old.wait_for("listening on", Duration::from_secs(5));
     std::thread::sleep(Duration::from_millis(300));
@@ -94,7 +89,7 @@ fn second_process_takes_over_without_losing_responses_or_peers() {
         .collect();
 
     std::thread::sleep(Duration::from_millis(1500));
-    let new = Shoal::start(&dir, "new", &config(&state, port));
+    let new = start(&site, "new");
     new.wait_for("waiting for its final snapshot", Duration::from_secs(5));
     phase.store(1, Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(1500));
@@ -164,5 +159,5 @@ fn second_process_takes_over_without_losing_responses_or_peers() {
         totals.2
     );
     new.stop();
-    std::fs::remove_dir_all(&dir).unwrap();
+    site.remove();
 }

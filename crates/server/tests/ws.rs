@@ -1,7 +1,7 @@
-//! Integration tests of the WebTorrent front end over real WebSocket connections: the
-//! front end runs in-process behind its standalone listener on 127.0.0.1:0, and the
-//! clients are tokio-tungstenite connections speaking the JSON the reference client
-//! speaks (tests/common/mod.rs, module `ws`).
+//! Integration tests of the WebTorrent front end over real WebSocket connections: a whole
+//! tracker runs in-process with an HTTP listener on 127.0.0.1:0 (WebSocket upgrades
+//! arrive on it, as in production), and the clients are tokio-tungstenite connections
+//! speaking the JSON the reference client speaks (tests/common/ws.rs).
 
 mod common;
 
@@ -9,13 +9,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::ws::{announce, answer, bin, connect, recv, send, silent, with_offers, WAIT};
+use common::ws::{
+    announce, answer, assert_refused, bin, connect, eventually, recv, request, send, silent,
+    with_offers, Client, WAIT,
+};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use shoal_proto::{InfoHash, PeerId};
-use shoal_server::config::Config;
-use shoal_server::ws::{standalone, WsContext};
-use shoal_swarm::{Store, StoreConfig};
+use shoal_server::config::WsConfig;
+use shoal_server::ws::WsContext;
+use shoal_server::{Config, Tracker};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
@@ -24,25 +27,44 @@ use tokio_tungstenite::MaybeTlsStream;
 struct Harness {
     addr: SocketAddr,
     ctx: Arc<WsContext>,
+    /// Stopped when the test ends.
+    _tracker: Tracker,
 }
 
-async fn start(config: Config) -> Harness {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let ctx = Arc::new(WsContext::new(
-        &config,
-        Arc::new(Store::new(StoreConfig::default())),
-    ));
-    tokio::spawn(standalone::serve(
-        listener,
-        ctx.clone(),
-        Duration::from_secs(1),
-    ));
-    Harness { addr, ctx }
+/// A tracker with only an HTTP listener, its WebTorrent settings changed by `f`.
+fn start(f: impl FnOnce(&mut WsConfig)) -> Harness {
+    let mut c = Config::ephemeral();
+    c.udp.listen.clear();
+    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.workers = 2;
+    f(&mut c.ws);
+    let tracker = Tracker::start(c).unwrap();
+    Harness {
+        addr: tracker.http_addrs()[0],
+        ctx: tracker.ws_context().clone(),
+        _tracker: tracker,
+    }
 }
 
-async fn start_default() -> Harness {
-    start(Config::default()).await
+fn start_default() -> Harness {
+    start(|_| {})
+}
+
+impl Harness {
+    /// A new connection whose peer `peer` joined torrent `info` with `left` bytes to go.
+    async fn joined(&self, info: u8, peer: u8, left: u64) -> Client {
+        let mut c = connect(self.addr).await;
+        request(&mut c, announce(ih(info), pid(peer), Some(left), "started")).await;
+        c
+    }
+
+    /// Whether peer `peer` of torrent `info` is in the swarm.
+    fn has_peer(&self, info: u8, peer: u8) -> bool {
+        self.ctx
+            .torrents
+            .peer_connection(&InfoHash(ih(info)), &PeerId(pid(peer)))
+            .is_some()
+    }
 }
 
 fn ih(n: u8) -> [u8; 20] {
@@ -57,19 +79,17 @@ fn pid(n: u8) -> [u8; 20] {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn announce_replies_with_counts_and_interval() {
-    let h = start_default().await;
+    let h = start_default();
     let mut a = connect(h.addr).await;
     // A seeder's first announce may be `completed`.
-    send(&mut a, announce(ih(1), pid(1), Some(0), "completed")).await;
-    let r = recv(&mut a).await;
+    let r = request(&mut a, announce(ih(1), pid(1), Some(0), "completed")).await;
     assert_eq!(
         r,
         json!({"action": "announce", "info_hash": bin(&ih(1)), "complete": 1, "incomplete": 0, "interval": 120})
     );
     let mut b = connect(h.addr).await;
     // A leecher without metadata: `left: null`.
-    send(&mut b, announce(ih(1), pid(2), None, "started")).await;
-    let r = recv(&mut b).await;
+    let r = request(&mut b, announce(ih(1), pid(2), None, "started")).await;
     assert_eq!(
         (r["complete"].as_u64(), r["incomplete"].as_u64()),
         (Some(1), Some(1))
@@ -82,22 +102,12 @@ async fn announce_replies_with_counts_and_interval() {
 /// peer, and the answer goes back to the offerer only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offers_are_relayed_and_answers_go_back_to_the_offerer_only() {
-    let h = start_default().await;
-    let (mut a, mut b, mut c) = (
-        connect(h.addr).await,
-        connect(h.addr).await,
-        connect(h.addr).await,
-    );
-    send(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
-    recv(&mut a).await;
-    send(&mut b, announce(ih(1), pid(2), Some(10), "started")).await;
-    recv(&mut b).await;
-    send(
-        &mut c,
-        with_offers(announce(ih(1), pid(3), Some(10), "started"), &[7, 8, 9]),
-    )
-    .await;
-    let r = recv(&mut c).await;
+    let h = start_default();
+    let mut a = h.joined(1, 1, 0).await;
+    let mut b = h.joined(1, 2, 10).await;
+    let mut c = connect(h.addr).await;
+    let offers = with_offers(announce(ih(1), pid(3), Some(10), "started"), &[7, 8, 9]);
+    let r = request(&mut c, offers).await;
     assert_eq!(r["incomplete"], 2);
     let oa = recv(&mut a).await;
     let ob = recv(&mut b).await;
@@ -118,11 +128,8 @@ async fn offers_are_relayed_and_answers_go_back_to_the_offerer_only() {
     silent(&mut a).await;
 
     // A answers its offer: C gets it, from A, with the offer id; B gets nothing.
-    send(
-        &mut a,
-        answer(ih(1), pid(1), pid(3), oa["offer_id"].as_str().unwrap()),
-    )
-    .await;
+    let a_answers = answer(ih(1), pid(1), pid(3), oa["offer_id"].as_str().unwrap());
+    send(&mut a, a_answers.clone()).await;
     let ans = recv(&mut c).await;
     assert_eq!(
         ans,
@@ -132,64 +139,37 @@ async fn offers_are_relayed_and_answers_go_back_to_the_offerer_only() {
     silent(&mut b).await;
     silent(&mut a).await;
     // The same answer twice is refused: one answer per offer.
-    send(
-        &mut a,
-        answer(ih(1), pid(1), pid(3), oa["offer_id"].as_str().unwrap()),
-    )
-    .await;
-    let r = recv(&mut a).await;
-    assert!(
-        r["failure reason"]
-            .as_str()
-            .unwrap()
-            .contains("not relayed"),
-        "{r}"
-    );
+    assert_refused(&request(&mut a, a_answers).await, "not relayed");
     silent(&mut c).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forged_answers_are_refused() {
-    let h = start_default().await;
-    let (mut a, mut c, mut m) = (
-        connect(h.addr).await,
-        connect(h.addr).await,
-        connect(h.addr).await,
-    );
-    send(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
-    recv(&mut a).await;
-    send(
+/// A new connection, peer 3, announces torrent 1 with one offer, which goes to `a` (peer
+/// 1, its only peer); returns the offerer's connection and the offer id.
+async fn offer_to(h: &Harness, a: &mut Client) -> (Client, String) {
+    let mut c = connect(h.addr).await;
+    request(
         &mut c,
         with_offers(announce(ih(1), pid(3), Some(10), "started"), &[7]),
     )
     .await;
-    recv(&mut c).await;
-    let offer = recv(&mut a).await;
-    let offer_id = offer["offer_id"].as_str().unwrap().to_owned();
+    let offer = recv(a).await;
+    (c, offer["offer_id"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_answers_are_refused() {
+    let h = start_default();
+    let mut a = h.joined(1, 1, 0).await;
+    let (mut c, offer_id) = offer_to(&h, &mut a).await;
     // M joins, then answers the offer that went to A, pretending to be A.
-    send(&mut m, announce(ih(1), pid(9), Some(10), "started")).await;
-    recv(&mut m).await;
-    send(&mut m, answer(ih(1), pid(1), pid(3), &offer_id)).await;
-    let r = recv(&mut m).await;
+    let mut m = h.joined(1, 9, 10).await;
+    let r = request(&mut m, answer(ih(1), pid(1), pid(3), &offer_id)).await;
     assert_eq!(r["action"], "announce");
     assert_eq!(r["info_hash"], bin(&ih(1)));
-    assert!(
-        r["failure reason"]
-            .as_str()
-            .unwrap()
-            .contains("not in the swarm on this connection"),
-        "{r}"
-    );
+    assert_refused(&r, "not in the swarm on this connection");
     // ... or as itself.
-    send(&mut m, answer(ih(1), pid(9), pid(3), &offer_id)).await;
-    let r = recv(&mut m).await;
-    assert!(
-        r["failure reason"]
-            .as_str()
-            .unwrap()
-            .contains("not relayed"),
-        "{r}"
-    );
+    let r = request(&mut m, answer(ih(1), pid(9), pid(3), &offer_id)).await;
+    assert_refused(&r, "not relayed");
     silent(&mut c).await;
     // The real answer still goes through.
     send(&mut a, answer(ih(1), pid(1), pid(3), &offer_id)).await;
@@ -198,65 +178,42 @@ async fn forged_answers_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_to_nobody_are_refused() {
-    let h = start_default().await;
-    let (mut a, mut c) = (connect(h.addr).await, connect(h.addr).await);
-    send(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
-    recv(&mut a).await;
+    let h = start_default();
+    let mut a = h.joined(1, 1, 0).await;
     // An offer id nobody sent, in a torrent, then in no torrent at all.
-    send(&mut a, answer(ih(1), pid(1), pid(3), &bin(&[5; 20]))).await;
-    assert!(recv(&mut a).await["failure reason"].is_string());
-    send(&mut a, answer(ih(2), pid(1), pid(3), &bin(&[5; 20]))).await;
-    assert!(recv(&mut a).await["failure reason"].is_string());
+    for info in [1, 2] {
+        let r = request(&mut a, answer(ih(info), pid(1), pid(3), &bin(&[5; 20]))).await;
+        assert!(r["failure reason"].is_string());
+    }
     // A real offer whose offerer has left before the answer.
-    send(
-        &mut c,
-        with_offers(announce(ih(1), pid(3), Some(10), "started"), &[7]),
-    )
-    .await;
-    recv(&mut c).await;
-    let offer = recv(&mut a).await;
-    send(&mut c, announce(ih(1), pid(3), Some(10), "stopped")).await;
-    recv(&mut c).await;
-    send(
-        &mut a,
-        answer(ih(1), pid(1), pid(3), offer["offer_id"].as_str().unwrap()),
-    )
-    .await;
-    let r = recv(&mut a).await;
-    assert!(
-        r["failure reason"].as_str().unwrap().contains("left"),
-        "{r}"
-    );
+    let (mut c, offer_id) = offer_to(&h, &mut a).await;
+    request(&mut c, announce(ih(1), pid(3), Some(10), "stopped")).await;
+    let r = request(&mut a, answer(ih(1), pid(1), pid(3), &offer_id)).await;
+    assert_refused(&r, "left");
     silent(&mut c).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scrape_one_many_and_none() {
-    let mut config = Config::default();
-    config.ws.full_scrape = true;
-    let h = start(config).await;
+    let h = start(|ws| ws.full_scrape = true);
     let mut a = connect(h.addr).await;
-    send(&mut a, announce(ih(1), pid(1), Some(0), "completed")).await;
-    recv(&mut a).await;
-    send(&mut a, announce(ih(2), pid(1), Some(5), "started")).await;
-    recv(&mut a).await;
-    send(
+    request(&mut a, announce(ih(1), pid(1), Some(0), "completed")).await;
+    request(&mut a, announce(ih(2), pid(1), Some(5), "started")).await;
+    let r = request(
         &mut a,
         json!({"action": "scrape", "info_hash": bin(&ih(1))}),
     )
     .await;
-    let r = recv(&mut a).await;
     assert_eq!(
         r,
         json!({"action": "scrape", "files": {bin(&ih(1)): {"complete": 1, "incomplete": 0, "downloaded": 1}},
                          "flags": {"min_request_interval": 120}})
     );
-    send(
+    let r = request(
         &mut a,
         json!({"action": "scrape", "info_hash": [bin(&ih(1)), bin(&ih(2)), bin(&ih(3))]}),
     )
     .await;
-    let r = recv(&mut a).await;
     assert_eq!(
         r["files"][bin(&ih(2))],
         json!({"complete": 0, "incomplete": 1, "downloaded": 0})
@@ -265,74 +222,43 @@ async fn scrape_one_many_and_none() {
         r["files"][bin(&ih(3))],
         json!({"complete": 0, "incomplete": 0, "downloaded": 0})
     );
-    send(&mut a, json!({"action": "scrape"})).await;
-    let r = recv(&mut a).await;
+    let r = request(&mut a, json!({"action": "scrape"})).await;
     assert_eq!(r["files"].as_object().unwrap().len(), 2, "{r}");
 
     // Without full scrape, no info hash is refused.
-    let h = start_default().await;
+    let h = start_default();
     let mut b = connect(h.addr).await;
-    send(&mut b, json!({"action": "scrape"})).await;
-    let r = recv(&mut b).await;
+    let r = request(&mut b, json!({"action": "scrape"})).await;
     assert_eq!(r["action"], "scrape");
-    assert!(r["failure reason"]
-        .as_str()
-        .unwrap()
-        .contains("full scrape"));
+    assert_refused(&r, "full scrape");
     let many: Vec<String> = (0..65).map(|i| bin(&ih(i))).collect();
-    send(&mut b, json!({"action": "scrape", "info_hash": many})).await;
-    assert!(recv(&mut b).await["failure reason"]
-        .as_str()
-        .unwrap()
-        .contains("too many"));
+    let r = request(&mut b, json!({"action": "scrape", "info_hash": many})).await;
+    assert_refused(&r, "too many");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_removes_only_the_senders_own_peer() {
-    let h = start_default().await;
-    let (mut a, mut b) = (connect(h.addr).await, connect(h.addr).await);
-    send(&mut a, announce(ih(1), pid(1), Some(5), "started")).await;
-    recv(&mut a).await;
-    send(&mut b, announce(ih(1), pid(2), Some(5), "started")).await;
-    recv(&mut b).await;
+    let h = start_default();
+    let _a = h.joined(1, 1, 5).await;
+    let mut b = h.joined(1, 2, 5).await;
     // B claims A's peer id is stopping: A stays.
-    send(&mut b, announce(ih(1), pid(1), Some(5), "stopped")).await;
-    assert_eq!(recv(&mut b).await["incomplete"], 2);
-    send(&mut b, announce(ih(1), pid(2), Some(5), "stopped")).await;
-    assert_eq!(recv(&mut b).await["incomplete"], 1);
-    assert!(h
-        .ctx
-        .torrents
-        .peer_connection(&InfoHash(ih(1)), &PeerId(pid(1)))
-        .is_some());
-    assert!(h
-        .ctx
-        .torrents
-        .peer_connection(&InfoHash(ih(1)), &PeerId(pid(2)))
-        .is_none());
-}
-
-async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..100 {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what}: not within 5 s");
+    let r = request(&mut b, announce(ih(1), pid(1), Some(5), "stopped")).await;
+    assert_eq!(r["incomplete"], 2);
+    let r = request(&mut b, announce(ih(1), pid(2), Some(5), "stopped")).await;
+    assert_eq!(r["incomplete"], 1);
+    assert!(h.has_peer(1, 1));
+    assert!(!h.has_peer(1, 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_connection_removes_its_peers() {
-    let h = start_default().await;
-    let (mut a, mut b) = (connect(h.addr).await, connect(h.addr).await);
+    let h = start_default();
+    let mut a = connect(h.addr).await;
     // One connection, several torrents (as Node clients do).
     for t in 1..=3 {
-        send(&mut a, announce(ih(t), pid(1), Some(0), "started")).await;
-        recv(&mut a).await;
+        request(&mut a, announce(ih(t), pid(1), Some(0), "started")).await;
     }
-    send(&mut b, announce(ih(1), pid(2), Some(5), "started")).await;
-    recv(&mut b).await;
+    let _b = h.joined(1, 2, 5).await;
     assert_eq!(h.ctx.torrents.scrape(&InfoHash(ih(1))).seeders, 1);
     // Dropped without a close frame.
     drop(a);
@@ -348,11 +274,11 @@ async fn a_dropped_connection_removes_its_peers() {
 /// bounded), and its peer leaves the swarm; the others carry on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_is_disconnected() {
-    let mut config = Config::default();
-    config.ws.outgoing_queue = 4;
-    // Long enough that only the queue overflow can close the slow reader in time.
-    config.ws.send_timeout = 60;
-    let h = start(config).await;
+    let h = start(|ws| {
+        ws.outgoing_queue = 4;
+        // Long enough that only the queue overflow can close the slow reader in time.
+        ws.send_timeout = 60;
+    });
     // The slow reader: small receive buffer, never reads after its announce.
     let socket = TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
@@ -361,37 +287,25 @@ async fn a_slow_reader_is_disconnected() {
         tokio_tungstenite::client_async(format!("ws://{}/", h.addr), MaybeTlsStream::Plain(stream))
             .await
             .unwrap();
-    send(&mut slow, announce(ih(1), pid(1), Some(0), "started")).await;
-    recv(&mut slow).await;
+    request(&mut slow, announce(ih(1), pid(1), Some(0), "started")).await;
     let mut fast = connect(h.addr).await;
     let big_sdp = "x".repeat(30_000);
     let mut kicked = false;
     for round in 0..600u32 {
         let mut v = announce(ih(1), pid(2), Some(5), "update");
         v["offers"] = json!([{"offer_id": bin(&[(round % 250) as u8 + 1; 20]), "offer": {"type": "offer", "sdp": big_sdp}}]);
-        send(&mut fast, v).await;
-        recv(&mut fast).await;
-        if h.ctx
-            .torrents
-            .peer_connection(&InfoHash(ih(1)), &PeerId(pid(1)))
-            .is_none()
-        {
+        request(&mut fast, v).await;
+        if !h.has_peer(1, 1) {
             kicked = true;
             break;
         }
     }
     if !kicked {
-        eventually("the slow reader disconnected", || {
-            h.ctx
-                .torrents
-                .peer_connection(&InfoHash(ih(1)), &PeerId(pid(1)))
-                .is_none()
-        })
-        .await;
+        eventually("the slow reader disconnected", || !h.has_peer(1, 1)).await;
     }
     // Memory stayed bounded meanwhile: the fast client is still served.
-    send(&mut fast, announce(ih(1), pid(2), Some(5), "update")).await;
-    assert_eq!(recv(&mut fast).await["complete"], 0);
+    let r = request(&mut fast, announce(ih(1), pid(2), Some(5), "update")).await;
+    assert_eq!(r["complete"], 0);
     drop(slow);
 }
 
@@ -399,9 +313,7 @@ async fn a_slow_reader_is_disconnected() {
 /// connection is closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_input_gets_a_failure_reason_then_a_close() {
-    let mut config = Config::default();
-    config.ws.max_strikes = 100;
-    let h = start(config).await;
+    let h = start(|ws| ws.max_strikes = 100);
     let mut a = connect(h.addr).await;
     let cases: Vec<(String, &str)> = vec![
         ("not json".into(), "invalid message"),
@@ -430,12 +342,11 @@ async fn malformed_input_gets_a_failure_reason_then_a_close() {
         assert!(reason.contains(want), "{text}: {reason}");
     }
     // The failure is addressed to the torrent when the info hash could be read.
-    a.send(Message::text(
-        json!({"action": "announce", "info_hash": bin(&ih(4)), "peer_id": 1}).to_string(),
-    ))
-    .await
-    .unwrap();
-    let r = recv(&mut a).await;
+    let r = request(
+        &mut a,
+        json!({"action": "announce", "info_hash": bin(&ih(4)), "peer_id": 1}),
+    )
+    .await;
     assert_eq!(
         (r["action"].as_str(), r["info_hash"].as_str()),
         (Some("announce"), Some(bin(&ih(4)).as_str()))
@@ -444,49 +355,44 @@ async fn malformed_input_gets_a_failure_reason_then_a_close() {
     a.send(Message::binary(vec![0xff, 0, 1])).await.unwrap();
     assert!(recv(&mut a).await["failure reason"].is_string());
     // The connection still works.
-    send(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
-    assert_eq!(recv(&mut a).await["complete"], 1);
+    let r = request(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
+    assert_eq!(r["complete"], 1);
 
     // With the default of 5 strikes: 5 bad messages, 5 failures, then a close.
-    let h = start_default().await;
+    let h = start_default();
     let mut b = connect(h.addr).await;
     for _ in 0..5 {
         b.send(Message::text("{")).await.unwrap();
         assert!(recv(&mut b).await["failure reason"].is_string());
     }
-    let m = tokio::time::timeout(WAIT, b.next()).await.unwrap();
+    assert_closed_with(&mut b, 1008).await;
+}
+
+/// Asserts that the next frame is a close with `code`.
+async fn assert_closed_with(c: &mut Client, code: u16) {
+    let m = tokio::time::timeout(WAIT, c.next()).await.unwrap();
     assert!(
-        matches!(m, Some(Ok(Message::Close(Some(ref f)))) if u16::from(f.code) == 1008),
+        matches!(m, Some(Ok(Message::Close(Some(ref f)))) if u16::from(f.code) == code),
         "{m:?}"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_messages_are_refused_and_closed() {
-    let mut config = Config::default();
-    config.ws.max_message_size = 4096;
-    config.ws.max_frame_size = 4096;
-    let h = start(config).await;
+    let h = start(|ws| {
+        ws.max_message_size = 4096;
+        ws.max_frame_size = 4096;
+    });
     let mut a = connect(h.addr).await;
     a.send(Message::text("x".repeat(5000))).await.unwrap();
-    let r = recv(&mut a).await;
-    assert!(
-        r["failure reason"].as_str().unwrap().contains("too large"),
-        "{r}"
-    );
-    let m = tokio::time::timeout(WAIT, a.next()).await.unwrap();
-    assert!(
-        matches!(m, Some(Ok(Message::Close(Some(ref f)))) if u16::from(f.code) == 1009),
-        "{m:?}"
-    );
+    assert_refused(&recv(&mut a).await, "too large");
+    assert_closed_with(&mut a, 1009).await;
     eventually("connection slot released", || h.ctx.open_connections() == 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_maximum_get_503() {
-    let mut config = Config::default();
-    config.ws.max_connections = 2;
-    let h = start(config).await;
+    let h = start(|ws| ws.max_connections = 2);
     let _a = connect(h.addr).await;
     let _b = connect(h.addr).await;
     let err = tokio_tungstenite::connect_async(format!("ws://{}/", h.addr))
@@ -502,10 +408,10 @@ async fn connections_past_the_maximum_get_503() {
 /// answers is closed after the idle timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_are_pinged_then_closed() {
-    let mut config = Config::default();
-    config.ws.ping_interval = 1;
-    config.ws.idle_timeout = 2;
-    let h = start(config).await;
+    let h = start(|ws| {
+        ws.ping_interval = 1;
+        ws.idle_timeout = 2;
+    });
     // A raw client: handshake by hand, then silence.
     let mut raw = TcpStream::connect(h.addr).await.unwrap();
     raw.write_all(b"GET /announce HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").await.unwrap();
@@ -541,6 +447,6 @@ async fn idle_connections_are_pinged_then_closed() {
         stayed.is_err() || matches!(stayed, Ok(Some(Ok(Message::Ping(_))))),
         "{stayed:?}"
     );
-    send(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
-    assert_eq!(recv(&mut a).await["complete"], 1);
+    let r = request(&mut a, announce(ih(1), pid(1), Some(0), "started")).await;
+    assert_eq!(r["complete"], 1);
 }

@@ -11,12 +11,10 @@
 //! - [`connection`]: one connection's task (reads, writes, pings, limits).
 //! - [`handler`]: what a message does (announce, offers, answer, scrape, failures).
 //! - [`registry`]: connection ids to outgoing queues; slow readers are kicked.
-//! - [`standalone`]: a minimal listener for tests and the `ws_only` example.
 
 pub mod connection;
 pub mod handler;
 pub mod registry;
-pub mod standalone;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
