@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use shoal_server::config::Config;
+use shoal_server::policy::Policy;
 use shoal_server::ws::{standalone, WsContext};
-use shoal_swarm::{Store, StoreConfig};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -26,8 +26,7 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&config.log_level)?)
         .init();
-    let store = Arc::new(Store::new(StoreConfig::default()));
-    let ctx = Arc::new(WsContext::new(&config, store));
+    let ctx = Arc::new(WsContext::new(&config, Arc::new(Policy::default())));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.worker_count())
         .enable_all()

@@ -14,8 +14,8 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use shoal_proto::{InfoHash, PeerId};
 use shoal_server::config::Config;
+use shoal_server::policy::Policy;
 use shoal_server::ws::{standalone, WsContext};
-use shoal_swarm::{Store, StoreConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
@@ -29,10 +29,7 @@ struct Harness {
 async fn start(config: Config) -> Harness {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let ctx = Arc::new(WsContext::new(
-        &config,
-        Arc::new(Store::new(StoreConfig::default())),
-    ));
+    let ctx = Arc::new(WsContext::new(&config, Arc::new(Policy::default())));
     tokio::spawn(standalone::serve(
         listener,
         ctx.clone(),

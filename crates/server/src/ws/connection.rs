@@ -32,9 +32,10 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
+use super::context::WsContext;
 use super::handler::{self, ConnState, Verdict};
 use super::registry::Mailbox;
-use super::{UpgradeRequest, WsContext};
+use super::upgrade::UpgradeRequest;
 
 /// Most queued messages written before one flush.
 const WRITE_BATCH: usize = 64;
@@ -88,7 +89,7 @@ where
             kick: kick.clone(),
         },
     );
-    let mut state = ConnState::new(id);
+    let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical());
     let mut replies: Vec<Utf8Bytes> = Vec::new();
     let mut last_heard = Instant::now();
     let mut ticker = tokio::time::interval_at(Instant::now() + s.ping_interval, s.ping_interval);
