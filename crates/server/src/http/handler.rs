@@ -46,10 +46,8 @@ pub enum Next {
 pub struct Handler {
     ctx: Arc<HttpContext>,
     body: Vec<u8>,
-    peers_v4: Vec<CompactPeerV4>,
-    peers_v6: Vec<CompactPeerV6>,
-    peers_v4_ids: Vec<(CompactPeerV4, PeerId)>,
-    peers_v6_ids: Vec<(CompactPeerV6, PeerId)>,
+    v4: PeerLists<CompactPeerV4>,
+    v6: PeerLists<CompactPeerV6>,
     hashes: Vec<InfoHash>,
     files: Vec<(InfoHash, ScrapeFile)>,
 }
@@ -158,26 +156,66 @@ fn announce_of<'a, A>(req: &AnnounceRequest<'a>, addr: A, numwant: usize) -> Ann
     }
 }
 
-/// Records `a` (either family), the chosen peers into `compact` or (with peer ids) `dict`.
+/// One address family's reusable peer lists: compact, or with peer ids for the
+/// dictionary form (`compact=0`).
+struct PeerLists<A> {
+    compact: Vec<A>,
+    dict: Vec<(A, PeerId)>,
+}
+
+impl<A> Default for PeerLists<A> {
+    fn default() -> Self {
+        Self {
+            compact: Vec::new(),
+            dict: Vec::new(),
+        }
+    }
+}
+
+/// An address family as an HTTP response lists its peers.
+trait Listed: Family + Sized {
+    fn compact(peers: &[Self]) -> Peers<'_>;
+    fn dict(peers: &[(Self, PeerId)], with_ids: bool) -> Peers<'_>;
+}
+
+macro_rules! listed {
+    ($a:ty, $compact:ident, $dict:ident) => {
+        impl Listed for $a {
+            fn compact(peers: &[Self]) -> Peers<'_> {
+                Peers::$compact(peers)
+            }
+            fn dict(peers: &[(Self, PeerId)], with_ids: bool) -> Peers<'_> {
+                Peers::$dict { peers, with_ids }
+            }
+        }
+    };
+}
+listed!(CompactPeerV4, CompactV4, DictV4);
+listed!(CompactPeerV6, CompactV6, DictV6);
+
+/// Records `a` (either family) and lists the peers chosen for it, compact or as
+/// dictionaries.
 #[inline]
-fn announce_in<A: Family>(
+fn announce_in<'b, A: Listed>(
     store: &Store,
     a: &Announce<'_, A>,
     now: u32,
+    lists: &'b mut PeerLists<A>,
     compact: bool,
-    compact_out: &mut Vec<A>,
-    dict_out: &mut Vec<(A, PeerId)>,
-) -> Result<TorrentStats, Refusal>
+    with_ids: bool,
+) -> Result<(TorrentStats, Peers<'b>), Refusal>
 where
     Vec<A>: PeerSink<A>,
     Vec<(A, PeerId)>: PeerSink<A>,
 {
     if compact {
-        compact_out.clear();
-        store.announce(a, now, compact_out)
+        lists.compact.clear();
+        let st = store.announce(a, now, &mut lists.compact)?;
+        Ok((st, A::compact(&lists.compact)))
     } else {
-        dict_out.clear();
-        store.announce(a, now, dict_out)
+        lists.dict.clear();
+        let st = store.announce(a, now, &mut lists.dict)?;
+        Ok((st, A::dict(&lists.dict, with_ids)))
     }
 }
 
@@ -196,10 +234,8 @@ impl Handler {
         Self {
             ctx,
             body: Vec::new(),
-            peers_v4: Vec::new(),
-            peers_v6: Vec::new(),
-            peers_v4_ids: Vec::new(),
-            peers_v6_ids: Vec::new(),
+            v4: PeerLists::default(),
+            v6: PeerLists::default(),
             hashes: Vec::new(),
             files: Vec::new(),
         }
@@ -345,38 +381,15 @@ impl Handler {
         .to_canonical();
         let numwant = s.store.numwant(req.numwant);
         let now = shoal_swarm::clock::now();
-        let store = &s.store;
-        let with_ids = !req.no_peer_id;
-        let result: Result<(TorrentStats, Peers<'_>), Refusal> = match ip {
+        let (store, compact, with_ids) = (&*s.store, req.compact, !req.no_peer_id);
+        let result = match ip {
             IpAddr::V4(v4) => {
                 let a = announce_of(&req, CompactPeerV4::new(v4, req.port), numwant);
-                let (compact, dict) = (&mut self.peers_v4, &mut self.peers_v4_ids);
-                announce_in(store, &a, now, req.compact, compact, dict).map(|st| {
-                    let peers = if req.compact {
-                        Peers::CompactV4(compact)
-                    } else {
-                        Peers::DictV4 {
-                            peers: dict,
-                            with_ids,
-                        }
-                    };
-                    (st, peers)
-                })
+                announce_in(store, &a, now, &mut self.v4, compact, with_ids)
             }
             IpAddr::V6(v6) => {
                 let a = announce_of(&req, CompactPeerV6::new(v6, req.port), numwant);
-                let (compact, dict) = (&mut self.peers_v6, &mut self.peers_v6_ids);
-                announce_in(store, &a, now, req.compact, compact, dict).map(|st| {
-                    let peers = if req.compact {
-                        Peers::CompactV6(compact)
-                    } else {
-                        Peers::DictV6 {
-                            peers: dict,
-                            with_ids,
-                        }
-                    };
-                    (st, peers)
-                })
+                announce_in(store, &a, now, &mut self.v6, compact, with_ids)
             }
         };
         match result {

@@ -9,8 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use shoal_proto::udp::{
-    AnnounceHeader, AnnounceRequest, Request, RequestParseError, Response, ScrapeRequest,
-    ScrapeStats, TransactionId,
+    AnnounceHeader, AnnounceRequest, ConnectionId, Request, RequestParseError, Response,
+    ScrapeRequest, ScrapeStats, TransactionId,
 };
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 use shoal_swarm::{Announce, Family, PeerSink, Refusal, Store, TorrentStats};
@@ -100,8 +100,7 @@ impl Handler {
                 .write(out)
             }
             Ok(Request::Announce(r)) => {
-                if !self.ids.check(r.connection_id, ip, now.unix) {
-                    self.counters.bad_connection_id += 1;
+                if !self.proven(r.connection_id, ip, now) {
                     return None;
                 }
                 self.counters.announce += 1;
@@ -109,8 +108,7 @@ impl Handler {
                 self.announce(&r, ip, now, out)
             }
             Ok(Request::Scrape(r)) => {
-                if !self.ids.check(r.connection_id, ip, now.unix) {
-                    self.counters.bad_connection_id += 1;
+                if !self.proven(r.connection_id, ip, now) {
                     return None;
                 }
                 self.counters.scrape += 1;
@@ -127,8 +125,7 @@ impl Handler {
                 message,
             }) => {
                 // Only a client that proved its address gets an answer: no reflection.
-                if !self.ids.check(connection_id, ip, now.unix) {
-                    self.counters.bad_connection_id += 1;
+                if !self.proven(connection_id, ip, now) {
                     return None;
                 }
                 error(transaction_id, message, out)
@@ -146,6 +143,16 @@ impl Handler {
             }
         }
         len
+    }
+
+    /// Whether `id` is one we issued to `ip` and still valid (counting those that are not).
+    #[inline]
+    fn proven(&mut self, id: ConnectionId, ip: IpAddr, now: Now) -> bool {
+        let ok = self.ids.check(id, ip, now.unix);
+        if !ok {
+            self.counters.bad_connection_id += 1;
+        }
+        ok
     }
 
     /// The policy's verdict on one request from `source`: `Ok` to serve it, or the reply

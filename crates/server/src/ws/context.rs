@@ -10,25 +10,18 @@ use std::time::Duration;
 use shoal_swarm::webtorrent::{WebTorrentStore, WsCleanReport, WsStoreConfig};
 
 use super::registry::Registry;
-use crate::config::Config;
+use crate::config::{Config, WsConfig};
 use crate::policy::Policy;
 
 /// Settings of the WebTorrent front end, resolved from the config.
 #[derive(Clone, Debug)]
 pub struct WsSettings {
-    pub interval: u32,
-    pub max_offers: usize,
-    pub max_message_size: usize,
-    pub max_frame_size: usize,
-    pub max_connections: usize,
-    pub max_torrents_per_connection: usize,
-    pub outgoing_queue: usize,
+    /// The `[ws]` section as configured (validated, so its minimums hold).
+    pub limits: WsConfig,
+    /// `ws.send_timeout`, `ws.ping_interval` and `ws.idle_timeout`, as durations.
     pub send_timeout: Duration,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
-    pub max_strikes: u32,
-    pub max_scrape_hashes: usize,
-    pub full_scrape: bool,
     /// The WebTorrent store's tunables.
     pub store: WsStoreConfig,
 }
@@ -37,19 +30,10 @@ impl WsSettings {
     pub fn from_config(config: &Config) -> Self {
         let ws = &config.ws;
         Self {
-            interval: ws.interval,
-            max_offers: ws.max_offers,
-            max_message_size: ws.max_message_size,
-            max_frame_size: ws.max_frame_size,
-            max_connections: ws.max_connections,
-            max_torrents_per_connection: ws.max_torrents_per_connection,
-            outgoing_queue: ws.outgoing_queue.max(1),
+            limits: ws.clone(),
             send_timeout: Duration::from_secs(ws.send_timeout),
             ping_interval: Duration::from_secs(ws.ping_interval.max(1)),
             idle_timeout: Duration::from_secs(ws.idle_timeout),
-            max_strikes: ws.max_strikes.max(1),
-            max_scrape_hashes: ws.max_scrape_hashes,
-            full_scrape: ws.full_scrape,
             store: WsStoreConfig {
                 shards: config.store.shards,
                 peer_ttl: config.store.peer_ttl,
@@ -100,7 +84,7 @@ impl WsContext {
 
     /// Takes a connection slot, if one is free.
     pub(super) fn admit(self: &Arc<Self>) -> Option<Admission> {
-        let max = self.settings.max_connections;
+        let max = self.settings.limits.max_connections;
         self.open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)

@@ -127,7 +127,7 @@ pub fn misbehaved(
     count("invalid", err.kind());
     replies.push(failure(&err.to_string(), context));
     conn.strikes += 1;
-    if conn.strikes >= ctx.settings.max_strikes {
+    if conn.strikes >= ctx.settings.limits.max_strikes.max(1) {
         Verdict::Close
     } else {
         Verdict::Continue
@@ -157,7 +157,7 @@ fn announce(
     }
     let key = (a.info_hash, a.peer_id);
     if a.event != AnnounceEvent::Stopped
-        && conn.peers.len() >= ctx.settings.max_torrents_per_connection
+        && conn.peers.len() >= ctx.settings.limits.max_torrents_per_connection
         && !conn.peers.contains(&key)
     {
         count("announce", "refused");
@@ -165,7 +165,7 @@ fn announce(
         return;
     }
     // As many offers as the client sent, asked for, and the server allows.
-    let n = a.offers.len().min(ctx.settings.max_offers).min(
+    let n = a.offers.len().min(ctx.settings.limits.max_offers).min(
         a.numwant
             .map_or(usize::MAX, |n| n.min(usize::MAX as u64) as usize),
     );
@@ -206,7 +206,7 @@ fn announce(
             info_hash: a.info_hash,
             complete: outcome.stats.seeders,
             incomplete: outcome.stats.leechers,
-            interval: ctx.settings.interval,
+            interval: ctx.settings.limits.interval,
         })
         .into(),
     );
@@ -265,7 +265,7 @@ fn scrape(ctx: &WsContext, source: IpAddr, info_hashes: &[InfoHash], replies: &m
         action: Some(ws::Action::Scrape),
         info_hash: None,
     };
-    let limit = ctx.settings.max_scrape_hashes;
+    let limit = ctx.settings.limits.max_scrape_hashes;
     if info_hashes.len() > limit {
         count("scrape", "refused");
         replies.push(failure(
@@ -276,7 +276,7 @@ fn scrape(ctx: &WsContext, source: IpAddr, info_hashes: &[InfoHash], replies: &m
     }
     let mut files = Vec::with_capacity(info_hashes.len());
     if info_hashes.is_empty() {
-        if !ctx.settings.full_scrape {
+        if !ctx.settings.limits.full_scrape {
             count("scrape", "refused");
             replies.push(failure("full scrape is disabled", context));
             return;
@@ -304,7 +304,7 @@ fn scrape(ctx: &WsContext, source: IpAddr, info_hashes: &[InfoHash], replies: &m
     replies.push(
         ws::to_json(&ScrapeResponse {
             files,
-            min_request_interval: Some(ctx.settings.interval),
+            min_request_interval: Some(ctx.settings.limits.interval),
         })
         .into(),
     );

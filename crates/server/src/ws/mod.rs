@@ -9,7 +9,8 @@
 //! relayed offer or answer to another's bounded outgoing queue.
 //!
 //! - [`context`]: what every connection shares ([`WsContext`], [`WsSettings`]).
-//! - [`upgrade`]: the upgrade request and its answer ([`serve_upgrade`]).
+//! - [`upgrade_request`]: the upgrade request the HTTP loop hands over.
+//! - [`upgrade`]: its answer, `101` or a refusal ([`serve_upgrade`]).
 //! - [`connection`]: one connection's task (reads, writes, pings, limits).
 //! - [`handler`]: what a message does (policy, announce, offers, answer, scrape, failures).
 //! - [`registry`]: connection ids to outgoing queues; slow readers are kicked.
@@ -21,6 +22,8 @@ pub mod handler;
 pub mod registry;
 pub mod standalone;
 pub mod upgrade;
+pub mod upgrade_request;
 
 pub use context::{WsContext, WsSettings};
-pub use upgrade::{serve_upgrade, UpgradeRequest};
+pub use upgrade::serve_upgrade;
+pub use upgrade_request::UpgradeRequest;

@@ -1,27 +1,14 @@
-//! The door from HTTP to WebTorrent: the upgrade request the HTTP connection loop read,
-//! and [`serve_upgrade`], which answers `101 Switching Protocols` (or refuses) and runs
+//! The door from HTTP to WebTorrent: [`serve_upgrade`] takes the upgrade request the HTTP
+//! connection loop read, answers `101 Switching Protocols` (or refuses) and runs
 //! the WebTorrent connection until it closes.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::connection;
 use super::context::WsContext;
-
-/// An `Upgrade: websocket` request, as read by the HTTP connection loop.
-#[derive(Clone, Debug)]
-pub struct UpgradeRequest {
-    /// The request path (any path is accepted; kept for logs).
-    pub path: String,
-    /// The `Sec-WebSocket-Key` header, from which `Sec-WebSocket-Accept` is derived.
-    pub sec_websocket_key: String,
-    /// The client's address.
-    pub remote: SocketAddr,
-    /// Bytes already read past the request head (the start of the first frames).
-    pub leftover: Vec<u8>,
-}
+use super::upgrade_request::UpgradeRequest;
 
 /// Answers a WebSocket upgrade request and runs the WebTorrent connection on `stream`
 /// until it closes. Never panics on what the client sends; errors end the connection.
