@@ -7,9 +7,11 @@
 //! WebSocket front end). That keeps every tracker rule testable without sockets and keeps
 //! the connection loop about bytes and timeouts only.
 //!
-//! Tracker errors (bad parameters, refused torrents, proxy header problems) are a
-//! bencoded `failure reason` with status 200, which is what clients read; only requests
-//! that are not tracker requests at all get HTTP error statuses.
+//! Every announce and scrape (each of its info hashes) asks the policy before the store.
+//! Tracker errors (bad parameters, torrents the policy refuses, proxy header problems) are
+//! a bencoded `failure reason` with status 200, which is what clients read; only requests
+//! that are not tracker requests at all get HTTP error statuses. A request the policy
+//! drops gets no response: the connection is closed.
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};

@@ -5,6 +5,10 @@
 //! their connections through the registry. Keeping this synchronous (no `.await`) means a
 //! message is handled start to finish under at most one shard lock at a time, and the
 //! logic can be read without the connection's timing concerns.
+//!
+//! Announces and scrapes ask the policy first, with the connection's client address as
+//! the source: a refused announce gets a `failure reason`, a refused hash is left out of a
+//! scrape, and a dropped request gets no reply.
 
 use std::collections::HashSet;
 
