@@ -10,6 +10,7 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use shoal_proto::udp::{AnnounceRequest, ConnectRequest, Request, ScrapeRequest, TransactionId};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+use shoal_server::policy::Policy;
 use shoal_server::udp::connection_id::ConnectionIds;
 use shoal_server::udp::handler::{Handler, HandlerConfig, Now};
 use shoal_swarm::{Store, StoreConfig};
@@ -18,6 +19,7 @@ fn handler() -> Handler {
     let store = Arc::new(Store::new(StoreConfig::default()));
     Handler::new(
         store,
+        Arc::new(Policy::default()),
         ConnectionIds::new([3; 16], 300),
         HandlerConfig {
             interval: 1800,

@@ -5,10 +5,11 @@
 //! option, so the printed file and the code cannot drift apart. Unknown keys are refused
 //! (serde's `deny_unknown_fields`), and the error names the key.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 /// The documented default configuration, as printed by `shoal --print-config`.
@@ -223,10 +224,7 @@ impl Default for Config {
 impl Default for UdpConfig {
     fn default() -> Self {
         Self {
-            listen: vec![
-                "0.0.0.0:6969".parse().expect("valid address"),
-                "[::]:6969".parse().expect("valid address"),
-            ],
+            listen: everywhere(6969),
             batch_size: 64,
             recv_buffer_bytes: 8 << 20,
             connection_id_max_age: 120,
@@ -241,10 +239,7 @@ impl Default for UdpConfig {
 impl Default for HttpConfig {
     fn default() -> Self {
         Self {
-            listen: vec![
-                "0.0.0.0:6969".parse().expect("valid address"),
-                "[::]:6969".parse().expect("valid address"),
-            ],
+            listen: everywhere(6969),
             keep_alive: true,
             idle_timeout_ms: 30_000,
             request_timeout_ms: 5_000,
@@ -288,51 +283,25 @@ impl Default for StoreSection {
 /// Most headers a request may have (`http.max_headers`).
 pub const MAX_HTTP_HEADERS: usize = 128;
 
-/// An IP network (`10.0.0.0/8`, `::1/128`), or one address as a network of one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IpNet {
-    addr: IpAddr,
-    prefix: u8,
+/// Parses a network (`10.0.0.0/8`, `::1/128`), or one address as a network of one
+/// (`::1`). Callers compare canonical addresses (IPv4-mapped IPv6 as IPv4).
+pub fn parse_net(s: &str) -> anyhow::Result<IpNet> {
+    let s = s.trim();
+    if s.contains('/') {
+        s.parse().context("not an address/prefix-length network")
+    } else {
+        Ok(IpNet::from(
+            s.parse::<IpAddr>().context("not an IP address")?,
+        ))
+    }
 }
 
-impl IpNet {
-    pub fn parse(s: &str) -> anyhow::Result<Self> {
-        let (addr, prefix) = match s.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (s, None),
-        };
-        let addr: IpAddr = addr.trim().parse().context("not an IP address")?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            Some(p) => p.trim().parse::<u8>().context("bad prefix length")?,
-            None => max,
-        };
-        if prefix > max {
-            bail!("prefix length above {max}");
-        }
-        Ok(Self { addr, prefix })
-    }
-
-    /// Whether `ip` is in this network (IPv4-mapped IPv6 addresses count as IPv4).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        fn masked(bits: u128, prefix: u8, width: u8) -> u128 {
-            if prefix == 0 {
-                0
-            } else {
-                bits >> (width - prefix)
-            }
-        }
-        match (self.addr, ip.to_canonical()) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                masked(u32::from(n).into(), self.prefix, 32)
-                    == masked(u32::from(a).into(), self.prefix, 32)
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                masked(u128::from(n), self.prefix, 128) == masked(u128::from(a), self.prefix, 128)
-            }
-            _ => false,
-        }
-    }
+/// Every address of both families on `port`: where the tracker listens by default.
+fn everywhere(port: u16) -> Vec<SocketAddr> {
+    vec![
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
+        SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)),
+    ]
 }
 
 /// Largest `max_numwant` a UDP response can carry (IPv6 peers, 18 bytes each, in a
@@ -434,7 +403,7 @@ impl Config {
             bail!("http.proxy_hop must be at least 1 (1 = the address the nearest proxy saw)");
         }
         for net in &h.proxy_trusted {
-            IpNet::parse(net).with_context(|| {
+            parse_net(net).with_context(|| {
                 format!("http.proxy_trusted: {net:?} is not an address or network")
             })?;
         }
@@ -479,13 +448,26 @@ impl Config {
         }
     }
 
-    pub fn access_mode(&self) -> shoal_swarm::AccessMode {
-        match self.access_list.mode {
-            AccessModeConfig::Off => shoal_swarm::AccessMode::Off,
-            AccessModeConfig::Allow => shoal_swarm::AccessMode::Allow,
-            AccessModeConfig::Deny => shoal_swarm::AccessMode::Deny,
-        }
+    /// The snapshot file; `None` when snapshots are off (`state.file` empty).
+    pub fn state_file(&self) -> Option<&Path> {
+        set(&self.state.file)
     }
+
+    /// The connection-id key file; `None` when unset (the key comes from the snapshot, or
+    /// is new).
+    pub fn connection_id_key_file(&self) -> Option<&Path> {
+        set(&self.udp.connection_id_key_file)
+    }
+
+    /// The admin token file; `None` when unset.
+    pub fn admin_token_file(&self) -> Option<&Path> {
+        set(&self.admin.token_file)
+    }
+}
+
+/// The config's rule for optional paths: empty means unset.
+fn set(path: &Path) -> Option<&Path> {
+    (!path.as_os_str().is_empty()).then_some(path)
 }
 
 #[cfg(test)]
@@ -541,18 +523,17 @@ mod tests {
 
     #[test]
     fn networks_contain_their_addresses() {
-        let n = IpNet::parse("10.1.0.0/16").unwrap();
-        assert!(n.contains("10.1.200.3".parse().unwrap()));
-        assert!(n.contains("::ffff:10.1.0.1".parse().unwrap()));
-        assert!(!n.contains("10.2.0.1".parse().unwrap()));
-        assert!(IpNet::parse("0.0.0.0/0")
-            .unwrap()
-            .contains("1.2.3.4".parse().unwrap()));
-        let one = IpNet::parse("::1").unwrap();
-        assert!(one.contains("::1".parse().unwrap()));
-        assert!(!one.contains("::2".parse().unwrap()));
-        assert!(IpNet::parse("10.0.0.0/33").is_err());
-        assert!(IpNet::parse("nope").is_err());
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap().to_canonical();
+        let n = parse_net("10.1.0.0/16").unwrap();
+        assert!(n.contains(&ip("10.1.200.3")));
+        assert!(n.contains(&ip("::ffff:10.1.0.1")));
+        assert!(!n.contains(&ip("10.2.0.1")));
+        assert!(parse_net("0.0.0.0/0").unwrap().contains(&ip("1.2.3.4")));
+        let one = parse_net("::1").unwrap();
+        assert!(one.contains(&ip("::1")));
+        assert!(!one.contains(&ip("::2")));
+        assert!(parse_net("10.0.0.0/33").is_err());
+        assert!(parse_net("nope").is_err());
         let err = Config::from_toml("[http]\nproxy_trusted = [\"x\"]\n").unwrap_err();
         assert!(err.to_string().contains("proxy_trusted"), "{err:#}");
         let err = Config::from_toml("[https]\nlisten = [\"127.0.0.1:443\"]\n").unwrap_err();

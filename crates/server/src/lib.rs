@@ -7,12 +7,30 @@
 //! The front ends share one [`shoal_swarm::Store`]; a peer that announced over one protocol
 //! is visible to the others (within its address family).
 
+//! shoal's server: configuration, the protocol front ends, the policy step, snapshots, the
+//! admin listener, and start-up and shutdown.
+//!
+//! Everything the `shoal` binary does is here, as a library, so that tests (and the bench
+//! tool) can start a whole tracker in-process on port 0 with [`Tracker::start`] and stop it
+//! with [`Tracker::shutdown`]. `main.rs` only parses arguments and handles signals.
+//!
+//! Each part is built by its owner from the [`Config`] and owns its state: the front ends
+//! ([`udp`], [`http`], [`ws`]) their sockets, workers and settings; [`policy`] the rules
+//! asked before the store (the access list today); [`state`] the snapshot file and its
+//! writer; [`admin`] its listener, token and status-page samples, reading the rest through
+//! one narrow [`admin::TrackerView`]; [`reload`] the steps SIGHUP and the admin API run.
+//! [`Tracker::start`] only wires them together. The front ends share one
+//! [`shoal_swarm::Store`]; a peer that announced over one protocol is visible to the others
+//! (within its address family).
+
 pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod http;
+pub mod listen;
+pub mod policy;
 pub mod privileges;
-pub mod shared;
+pub mod reload;
 pub mod state;
 pub mod udp;
 pub mod ws;
@@ -23,34 +41,33 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use admin::AdminServer;
+use admin::{AdminServer, AdminToken, Sampler, TrackerView};
 use anyhow::Context;
-use shared::Shared;
-use shoal_swarm::{AccessList, Store};
-use state::{Restored, StateFile};
+use policy::Policy;
+use reload::Reload;
+use shoal_swarm::Store;
+use state::{Restored, Snapshots, StateFile};
 
 pub use config::Config;
+pub use reload::ReloadHook;
 use udp::connection_id::ConnectionIds;
-use udp::handler::HandlerConfig;
-use udp::{UdpFrontEnd, UdpSettings};
+use udp::UdpFrontEnd;
 
 /// A running tracker.
 pub struct Tracker {
     config: Config,
     store: Arc<Store>,
+    policy: Arc<Policy>,
     ws: Arc<ws::WsContext>,
     shutdown: Arc<AtomicBool>,
     udp: Option<UdpFrontEnd>,
     http: Option<http::HttpFrontEnd>,
     cleaner: Option<JoinHandle<()>>,
-    state: Option<Arc<StateFile>>,
-    state_thread: Option<JoinHandle<()>>,
-    /// Set while a new process waits for its predecessor's final snapshot.
-    handover_waiting: Arc<AtomicBool>,
+    snapshots: Option<Snapshots>,
     restored: Restored,
-    shared: Arc<Shared>,
+    reload: Arc<Reload>,
     admin: Option<AdminServer>,
-    sampler: Option<JoinHandle<()>>,
+    sampler: Option<Sampler>,
 }
 
 impl Tracker {
@@ -61,89 +78,75 @@ impl Tracker {
         privileges::enter_jail_dir(&config.privileges)?;
         // Before any front end starts, so their facade metrics are recorded.
         admin::metrics::install();
-        let access_list = load_access_list(&config)?;
-        let (store, restored) = if config.state.file.as_os_str().is_empty() {
-            (Store::new(config.store_config()), Restored::Missing)
-        } else {
-            state::restore(&config.state.file, config.store_config())
+        let policy = Arc::new(Policy::from_config(&config)?);
+        let (store, restored) = match config.state_file() {
+            Some(path) => state::restore(path, config.store_config()),
+            None => (Store::new(config.store_config()), Restored::Missing),
         };
         let store = Arc::new(store);
-        store.set_access_list(access_list);
         let shutdown = Arc::new(AtomicBool::new(false));
+        let ids = ConnectionIds::from_config(&config, restored.key())?;
+        let state_file = config
+            .state_file()
+            .map(|path| Arc::new(StateFile::new(path.to_path_buf(), ids.key())));
 
-        // The key file wins; else the snapshot's key (so that clients' ids survive a
-        // restart or a hand-over); else a new one.
-        let snapshot_key = match &restored {
-            Restored::Loaded(s) => <[u8; 16]>::try_from(s.header.key.as_slice()).ok(),
-            _ => None,
-        };
-        let key = if !config.udp.connection_id_key_file.as_os_str().is_empty() {
-            ConnectionIds::load_or_create_key(&config.udp.connection_id_key_file)?
-        } else if let Some(k) = snapshot_key {
-            k
-        } else {
-            ConnectionIds::random_key()
-        };
-        let ids = ConnectionIds::new(
-            key,
-            config.udp.connection_id_max_age + config.udp.connection_id_grace,
-        );
         let udp = if config.udp.listen.is_empty() {
             None
         } else {
-            let settings = UdpSettings {
-                listen: config.udp.listen.clone(),
-                workers: config.worker_count(),
-                batch_size: config.udp.batch_size,
-                recv_buffer_bytes: config.udp.recv_buffer_bytes,
-                handler: HandlerConfig {
-                    interval: config.announce.interval,
-                    allow_ip_field: config.udp.allow_ip_field,
-                    max_scrape_hashes: config.udp.max_scrape_hashes,
-                },
-                max_numwant: config.announce.max_numwant,
-            };
             Some(UdpFrontEnd::start(
-                &settings,
+                &config,
                 store.clone(),
+                policy.clone(),
                 ids,
                 shutdown.clone(),
             )?)
         };
-
-        let ws = Arc::new(ws::WsContext::new(&config, store.clone()));
+        let ws = Arc::new(ws::WsContext::new(&config, policy.clone()));
         let http = if config.http.listen.is_empty() && config.https.listen.is_empty() {
             None
         } else {
             Some(http::HttpFrontEnd::start(
                 &config,
                 store.clone(),
+                policy.clone(),
                 ws.clone(),
                 shutdown.clone(),
             )?)
         };
 
-        let handover_waiting = Arc::new(AtomicBool::new(false));
-        let state = (!config.state.file.as_os_str().is_empty())
-            .then(|| Arc::new(StateFile::new(config.state.file.clone(), key)));
-        let shared = Arc::new(Shared::new(
-            config.clone(),
-            store.clone(),
-            udp.as_ref().map(|u| u.counters.clone()).unwrap_or_default(),
-            ws.clone(),
-            state.clone(),
-            handover_waiting.clone(),
-        )?);
+        let reload = Arc::new(Reload::default());
+        let token = Arc::new(AdminToken::from_config(&config)?);
+        {
+            let policy = policy.clone();
+            reload.add(Box::new(move || policy.reload()));
+        }
+        if token.has_file() {
+            let token = token.clone();
+            reload.add(Box::new(move || token.reload()));
+        }
         if let Some(certs) = http.as_ref().and_then(|h| h.tls_certs()) {
-            shared.add_reload_hook(Box::new(move || {
+            reload.add(Box::new(move || {
                 certs.reload().context("reloading the TLS certificate")?;
                 Ok("TLS certificate reloaded".to_string())
             }));
         }
+        let view = Arc::new(TrackerView {
+            config: config.clone(),
+            store: store.clone(),
+            udp_counters: udp.as_ref().map(|u| u.counters.clone()).unwrap_or_default(),
+            ws: ws.clone(),
+            policy: policy.clone(),
+            snapshots: state_file.clone(),
+            reload: reload.clone(),
+            token,
+            samples: admin::samples::Samples::new(config.admin.sample_interval),
+            started: Instant::now(),
+            started_unix: shoal_swarm::clock::unix_now(),
+        });
         let admin = if config.admin.listen.is_empty() {
             None
         } else {
-            Some(AdminServer::start(&config.admin.listen, shared.clone())?)
+            Some(AdminServer::start(&config.admin.listen, view.clone())?)
         };
 
         // Every socket is bound: give up root before reading or writing anything else.
@@ -161,46 +164,29 @@ impl Tracker {
                 .spawn(move || run_cleaner(&store, &ws, &shutdown, every))
                 .context("spawning the cleaner")?
         };
-        let sampler = {
-            let (shared, shutdown) = (shared.clone(), shutdown.clone());
-            std::thread::Builder::new()
-                .name("sampler".into())
-                .spawn(move || shared::run_sampler(&shared, &shutdown))
-                .context("spawning the sampler")?
-        };
-
-        let state_thread = if let Some(state_file) = &state {
-            let schedule = state::Schedule::after(
+        let sampler = Sampler::start(view)?;
+        let snapshots = match state_file {
+            Some(file) => Some(Snapshots::start(
+                file,
+                store.clone(),
                 &restored,
-                config.state.snapshot_interval,
-                config.state.handover_timeout,
-            );
-            let thread = {
-                let (state_file, store) = (state_file.clone(), store.clone());
-                let (shutdown, waiting) = (shutdown.clone(), handover_waiting.clone());
-                std::thread::Builder::new()
-                    .name("snapshots".into())
-                    .spawn(move || state::run(&state_file, &store, schedule, &shutdown, &waiting))
-                    .context("spawning the snapshot thread")?
-            };
-            Some(thread)
-        } else {
-            None
+                &config.state,
+            )?),
+            None => None,
         };
 
         Ok(Self {
             config,
             store,
+            policy,
             ws,
             shutdown,
             udp,
             http,
             cleaner: Some(cleaner),
-            state,
-            state_thread,
-            handover_waiting,
+            snapshots,
             restored,
-            shared,
+            reload,
             admin,
             sampler: Some(sampler),
         })
@@ -212,6 +198,11 @@ impl Tracker {
 
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// The rules asked before the store (the access list in force).
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
     }
 
     /// The WebTorrent state shared by every WebSocket connection (what the HTTP and
@@ -251,20 +242,15 @@ impl Tracker {
     /// Front ends with more to reload add a hook with [`Tracker::add_reload_hook`], so
     /// that SIGHUP and the admin API's reload both run it.
     pub fn reload(&self) -> anyhow::Result<()> {
-        for line in self.shared.reload()? {
+        for line in self.reload.run()? {
             tracing::info!("{line}");
         }
         Ok(())
     }
 
     /// Adds a step to [`Tracker::reload`] (and to the admin API's reload).
-    pub fn add_reload_hook(&self, hook: shared::ReloadHook) {
-        self.shared.add_reload_hook(hook);
-    }
-
-    /// What the admin listener and the status page read.
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    pub fn add_reload_hook(&self, hook: ReloadHook) {
+        self.reload.add(hook);
     }
 
     /// The admin listener's addresses (port 0 resolved).
@@ -279,42 +265,43 @@ impl Tracker {
 
     /// The snapshot file, when snapshots are on.
     pub fn state_file(&self) -> Option<&Arc<StateFile>> {
-        self.state.as_ref()
+        self.snapshots.as_ref().map(Snapshots::file)
     }
 
     /// Whether this process still waits for a predecessor's final snapshot.
     pub fn handover_waiting(&self) -> bool {
-        self.handover_waiting.load(Ordering::Relaxed)
+        self.state_file().is_some_and(|f| f.handover_waiting())
     }
 
     /// Writes a snapshot now (not marked final).
     pub fn snapshot(&self) -> anyhow::Result<shoal_swarm::SnapshotSummary> {
         let state = self
-            .state
-            .as_ref()
+            .state_file()
             .context("snapshots are off (state.file is empty)")?;
         state.write(&self.store, false)
     }
 
     /// Lines saying where the tracker listens, for the operator.
     pub fn describe_listeners(&self) -> Vec<String> {
-        let udp = self
-            .udp_addrs()
-            .iter()
-            .map(|a| format!("UDP tracker listening on udp://{a}/announce"));
-        let http = self
-            .http_addrs()
-            .iter()
-            .map(|a| format!("HTTP tracker listening on http://{a}/announce"));
-        let https = self
-            .https_addrs()
-            .iter()
-            .map(|a| format!("HTTPS tracker listening on https://{a}/announce"));
-        let admin = self
-            .admin_addrs()
-            .iter()
-            .map(|a| format!("admin (metrics, status page, API) listening on http://{a}/"));
-        udp.chain(http).chain(https).chain(admin).collect()
+        let listeners = [
+            (self.udp_addrs(), "UDP tracker", "udp", "announce"),
+            (self.http_addrs(), "HTTP tracker", "http", "announce"),
+            (self.https_addrs(), "HTTPS tracker", "https", "announce"),
+            (
+                self.admin_addrs(),
+                "admin (metrics, status page, API)",
+                "http",
+                "",
+            ),
+        ];
+        listeners
+            .into_iter()
+            .flat_map(|(addrs, what, scheme, path)| {
+                addrs
+                    .iter()
+                    .map(move |a| format!("{what} listening on {scheme}://{a}/{path}"))
+            })
+            .collect()
     }
 
     /// Stops every front end (each answers what it already received), waits for its
@@ -329,7 +316,7 @@ impl Tracker {
             admin.stop();
         }
         if let Some(s) = self.sampler.take() {
-            let _ = s.join();
+            s.stop();
         }
         if let Some(udp) = self.udp.take() {
             udp.join();
@@ -340,21 +327,8 @@ impl Tracker {
         if let Some(c) = self.cleaner.take() {
             let _ = c.join();
         }
-        if let Some(t) = self.state_thread.take() {
-            let _ = t.join();
-        }
-        if let Some(state) = self.state.take() {
-            let started = Instant::now();
-            match state.write(&self.store, true) {
-                Ok(s) => tracing::info!(
-                    "final snapshot written to {} in {:?}: {} torrents, {} peers",
-                    state.path().display(),
-                    started.elapsed(),
-                    s.torrents,
-                    s.peers
-                ),
-                Err(e) => tracing::error!("final snapshot failed: {e:#}"),
-            }
+        if let Some(snapshots) = self.snapshots.take() {
+            snapshots.stop();
         }
     }
 }
@@ -363,13 +337,6 @@ impl Drop for Tracker {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn load_access_list(config: &Config) -> anyhow::Result<AccessList> {
-    Ok(AccessList::load(
-        config.access_mode(),
-        &config.access_list.path,
-    )?)
 }
 
 fn run_cleaner(store: &Store, ws: &ws::WsContext, shutdown: &AtomicBool, every: Duration) {

@@ -1,7 +1,9 @@
 //! The snapshot file: restoring it at start, writing it periodically and on exit, and the
 //! hand-over between an old and a new process during an upgrade.
 //!
-//! The format lives in `shoal_swarm::snapshot`; this module owns the file. A snapshot is
+//! The format lives in `shoal_swarm::snapshot`; this module owns the file and the one
+//! background task that writes it, [`Snapshots`]: [`Snapshots::start`] spawns the writer
+//! thread, [`Snapshots::stop`] joins it and writes the final snapshot. A snapshot is
 //! written to `FILE.tmp-<pid>`, synced, and renamed over `FILE`, so a reader (or a crash)
 //! only ever sees a whole snapshot. A file that cannot be restored is moved aside to
 //! `FILE.corrupt-<unix time>` and the tracker starts empty: refusing to start would turn a
@@ -20,20 +22,18 @@
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use parking_lot::Mutex;
+use shoal_swarm::clock::unix_now;
 use shoal_swarm::snapshot::read_header;
 use shoal_swarm::{SnapshotHeader, SnapshotSummary, Store, StoreConfig};
 
-/// Current Unix time in seconds.
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+use crate::config::StateConfig;
 
 /// What happened to the snapshot file at start.
 #[derive(Debug)]
@@ -49,6 +49,16 @@ pub enum Restored {
     },
 }
 
+impl Restored {
+    /// The connection-id key the restored snapshot carries, if any.
+    pub fn key(&self) -> Option<[u8; 16]> {
+        match self {
+            Restored::Loaded(s) => <[u8; 16]>::try_from(s.header.key.as_slice()).ok(),
+            _ => None,
+        }
+    }
+}
+
 /// The snapshot file of one tracker.
 pub struct StateFile {
     path: PathBuf,
@@ -58,6 +68,8 @@ pub struct StateFile {
     writing: Mutex<()>,
     last_written_unix: AtomicU64,
     last_duration_micros: AtomicU64,
+    /// Set while this process waits for its predecessor's final snapshot.
+    handover_waiting: AtomicBool,
 }
 
 impl StateFile {
@@ -69,7 +81,13 @@ impl StateFile {
             writing: Mutex::new(()),
             last_written_unix: AtomicU64::new(0),
             last_duration_micros: AtomicU64::new(0),
+            handover_waiting: AtomicBool::new(false),
         }
+    }
+
+    /// Whether this process still waits for a predecessor's final snapshot.
+    pub fn handover_waiting(&self) -> bool {
+        self.handover_waiting.load(Ordering::Relaxed)
     }
 
     pub fn path(&self) -> &Path {
@@ -292,14 +310,56 @@ impl Schedule {
     }
 }
 
+/// The snapshot writer, from start to final snapshot.
+pub struct Snapshots {
+    file: Arc<StateFile>,
+    store: Arc<Store>,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Snapshots {
+    /// Starts the writer thread for `file`: the hand-over if `restored` came from a live
+    /// predecessor, then a snapshot every `config.snapshot_interval` seconds.
+    pub fn start(
+        file: Arc<StateFile>,
+        store: Arc<Store>,
+        restored: &Restored,
+        config: &StateConfig,
+    ) -> anyhow::Result<Self> {
+        let schedule = Schedule::after(restored, config.snapshot_interval, config.handover_timeout);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (file, store, stop) = (file.clone(), store.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("snapshots".into())
+                .spawn(move || run(&file, &store, schedule, &stop))
+                .context("spawning the snapshot thread")?
+        };
+        Ok(Self {
+            file,
+            store,
+            stop,
+            thread,
+        })
+    }
+
+    pub fn file(&self) -> &Arc<StateFile> {
+        &self.file
+    }
+
+    /// Stops the writer thread, then writes the final snapshot (call it once the front
+    /// ends have stopped, so the snapshot holds their last announces).
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+        write_logged(&self.file, &self.store, true);
+    }
+}
+
 /// Runs until `stop` is set: hand-over, then periodic snapshots.
-pub fn run(
-    state: &StateFile,
-    store: &Store,
-    mut schedule: Schedule,
-    stop: &std::sync::atomic::AtomicBool,
-    waiting: &std::sync::atomic::AtomicBool,
-) {
+fn run(state: &StateFile, store: &Store, mut schedule: Schedule, stop: &AtomicBool) {
+    let waiting = &state.handover_waiting;
     let tick = Duration::from_millis(100);
     waiting.store(schedule.predecessor.is_some(), Ordering::Relaxed);
     if let Some((pid, _)) = schedule.predecessor {
@@ -348,16 +408,26 @@ pub fn run(
     }
 }
 
+/// Writes a snapshot and logs the outcome (the final one at info level).
 fn write_logged(state: &StateFile, store: &Store, is_final: bool) {
-    match state.write(store, is_final) {
-        Ok(s) => tracing::debug!(
-            "snapshot written to {} in {:?}: {} torrents, {} peers",
+    let what = if is_final {
+        "final snapshot"
+    } else {
+        "snapshot"
+    };
+    let line = |s: SnapshotSummary| {
+        format!(
+            "{what} written to {} in {:?}: {} torrents, {} peers",
             state.path().display(),
             state.last_duration(),
             s.torrents,
             s.peers
-        ),
-        Err(e) => tracing::error!("snapshot failed: {e:#}"),
+        )
+    };
+    match state.write(store, is_final) {
+        Ok(s) if is_final => tracing::info!("{}", line(s)),
+        Ok(s) => tracing::debug!("{}", line(s)),
+        Err(e) => tracing::error!("{what} failed: {e:#}"),
     }
 }
 
@@ -393,13 +463,20 @@ mod tests {
             .unwrap();
     }
 
+    /// A store where peers `peers` announced torrent 1.
+    fn store_of(peers: &[u8]) -> Store {
+        let store = Store::new(StoreConfig::default());
+        for &p in peers {
+            announce(&store, p);
+        }
+        store
+    }
+
     #[test]
     fn write_then_restore_and_nothing_left_behind() {
         let d = dir("rt");
         let path = d.join("state");
-        let store = Store::new(StoreConfig::default());
-        announce(&store, 1);
-        announce(&store, 2);
+        let store = store_of(&[1, 2]);
         let state = StateFile::new(path.clone(), [5; 16]);
         state.write(&store, true).unwrap();
         assert!(state.last_written_unix() > 0);
@@ -449,11 +526,8 @@ mod tests {
     fn final_snapshot_of_the_predecessor_is_merged_not_another() {
         let d = dir("merge");
         let path = d.join("state");
-        let old = Store::new(StoreConfig::default());
-        announce(&old, 1);
-        announce(&old, 2);
-        let live = Store::new(StoreConfig::default());
-        announce(&live, 3);
+        let old = store_of(&[1, 2]);
+        let live = store_of(&[3]);
         let mut st = StateFile::new(path.clone(), [0; 16]);
         st.pid = 4242;
         st.write(&old, false).unwrap();

@@ -1,10 +1,13 @@
-//! The store's coarse clock: whole seconds since the process started.
+//! The tracker's clocks, read in one place.
 //!
-//! Expiry only needs second resolution, and a `u32` of seconds keeps each peer small.
-//! Callers read it once per batch of requests, not once per request.
+//! - [`now`]: the store's coarse clock, whole seconds since the process started. Expiry
+//!   only needs second resolution, and a `u32` of seconds keeps each peer small. Callers
+//!   read it once per batch of requests, not once per request.
+//! - [`unix_now`]: Unix time in seconds, for what must survive a restart (connection ids,
+//!   snapshot headers, the status page's timestamps).
 
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 static START: OnceLock<Instant> = OnceLock::new();
 
@@ -12,4 +15,12 @@ static START: OnceLock<Instant> = OnceLock::new();
 pub fn now() -> u32 {
     let start = *START.get_or_init(Instant::now);
     u32::try_from(start.elapsed().as_secs()).unwrap_or(u32::MAX)
+}
+
+/// Seconds since the Unix epoch (0 if the system clock is set before it).
+#[inline]
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

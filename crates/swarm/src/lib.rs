@@ -14,7 +14,6 @@
 //! WebTorrent peers, whose "address" is a connection, live in a store of their own,
 //! [`webtorrent::WebTorrentStore`], sharded the same way.
 
-pub mod access;
 pub mod clock;
 mod peers;
 pub mod sharded;
@@ -22,13 +21,10 @@ pub mod snapshot;
 pub mod webtorrent;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 use thiserror::Error;
 
-pub use access::{AccessList, AccessListError, AccessMode};
 pub use peers::{Address, Peer, PeerSink, Swarm, INDEX_THRESHOLD};
 pub use snapshot::{SnapshotError, SnapshotHeader, SnapshotSummary};
 
@@ -62,11 +58,12 @@ impl Default for StoreConfig {
 }
 
 /// Why the store refused a request. Carried back to the client as a protocol error.
+///
+/// None today: which torrents and clients are served is the server's policy step, decided
+/// before the store is asked. The type stays so that refusals of the store's own (a full
+/// store, say) have a place without changing every caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
-pub enum Refusal {
-    #[error("torrent not allowed")]
-    NotAllowed,
-}
+pub enum Refusal {}
 
 /// Figures of one torrent, as announce and scrape responses report them (both families).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -174,7 +171,6 @@ pub struct CleanReport {
 pub struct Store {
     torrents: Sharded<Torrent>,
     config: StoreConfig,
-    access: ArcSwap<AccessList>,
     totals: Totals,
 }
 
@@ -183,28 +179,12 @@ impl Store {
         Self {
             torrents: Sharded::new(config.shards),
             config,
-            access: ArcSwap::from_pointee(AccessList::default()),
             totals: Totals::default(),
         }
     }
 
     pub fn config(&self) -> &StoreConfig {
         &self.config
-    }
-
-    /// Replaces the access list (on start and on reload).
-    pub fn set_access_list(&self, list: AccessList) {
-        self.access.store(Arc::new(list));
-    }
-
-    pub fn access_list(&self) -> Arc<AccessList> {
-        self.access.load_full()
-    }
-
-    /// Whether `info_hash` may be announced or scraped.
-    #[inline]
-    pub fn allows(&self, info_hash: &InfoHash) -> bool {
-        self.access.load().allows(info_hash)
     }
 
     /// Resolves a client's `numwant` (negative or absent: the default) against the maximum.
@@ -243,9 +223,6 @@ impl Store {
         now: u32,
         out: &mut impl PeerSink<A>,
     ) -> Result<TorrentStats, Refusal> {
-        if !self.allows(&req.info_hash) {
-            return Err(Refusal::NotAllowed);
-        }
         let stopped = req.event == AnnounceEvent::Stopped;
         let seeder = req.left == 0 || req.event == AnnounceEvent::Completed;
         let mut slot = self.torrents.lock(&req.info_hash);
@@ -277,9 +254,6 @@ impl Store {
 
     /// Figures of one torrent (zeros for an unknown one).
     pub fn scrape(&self, info_hash: &InfoHash) -> Result<TorrentStats, Refusal> {
-        if !self.allows(info_hash) {
-            return Err(Refusal::NotAllowed);
-        }
         Ok(self
             .torrents
             .lock(info_hash)

@@ -216,24 +216,6 @@ fn expiry_drops_silent_peers_and_empty_torrents() {
 }
 
 #[test]
-fn access_list_applies_to_announce_and_scrape() {
-    let store = Store::new(StoreConfig::default());
-    store.set_access_list(AccessList::new(AccessMode::Allow, [ih(1)]));
-    let mut out: Vec<CompactPeerV4> = Vec::new();
-    assert!(store
-        .announce_v4(&ann(1, 1, 1, AnnounceEvent::Started), 0, &mut out)
-        .is_ok());
-    assert_eq!(
-        store.announce_v4(&ann(2, 1, 1, AnnounceEvent::Started), 0, &mut out),
-        Err(Refusal::NotAllowed)
-    );
-    assert_eq!(store.scrape(&ih(2)), Err(Refusal::NotAllowed));
-    store.set_access_list(AccessList::new(AccessMode::Deny, [ih(1)]));
-    assert_eq!(store.scrape(&ih(1)), Err(Refusal::NotAllowed));
-    assert!(store.scrape(&ih(2)).is_ok());
-}
-
-#[test]
 fn dictionary_sink_carries_peer_ids() {
     let store = Store::new(StoreConfig::default());
     announce(&store, &ann(1, 1, 1, AnnounceEvent::Started));

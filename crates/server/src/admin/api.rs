@@ -15,43 +15,34 @@
 
 use std::net::SocketAddr;
 
-use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode};
 use serde_json::{json, Value};
 use shoal_proto::InfoHash;
 
-use super::{Body, Call};
-use crate::shared::{survey, Shared, TopTorrent};
+use super::reply::{json, Body, Call};
+use super::samples::{survey, TopTorrent};
+use super::tallies::TALLIES;
+use super::view::TrackerView;
+use crate::policy::AccessMode;
 
 /// Most torrents one top-list call returns.
 const MAX_TOP: usize = 1000;
-
-/// A JSON response.
-pub fn json(status: StatusCode, value: &Value) -> Response<Body> {
-    let mut body = serde_json::to_vec_pretty(value).unwrap_or_default();
-    body.push(b'\n');
-    let mut r = Response::new(Body::new(body.into()));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r
-}
 
 fn error(status: StatusCode, message: impl std::fmt::Display) -> Response<Body> {
     json(status, &json!({ "error": message.to_string() }))
 }
 
-pub fn route(call: &Call, rest: &str, shared: &Shared) -> Response<Body> {
+pub fn route(call: &Call, rest: &str, view: &TrackerView) -> Response<Body> {
     let m = &call.method;
     let parts: Vec<&str> = rest.split('/').collect();
     match (parts.as_slice(), m) {
-        (["stats"], &Method::GET) => json(StatusCode::OK, &stats(shared)),
-        (["torrents"], &Method::GET) => top(call, shared),
-        (["torrents", hash], &Method::GET) => torrent(hash, shared),
-        (["access-list"], &Method::GET) => access_list(shared),
-        (["access-list", hash], &Method::PUT) => edit(hash, true, shared),
-        (["access-list", hash], &Method::DELETE) => edit(hash, false, shared),
-        (["reload"], &Method::POST) => match shared.reload() {
+        (["stats"], &Method::GET) => json(StatusCode::OK, &stats(view)),
+        (["torrents"], &Method::GET) => top(call, view),
+        (["torrents", hash], &Method::GET) => torrent(hash, view),
+        (["access-list"], &Method::GET) => access_list(view),
+        (["access-list", hash], &Method::PUT) => edit(hash, true, view),
+        (["access-list", hash], &Method::DELETE) => edit(hash, false, view),
+        (["reload"], &Method::POST) => match view.reload.run() {
             Ok(done) => {
                 for line in &done {
                     tracing::info!("{line} (admin API)");
@@ -63,12 +54,12 @@ pub fn route(call: &Call, rest: &str, shared: &Shared) -> Response<Body> {
                 error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"))
             }
         },
-        (["snapshot"], &Method::POST) => match &shared.state {
+        (["snapshot"], &Method::POST) => match &view.snapshots {
             None => error(
                 StatusCode::CONFLICT,
                 "snapshots are off (state.file is empty)",
             ),
-            Some(state) => match state.write(&shared.store, false) {
+            Some(state) => match state.write(&view.store, false) {
                 Ok(s) => json(
                     StatusCode::OK,
                     &json!({ "file": state.path(), "torrents": s.torrents, "peers": s.peers,
@@ -84,17 +75,16 @@ pub fn route(call: &Call, rest: &str, shared: &Shared) -> Response<Body> {
     }
 }
 
-fn stats(shared: &Shared) -> Value {
-    let (s, _) = survey(&shared.store, 0);
-    let c = shared.udp_totals();
-    let tallies = &super::metrics::TALLIES;
-    let snapshot = shared.state.as_ref().map(|st| {
+fn stats(view: &TrackerView) -> Value {
+    let (s, _) = survey(&view.store, 0);
+    let c = view.udp_totals();
+    let snapshot = view.snapshots.as_ref().map(|st| {
         let last = st.last_written_unix();
         json!({
             "file": st.path(),
             "last_written_unix": (last > 0).then_some(last),
-            "age_seconds": (last > 0).then(|| crate::state::unix_now().saturating_sub(last)),
-            "handover_waiting": shared.handover_waiting(),
+            "age_seconds": view.snapshot_age(),
+            "handover_waiting": view.handover_waiting(),
         })
     });
     json!({
@@ -115,12 +105,12 @@ fn stats(shared: &Shared) -> Value {
                 "bytes_in": c.bytes_in,
                 "bytes_out": c.bytes_out,
             },
-            "http": tallies.http.load(std::sync::atomic::Ordering::Relaxed),
-            "ws": tallies.ws.load(std::sync::atomic::Ordering::Relaxed),
+            "http": TALLIES.http.load(std::sync::atomic::Ordering::Relaxed),
+            "ws": TALLIES.ws.load(std::sync::atomic::Ordering::Relaxed),
         },
         "snapshot": snapshot,
-        "uptime_seconds": shared.started.elapsed().as_secs(),
-        "started_unix": shared.started_unix,
+        "uptime_seconds": view.started.elapsed().as_secs(),
+        "started_unix": view.started_unix,
     })
 }
 
@@ -140,7 +130,7 @@ pub fn top_json(top: &[TopTorrent]) -> Value {
     )
 }
 
-fn top(call: &Call, shared: &Shared) -> Response<Body> {
+fn top(call: &Call, view: &TrackerView) -> Response<Body> {
     let mut n = 10;
     for pair in call.query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
@@ -161,7 +151,7 @@ fn top(call: &Call, shared: &Shared) -> Response<Body> {
             }
         }
     }
-    let (_, top) = survey(&shared.store, n);
+    let (_, top) = survey(&view.store, n);
     json(StatusCode::OK, &json!({ "torrents": top_json(&top) }))
 }
 
@@ -172,12 +162,12 @@ fn bad_hash() -> Response<Body> {
     )
 }
 
-fn torrent(hex: &str, shared: &Shared) -> Response<Body> {
+fn torrent(hex: &str, view: &TrackerView) -> Response<Body> {
     let Some(info_hash) = InfoHash::from_hex(hex) else {
         return bad_hash();
     };
     let now = shoal_swarm::clock::now();
-    let found = shared.store.with_torrent(&info_hash, |t| {
+    let found = view.store.with_torrent(&info_hash, |t| {
         let st = t.stats();
         let mut peers = Vec::new();
         for p in t.v4().peers() {
@@ -205,7 +195,7 @@ fn torrent(hex: &str, shared: &Shared) -> Response<Body> {
             "seeders": st.seeders,
             "leechers": st.leechers,
             "completed": st.completed,
-            "allowed": shared.store.allows(&info_hash),
+            "allowed": view.policy.lists(&info_hash),
             "peers": peers,
         })
     });
@@ -230,25 +220,25 @@ fn peer_json(
     })
 }
 
-fn access_list(shared: &Shared) -> Response<Body> {
-    let list = shared.store.access_list();
+fn access_list(view: &TrackerView) -> Response<Body> {
+    let list = view.policy.access_list();
     let mut hashes: Vec<String> = list.hashes().map(|h| h.to_hex()).collect();
     hashes.sort();
     json(
         StatusCode::OK,
         &json!({
             "mode": format!("{:?}", list.mode()).to_lowercase(),
-            "file": shared.config.access_list.path,
+            "file": view.policy.access_file(),
             "hashes": hashes,
         }),
     )
 }
 
-fn edit(hex: &str, add: bool, shared: &Shared) -> Response<Body> {
+fn edit(hex: &str, add: bool, view: &TrackerView) -> Response<Body> {
     let Some(info_hash) = InfoHash::from_hex(hex) else {
         return bad_hash();
     };
-    match shared.edit_access_list(info_hash, add) {
+    match view.policy.edit_access_list(info_hash, add) {
         Ok(changed) => {
             tracing::info!(
                 "access list: {} {} (admin API){}",
@@ -259,10 +249,10 @@ fn edit(hex: &str, add: bool, shared: &Shared) -> Response<Body> {
             json(
                 StatusCode::OK,
                 &json!({ "info_hash": info_hash.to_hex(), "listed": add, "changed": changed,
-                         "count": shared.store.access_list().len() }),
+                         "count": view.policy.access_list().len() }),
             )
         }
-        Err(e) if shared.config.access_mode() == shoal_swarm::AccessMode::Off => {
+        Err(e) if view.policy.access_mode() == AccessMode::Off => {
             error(StatusCode::CONFLICT, format!("{e:#}"))
         }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),

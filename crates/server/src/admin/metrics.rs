@@ -12,8 +12,8 @@
 //! (`shoal_ws_connections`) is kept live by the WebTorrent front end as connections are
 //! admitted and dropped.
 //!
-//! The recorder is wrapped to tally requests by protocol as they are counted, which is
-//! what the status page's requests-per-second chart reads.
+//! The recorder is wrapped to tally requests by protocol as they are counted
+//! ([`super::tallies`]), which is what the status page's requests-per-second chart reads.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -25,7 +25,8 @@ use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 
-use crate::shared::Shared;
+use super::tallies::TALLIES;
+use super::view::TrackerView;
 
 /// Buckets of the latency histograms, in seconds (10 µs to 1 s).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -33,35 +34,12 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.05, 0.1, 0.25, 0.5, 1.0,
 ];
 
-/// Requests counted through the facade, by protocol (for the status page).
-#[derive(Debug, Default)]
-pub struct Tallies {
-    pub http: AtomicU64,
-    pub ws: AtomicU64,
-}
-
-impl Tallies {
-    fn slot(&self, protocol: &str) -> Option<&AtomicU64> {
-        match protocol {
-            "http" | "https" => Some(&self.http),
-            "ws" | "wss" => Some(&self.ws),
-            _ => None,
-        }
-    }
-}
-
 struct Installed {
     recorder: Arc<PrometheusRecorder>,
     handle: PrometheusHandle,
 }
 
 static INSTALLED: OnceLock<Installed> = OnceLock::new();
-/// The process-wide request tallies.
-pub static TALLIES: Tallies = Tallies {
-    http: AtomicU64::new(0),
-    ws: AtomicU64::new(0),
-};
-
 fn installed() -> &'static Installed {
     INSTALLED.get_or_init(|| {
         let recorder = PrometheusBuilder::new()
@@ -88,9 +66,9 @@ pub fn install() {
 
 /// The Prometheus text exposition of every metric, after copying in the UDP counters and
 /// the store's figures.
-pub fn render(shared: &Shared) -> String {
+pub fn render(view: &TrackerView) -> String {
     let inst = installed();
-    metrics::with_local_recorder(&*inst.recorder, || update(shared));
+    metrics::with_local_recorder(&*inst.recorder, || update(view));
     inst.handle.render()
 }
 
@@ -203,9 +181,9 @@ fn describe(r: &dyn Recorder) {
     d("shoal_announce_duration_seconds", Some(Unit::Seconds), "Announce latency. UDP: time to answer one received batch that held announces (receive to send), recorded once per batch.", 2);
 }
 
-fn update(shared: &Shared) {
+fn update(view: &TrackerView) {
     use metrics::{counter, gauge};
-    let c = shared.udp_totals();
+    let c = view.udp_totals();
     let req = |action: &'static str, result: &'static str, v: u64| {
         counter!("shoal_requests_total", "protocol" => "udp", "action" => action, "result" => result)
             .absolute(v);
@@ -230,7 +208,7 @@ fn update(shared: &Shared) {
     counter!("shoal_bytes_total", "protocol" => "udp", "direction" => "in").absolute(c.bytes_in);
     counter!("shoal_bytes_total", "protocol" => "udp", "direction" => "out").absolute(c.bytes_out);
 
-    let s = shared.latest();
+    let s = view.samples.latest();
     gauge!("shoal_torrents").set(s.torrents as f64);
     gauge!("shoal_peers", "kind" => "seeder").set(s.seeders as f64);
     gauge!("shoal_peers", "kind" => "leecher").set(s.leechers as f64);
@@ -239,16 +217,12 @@ fn update(shared: &Shared) {
     gauge!("shoal_ws_torrents").set(s.ws_torrents as f64);
     gauge!("shoal_ws_peers", "kind" => "seeder").set(s.ws_seeders as f64);
     gauge!("shoal_ws_peers", "kind" => "leecher").set(s.ws_leechers as f64);
-    if let Some(state) = &shared.state {
-        let last = state.last_written_unix();
-        if last > 0 {
-            gauge!("shoal_snapshot_age_seconds")
-                .set(crate::state::unix_now().saturating_sub(last) as f64);
-            gauge!("shoal_snapshot_duration_seconds").set(state.last_duration().as_secs_f64());
-        }
+    if let (Some(age), Some(state)) = (view.snapshot_age(), &view.snapshots) {
+        gauge!("shoal_snapshot_age_seconds").set(age as f64);
+        gauge!("shoal_snapshot_duration_seconds").set(state.last_duration().as_secs_f64());
     }
-    gauge!("shoal_handover_waiting").set(if shared.handover_waiting() { 1.0 } else { 0.0 });
-    gauge!("shoal_uptime_seconds").set(shared.started.elapsed().as_secs_f64());
+    gauge!("shoal_handover_waiting").set(if view.handover_waiting() { 1.0 } else { 0.0 });
+    gauge!("shoal_uptime_seconds").set(view.started.elapsed().as_secs_f64());
 }
 
 /// The installed recorder: Prometheus, plus the per-protocol tallies.

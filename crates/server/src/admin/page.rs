@@ -7,8 +7,9 @@ use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use serde_json::json;
 
-use super::{api, Body};
-use crate::shared::Shared;
+use super::api::top_json;
+use super::reply::{json, Body};
+use super::view::TrackerView;
 
 const HTML: &str = include_str!("status.html");
 const SCRIPT: &str = include_str!("status.js");
@@ -31,16 +32,16 @@ pub fn script() -> Response<Body> {
 }
 
 /// The configuration in force as TOML, secrets blanked.
-pub fn config_text(shared: &Shared) -> String {
-    let mut c = shared.config.clone();
+pub fn config_text(view: &TrackerView) -> String {
+    let mut c = view.config.clone();
     if !c.admin.token.is_empty() {
         c.admin.token = "(hidden)".into();
     }
     toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot show the config: {e}"))
 }
 
-pub fn data(shared: &Shared) -> Response<Body> {
-    let samples = shared.samples();
+pub fn data(view: &TrackerView) -> Response<Body> {
+    let samples = view.samples.all();
     let points: Vec<_> = samples
         .iter()
         .map(|s| {
@@ -57,18 +58,14 @@ pub fn data(shared: &Shared) -> Response<Body> {
         })
         .collect();
     let latest = samples.last().cloned().unwrap_or_default();
-    let snapshot_age = shared.state.as_ref().and_then(|st| {
-        let last = st.last_written_unix();
-        (last > 0).then(|| crate::state::unix_now().saturating_sub(last))
-    });
-    let mut r = api::json(
+    let mut r = json(
         StatusCode::OK,
         &json!({
             "version": env!("CARGO_PKG_VERSION"),
-            "interval": shared.config.admin.sample_interval,
-            "uptime_seconds": shared.started.elapsed().as_secs(),
+            "interval": view.config.admin.sample_interval,
+            "uptime_seconds": view.started.elapsed().as_secs(),
             "samples": points,
-            "top": api::top_json(&latest.top),
+            "top": top_json(&latest.top),
             "totals": {
                 "torrents": latest.torrents,
                 "seeders": latest.seeders,
@@ -78,11 +75,11 @@ pub fn data(shared: &Shared) -> Response<Body> {
                 "ws_torrents": latest.ws_torrents,
                 "ws_seeders": latest.ws_seeders,
                 "ws_leechers": latest.ws_leechers,
-                "ws_connections": shared.ws.open_connections(),
+                "ws_connections": view.ws.open_connections(),
             },
-            "snapshot_age_seconds": snapshot_age,
-            "handover_waiting": shared.handover_waiting(),
-            "config": config_text(shared),
+            "snapshot_age_seconds": view.snapshot_age(),
+            "handover_waiting": view.handover_waiting(),
+            "config": config_text(view),
         }),
     );
     r.headers_mut()

@@ -23,8 +23,8 @@ use socket2::SockRef;
 use tokio::net::TcpStream;
 
 use super::connection::{answer_head, Head};
+use super::context::HttpContext;
 use super::handler::{Handler, Next};
-use super::Shared;
 use crate::ws::UpgradeRequest;
 
 /// What became of a freshly accepted connection.
@@ -55,11 +55,11 @@ pub struct AtOnce {
 }
 
 impl AtOnce {
-    pub fn new(shared: Arc<Shared>) -> Self {
-        let buf = vec![0u8; shared.settings.max_request_bytes].into_boxed_slice();
-        let max_headers = shared.settings.max_headers;
+    pub fn new(ctx: Arc<HttpContext>) -> Self {
+        let buf = vec![0u8; ctx.settings.max_request_bytes].into_boxed_slice();
+        let max_headers = ctx.settings.max_headers;
         Self {
-            handler: Handler::new(shared),
+            handler: Handler::new(ctx),
             buf,
             out: Vec::with_capacity(512),
             max_headers,

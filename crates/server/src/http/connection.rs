@@ -23,8 +23,8 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{timeout, timeout_at, Instant};
 
+use super::context::HttpContext;
 use super::handler::{write_http_error, Handler, Next};
-use super::Shared;
 use crate::config::MAX_HTTP_HEADERS;
 
 /// What one buffered request head came to.
@@ -68,16 +68,16 @@ pub(super) fn answer_head(
 
 /// Serves one connection until it closes, times out or is upgraded. `initial` holds bytes
 /// already read from it (by the accept loop's fast path), nothing having been answered.
-pub async fn serve<S>(mut stream: S, remote: SocketAddr, shared: Arc<Shared>, initial: &[u8])
+pub async fn serve<S>(mut stream: S, remote: SocketAddr, ctx: Arc<HttpContext>, initial: &[u8])
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let settings = &shared.settings;
+    let settings = &ctx.settings;
     let mut buf = vec![0u8; settings.max_request_bytes];
     let mut filled = initial.len().min(buf.len());
     buf[..filled].copy_from_slice(&initial[..filled]);
     let mut out: Vec<u8> = Vec::with_capacity(512);
-    let mut handler = Handler::new(shared.clone());
+    let mut handler = Handler::new(ctx.clone());
     let idle = settings.idle_timeout;
     let request_timeout = settings.request_timeout;
     let max_headers = settings.max_headers.min(MAX_HTTP_HEADERS);
@@ -125,7 +125,7 @@ where
 
         let close = match next {
             Next::Upgrade(upgrade) => {
-                crate::ws::serve_upgrade(stream, upgrade, shared.ws.clone()).await;
+                crate::ws::serve_upgrade(stream, upgrade, ctx.ws.clone()).await;
                 return;
             }
             Next::Close => {

@@ -18,6 +18,8 @@ use shoal_proto::bencode::{write_scrape, ScrapeFile};
 use shoal_proto::InfoHash;
 use shoal_swarm::Store;
 
+use crate::policy::Policy;
+
 /// One build of the full-scrape document.
 #[derive(Debug, Default)]
 pub struct Document {
@@ -27,13 +29,13 @@ pub struct Document {
     pub torrents: usize,
 }
 
-/// Builds the document from the store as it is now.
-pub fn build(store: &Store, gzip: bool) -> Document {
-    let access = store.access_list();
+/// Builds the document from the store as it is now, listing the torrents the policy lets
+/// every client see ([`Policy::lists`]).
+pub fn build(store: &Store, policy: &Policy, gzip: bool) -> Document {
     let mut files: Vec<(InfoHash, ScrapeFile)> = Vec::new();
     store.for_each_shard(|shard| {
         for (h, t) in shard.torrents() {
-            if !access.allows(h) {
+            if !policy.lists(h) {
                 continue;
             }
             let st = t.stats();
@@ -75,11 +77,12 @@ impl FullScrape {
     /// to be joined after the shutdown flag is set).
     pub fn start(
         store: Arc<Store>,
+        policy: Arc<Policy>,
         gzip: bool,
         every: Duration,
         shutdown: Arc<AtomicBool>,
     ) -> anyhow::Result<(Self, JoinHandle<()>)> {
-        let doc = Arc::new(ArcSwap::from_pointee(build(&store, gzip)));
+        let doc = Arc::new(ArcSwap::from_pointee(build(&store, &policy, gzip)));
         let thread = {
             let doc = doc.clone();
             std::thread::Builder::new()
@@ -92,7 +95,7 @@ impl FullScrape {
                             continue;
                         }
                         let started = Instant::now();
-                        let d = build(&store, gzip);
+                        let d = build(&store, &policy, gzip);
                         tracing::debug!(
                             "full scrape rebuilt in {:?}: {} torrents, {} bytes",
                             started.elapsed(),

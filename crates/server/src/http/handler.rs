@@ -7,9 +7,11 @@
 //! WebSocket front end). That keeps every tracker rule testable without sockets and keeps
 //! the connection loop about bytes and timeouts only.
 //!
-//! Tracker errors (bad parameters, refused torrents, proxy header problems) are a
-//! bencoded `failure reason` with status 200, which is what clients read; only requests
-//! that are not tracker requests at all get HTTP error statuses.
+//! Every announce and scrape (each of its info hashes) asks the policy before the store.
+//! Tracker errors (bad parameters, torrents the policy refuses, proxy header problems) are
+//! a bencoded `failure reason` with status 200, which is what clients read; only requests
+//! that are not tracker requests at all get HTTP error statuses. A request the policy
+//! drops gets no response: the connection is closed.
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -18,10 +20,11 @@ use std::sync::Arc;
 use shoal_proto::bencode::{write_failure, write_scrape, AnnounceResponse, Peers, ScrapeFile};
 use shoal_proto::http::{parse_scrape, parse_target, AnnounceRequest, RequestError, Target};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use shoal_swarm::{Announce, Refusal, TorrentStats};
+use shoal_swarm::{Announce, Family, PeerSink, Refusal, Store, TorrentStats};
 
+use super::context::HttpContext;
 use super::full_scrape::Document;
-use super::Shared;
+use crate::policy::{self, Protocol, Verdict};
 use crate::ws::UpgradeRequest;
 
 /// What the connection does after writing the response.
@@ -43,12 +46,10 @@ pub enum Next {
 
 /// One connection's request handler and its reusable scratch space.
 pub struct Handler {
-    shared: Arc<Shared>,
+    ctx: Arc<HttpContext>,
     body: Vec<u8>,
-    peers_v4: Vec<CompactPeerV4>,
-    peers_v6: Vec<CompactPeerV6>,
-    peers_v4_ids: Vec<(CompactPeerV4, PeerId)>,
-    peers_v6_ids: Vec<(CompactPeerV6, PeerId)>,
+    v4: PeerLists<CompactPeerV4>,
+    v6: PeerLists<CompactPeerV6>,
     hashes: Vec<InfoHash>,
     files: Vec<(InfoHash, ScrapeFile)>,
 }
@@ -133,6 +134,93 @@ pub fn write_http_error(out: &mut Vec<u8>, status: &str, message: &str) {
     out.extend_from_slice(message.as_bytes());
 }
 
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reply {
+    /// Answered with what was asked for.
+    Served,
+    /// Answered with a failure reason.
+    Failed,
+    /// Not answered: the policy dropped it (the connection is closed).
+    Dropped,
+}
+
+/// The store's announce for `req` from `addr`.
+fn announce_of<'a, A>(req: &AnnounceRequest<'a>, addr: A, numwant: usize) -> Announce<'a, A> {
+    Announce {
+        info_hash: req.info_hash,
+        peer_id: req.peer_id,
+        addr,
+        event: req.event,
+        left: req.left,
+        numwant,
+        credential: req.path_key,
+    }
+}
+
+/// One address family's reusable peer lists: compact, or with peer ids for the
+/// dictionary form (`compact=0`).
+struct PeerLists<A> {
+    compact: Vec<A>,
+    dict: Vec<(A, PeerId)>,
+}
+
+impl<A> Default for PeerLists<A> {
+    fn default() -> Self {
+        Self {
+            compact: Vec::new(),
+            dict: Vec::new(),
+        }
+    }
+}
+
+/// An address family as an HTTP response lists its peers.
+trait Listed: Family + Sized {
+    fn compact(peers: &[Self]) -> Peers<'_>;
+    fn dict(peers: &[(Self, PeerId)], with_ids: bool) -> Peers<'_>;
+}
+
+macro_rules! listed {
+    ($a:ty, $compact:ident, $dict:ident) => {
+        impl Listed for $a {
+            fn compact(peers: &[Self]) -> Peers<'_> {
+                Peers::$compact(peers)
+            }
+            fn dict(peers: &[(Self, PeerId)], with_ids: bool) -> Peers<'_> {
+                Peers::$dict { peers, with_ids }
+            }
+        }
+    };
+}
+listed!(CompactPeerV4, CompactV4, DictV4);
+listed!(CompactPeerV6, CompactV6, DictV6);
+
+/// Records `a` (either family) and lists the peers chosen for it, compact or as
+/// dictionaries.
+#[inline]
+fn announce_in<'b, A: Listed>(
+    store: &Store,
+    a: &Announce<'_, A>,
+    now: u32,
+    lists: &'b mut PeerLists<A>,
+    compact: bool,
+    with_ids: bool,
+) -> Result<(TorrentStats, Peers<'b>), Refusal>
+where
+    Vec<A>: PeerSink<A>,
+    Vec<(A, PeerId)>: PeerSink<A>,
+{
+    if compact {
+        lists.compact.clear();
+        let st = store.announce(a, now, &mut lists.compact)?;
+        Ok((st, A::compact(&lists.compact)))
+    } else {
+        lists.dict.clear();
+        let st = store.announce(a, now, &mut lists.dict)?;
+        Ok((st, A::dict(&lists.dict, with_ids)))
+    }
+}
+
 fn count(action: &'static str, ok: bool) {
     metrics::counter!(
         "shoal_requests_total",
@@ -144,14 +232,12 @@ fn count(action: &'static str, ok: bool) {
 }
 
 impl Handler {
-    pub fn new(shared: Arc<Shared>) -> Self {
+    pub fn new(ctx: Arc<HttpContext>) -> Self {
         Self {
-            shared,
+            ctx,
             body: Vec::new(),
-            peers_v4: Vec::new(),
-            peers_v6: Vec::new(),
-            peers_v4_ids: Vec::new(),
-            peers_v6_ids: Vec::new(),
+            v4: PeerLists::default(),
+            v6: PeerLists::default(),
             hashes: Vec::new(),
             files: Vec::new(),
         }
@@ -179,7 +265,7 @@ impl Handler {
             write_http_error(out, "400 Bad Request", "request bodies are not accepted");
             return Next::Close;
         }
-        let client_ip = self.shared.proxy.client_ip(remote.ip(), req.headers);
+        let client_ip = self.ctx.proxy.client_ip(remote.ip(), req.headers);
         if f.upgrade_websocket {
             let (Some(key), Ok(ip)) = (f.ws_key, &client_ip) else {
                 write_http_error(
@@ -196,7 +282,7 @@ impl Handler {
                 leftover: leftover.to_vec(),
             });
         }
-        let close = !self.shared.settings.keep_alive || f.close || (version == 0 && !f.keep_alive);
+        let close = !self.ctx.settings.keep_alive || f.close || (version == 0 && !f.keep_alive);
 
         self.body.clear();
         let target = match parse_target(path.as_bytes()) {
@@ -207,36 +293,35 @@ impl Handler {
                 return if close { Next::Close } else { Next::KeepAlive };
             }
         };
-        match target {
+        let (action, reply) = match target {
             Target::Announce { key, query } => {
-                let ok = match &client_ip {
+                let reply = match &client_ip {
                     Ok(ip) => self.announce(query, key, *ip),
                     Err(e) => {
                         write_failure(&mut self.body, e.to_string().as_bytes());
-                        false
+                        Reply::Failed
                     }
                 };
-                count("announce", ok);
+                ("announce", reply)
             }
-            Target::Scrape { key: _, query } => {
-                match parse_scrape(
-                    query,
-                    self.shared.settings.max_scrape_hashes,
-                    &mut self.hashes,
-                ) {
+            Target::Scrape { key, query } => {
+                match parse_scrape(query, self.ctx.settings.max_scrape_hashes, &mut self.hashes) {
                     Ok(()) if self.hashes.is_empty() => {
                         return self.full_scrape(f.accepts_gzip, close, out);
                     }
-                    Ok(()) => {
-                        let ok = self.scrape();
-                        count("scrape", ok);
-                    }
+                    // A bad proxy header does not stop a scrape (it never did): the policy
+                    // then sees the connection's own address.
+                    Ok(()) => ("scrape", self.scrape(key, client_ip.unwrap_or(remote.ip()))),
                     Err(e) => {
                         self.failure(e);
-                        count("scrape", false);
+                        ("scrape", Reply::Failed)
                     }
                 }
             }
+        };
+        count(action, reply == Reply::Served);
+        if reply == Reply::Dropped {
+            return Next::Close;
         }
         write_head(out, "200 OK", self.body.len(), close, "");
         out.extend_from_slice(&self.body);
@@ -256,23 +341,41 @@ impl Handler {
         write_failure(&mut self.body, &msg[..n]);
     }
 
-    fn refused(&mut self, r: Refusal) {
-        self.body.clear();
-        match r {
-            Refusal::NotAllowed => write_failure(&mut self.body, b"torrent not allowed"),
+    /// Asks the policy about `req`: `None` to serve it; else how the request ended (a
+    /// refusal's reason is written into the body as a bencoded failure).
+    #[inline]
+    fn refused_by_policy(&mut self, req: &policy::Request<'_>) -> Option<Reply> {
+        match self.ctx.policy.check(req) {
+            Verdict::Admit => None,
+            Verdict::Refuse(reason) => {
+                self.body.clear();
+                write_failure(&mut self.body, reason.as_bytes());
+                Some(Reply::Failed)
+            }
+            Verdict::Drop => Some(Reply::Dropped),
         }
     }
 
-    /// Writes an announce response (or failure) into `self.body`; true when it succeeded.
-    fn announce(&mut self, query: &[u8], path_key: Option<&str>, client_ip: IpAddr) -> bool {
+    /// Writes an announce response (or failure) into `self.body`.
+    fn announce(&mut self, query: &[u8], path_key: Option<&str>, client_ip: IpAddr) -> Reply {
         let req = match AnnounceRequest::parse(query, path_key) {
             Ok(r) => r,
             Err(e) => {
                 self.failure(e);
-                return false;
+                return Reply::Failed;
             }
         };
-        let s = &self.shared;
+        if let Some(reply) = self.refused_by_policy(&policy::Request {
+            protocol: Protocol::Http,
+            action: policy::Action::Announce,
+            source: client_ip,
+            info_hash: &req.info_hash,
+            peer_id: Some(&req.peer_id),
+            credential: req.path_key,
+        }) {
+            return reply;
+        }
+        let s = &self.ctx;
         let ip = match req.ip {
             Some(claimed) if s.settings.allow_ip_field => claimed,
             _ => client_ip,
@@ -280,67 +383,15 @@ impl Handler {
         .to_canonical();
         let numwant = s.store.numwant(req.numwant);
         let now = shoal_swarm::clock::now();
-        let store = &s.store;
-        let result: Result<(TorrentStats, Peers<'_>), Refusal> = match ip {
+        let (store, compact, with_ids) = (&*s.store, req.compact, !req.no_peer_id);
+        let result = match ip {
             IpAddr::V4(v4) => {
-                let a = Announce {
-                    info_hash: req.info_hash,
-                    peer_id: req.peer_id,
-                    addr: CompactPeerV4::new(v4, req.port),
-                    event: req.event,
-                    left: req.left,
-                    numwant,
-                    credential: req.path_key,
-                };
-                if req.compact {
-                    self.peers_v4.clear();
-                    store
-                        .announce_v4(&a, now, &mut self.peers_v4)
-                        .map(|st| (st, Peers::CompactV4(&self.peers_v4)))
-                } else {
-                    self.peers_v4_ids.clear();
-                    store
-                        .announce_v4(&a, now, &mut self.peers_v4_ids)
-                        .map(|st| {
-                            (
-                                st,
-                                Peers::DictV4 {
-                                    peers: &self.peers_v4_ids,
-                                    with_ids: !req.no_peer_id,
-                                },
-                            )
-                        })
-                }
+                let a = announce_of(&req, CompactPeerV4::new(v4, req.port), numwant);
+                announce_in(store, &a, now, &mut self.v4, compact, with_ids)
             }
             IpAddr::V6(v6) => {
-                let a = Announce {
-                    info_hash: req.info_hash,
-                    peer_id: req.peer_id,
-                    addr: CompactPeerV6::new(v6, req.port),
-                    event: req.event,
-                    left: req.left,
-                    numwant,
-                    credential: req.path_key,
-                };
-                if req.compact {
-                    self.peers_v6.clear();
-                    store
-                        .announce_v6(&a, now, &mut self.peers_v6)
-                        .map(|st| (st, Peers::CompactV6(&self.peers_v6)))
-                } else {
-                    self.peers_v6_ids.clear();
-                    store
-                        .announce_v6(&a, now, &mut self.peers_v6_ids)
-                        .map(|st| {
-                            (
-                                st,
-                                Peers::DictV6 {
-                                    peers: &self.peers_v6_ids,
-                                    with_ids: !req.no_peer_id,
-                                },
-                            )
-                        })
-                }
+                let a = announce_of(&req, CompactPeerV6::new(v6, req.port), numwant);
+                announce_in(store, &a, now, &mut self.v6, compact, with_ids)
             }
         };
         match result {
@@ -355,39 +406,45 @@ impl Handler {
                     peers,
                 }
                 .write(&mut self.body);
-                true
+                Reply::Served
             }
-            Err(r) => {
-                self.refused(r);
-                false
-            }
+            Err(r) => match r {},
         }
     }
 
-    fn scrape(&mut self) -> bool {
+    /// Writes a scrape response (or failure) for `self.hashes` into `self.body`.
+    fn scrape(&mut self, credential: Option<&str>, client_ip: IpAddr) -> Reply {
         self.files.clear();
-        for h in &self.hashes {
-            match self.shared.store.scrape(h) {
+        for i in 0..self.hashes.len() {
+            let h = self.hashes[i];
+            if let Some(reply) = self.refused_by_policy(&policy::Request {
+                protocol: Protocol::Http,
+                action: policy::Action::Scrape,
+                source: client_ip,
+                info_hash: &h,
+                peer_id: None,
+                credential,
+            }) {
+                return reply;
+            }
+            match self.ctx.store.scrape(&h) {
                 Ok(st) => self.files.push((
-                    *h,
+                    h,
                     ScrapeFile {
                         complete: st.seeders,
                         downloaded: st.completed,
                         incomplete: st.leechers,
                     },
                 )),
-                Err(r) => {
-                    self.refused(r);
-                    return false;
-                }
+                Err(r) => match r {},
             }
         }
         write_scrape(&mut self.body, &mut self.files);
-        true
+        Reply::Served
     }
 
     fn full_scrape(&mut self, accepts_gzip: bool, close: bool, out: &mut Vec<u8>) -> Next {
-        let Some(fs) = &self.shared.full_scrape else {
+        let Some(fs) = &self.ctx.full_scrape else {
             write_failure(
                 &mut self.body,
                 b"full scrape is disabled: name an info_hash",
@@ -428,15 +485,17 @@ mod tests {
         assert!(!accepts_gzip(b"gzipx"));
     }
 
-    fn shared() -> Arc<Shared> {
+    fn ctx() -> Arc<HttpContext> {
         let config = crate::Config::default();
         let store = Arc::new(shoal_swarm::Store::new(config.store_config()));
-        Arc::new(Shared {
-            store: store.clone(),
+        let policy = Arc::new(crate::policy::Policy::default());
+        Arc::new(HttpContext {
+            store,
+            policy: policy.clone(),
             settings: super::super::HttpSettings::from_config(&config),
             proxy: super::super::proxy::ProxyRules::new("", 1, &[]).unwrap(),
             full_scrape: None,
-            ws: Arc::new(crate::ws::WsContext::new(&config, store)),
+            ws: Arc::new(crate::ws::WsContext::new(&config, policy)),
             open: Default::default(),
         })
     }
@@ -447,7 +506,7 @@ mod tests {
         assert!(req.parse(raw).unwrap().is_complete());
         let mut out = Vec::new();
         let remote: SocketAddr = "127.0.0.1:5555".parse().unwrap();
-        let next = Handler::new(shared()).handle(&req, remote, leftover, &mut out);
+        let next = Handler::new(ctx()).handle(&req, remote, leftover, &mut out);
         (next, out)
     }
 

@@ -13,7 +13,9 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::config::IpNet;
+use ipnet::IpNet;
+
+use crate::config::parse_net;
 
 /// The reverse-proxy rules, parsed from the config.
 #[derive(Clone, Debug, Default)]
@@ -43,7 +45,7 @@ impl ProxyRules {
             hop: hop.max(1),
             trusted: trusted
                 .iter()
-                .map(|t| IpNet::parse(t))
+                .map(|t| parse_net(t))
                 .collect::<anyhow::Result<_>>()?,
         })
     }
@@ -58,7 +60,7 @@ impl ProxyRules {
         let Some(name) = &self.header else {
             return Ok(peer);
         };
-        if !self.trusted.iter().any(|n| n.contains(peer)) {
+        if !self.trusted.iter().any(|n| n.contains(&peer)) {
             return Ok(peer);
         }
         let mut seen_header = false;
@@ -117,6 +119,15 @@ mod tests {
 
     const PROXY: &str = "10.0.0.1";
 
+    /// The address a request from `peer` with one `X-Forwarded-For: value` comes to.
+    fn forwarded(peer: &str, value: &str) -> Result<IpAddr, ProxyError> {
+        rules(1).client_ip(peer.parse().unwrap(), &[h("X-Forwarded-For", value)])
+    }
+
+    fn ip(s: &str) -> Result<IpAddr, ProxyError> {
+        Ok(s.parse().unwrap())
+    }
+
     #[test]
     fn no_header_configured_means_the_connection_address() {
         let r = ProxyRules::new("", 1, &[]).unwrap();
@@ -128,13 +139,7 @@ mod tests {
 
     #[test]
     fn untrusted_peers_cannot_set_the_address() {
-        let ip = rules(1)
-            .client_ip(
-                "8.8.8.8".parse().unwrap(),
-                &[h("X-Forwarded-For", "1.1.1.1")],
-            )
-            .unwrap();
-        assert_eq!(ip, "8.8.8.8".parse::<IpAddr>().unwrap());
+        assert_eq!(forwarded("8.8.8.8", "1.1.1.1"), ip("8.8.8.8"));
     }
 
     #[test]
@@ -162,10 +167,7 @@ mod tests {
         );
         for bad in ["", "unknown", "1.2.3", "1.1.1.1,", "\u{fffd}"] {
             assert!(
-                matches!(
-                    rules(1).client_ip(peer, &[h("X-Forwarded-For", bad)]),
-                    Err(ProxyError::Malformed(_))
-                ),
+                matches!(forwarded("::1", bad), Err(ProxyError::Malformed(_))),
                 "{bad:?}"
             );
         }
@@ -178,12 +180,9 @@ mod tests {
 
     #[test]
     fn mapped_addresses_are_canonical() {
-        let ip = rules(1)
-            .client_ip(
-                "::ffff:10.0.0.1".parse().unwrap(),
-                &[h("X-Forwarded-For", "::ffff:1.2.3.4")],
-            )
-            .unwrap();
-        assert_eq!(ip, "1.2.3.4".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            forwarded("::ffff:10.0.0.1", "::ffff:1.2.3.4"),
+            ip("1.2.3.4")
+        );
     }
 }

@@ -19,6 +19,8 @@ use shoal_proto::udp::ConnectionId;
 use siphasher::sip::SipHasher13;
 use subtle::ConstantTimeEq;
 
+use crate::config::Config;
+
 /// Issues and checks connection ids.
 #[derive(Clone)]
 pub struct ConnectionIds {
@@ -31,16 +33,37 @@ impl ConnectionIds {
         Self { key, max_age }
     }
 
+    /// The ids `config` asks for, under the key from `udp.connection_id_key_file` if set,
+    /// else `snapshot_key` (so that clients' ids survive a restart or a hand-over), else a
+    /// new one.
+    pub fn from_config(config: &Config, snapshot_key: Option<[u8; 16]>) -> anyhow::Result<Self> {
+        let key = match (config.connection_id_key_file(), snapshot_key) {
+            (Some(file), _) => Self::load_or_create_key(file)?,
+            (None, Some(k)) => k,
+            (None, None) => Self::random_key(),
+        };
+        let udp = &config.udp;
+        Ok(Self::new(
+            key,
+            udp.connection_id_max_age + udp.connection_id_grace,
+        ))
+    }
+
+    /// The key ids are issued under (kept in snapshots).
+    pub fn key(&self) -> [u8; 16] {
+        self.key
+    }
+
     /// A fresh random key.
     pub fn random_key() -> [u8; 16] {
         let mut key = [0u8; 16];
         key[..8].copy_from_slice(&fastrand::u64(..).to_le_bytes());
         key[8..].copy_from_slice(&fastrand::u64(..).to_le_bytes());
-        // fastrand is seeded from the OS per thread; mix in the time for good measure.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        for (k, b) in key.iter_mut().zip(t.to_le_bytes()) {
+        // fastrand's seed is not meant for secrets: mix in std's hasher keys, which come
+        // from the OS's random source.
+        let extra =
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8);
+        for (k, b) in key.iter_mut().zip(extra.to_le_bytes()) {
             *k ^= b;
         }
         key

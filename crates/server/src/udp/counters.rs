@@ -89,3 +89,12 @@ impl std::ops::AddAssign for LocalCounters {
         self.bytes_out += o.bytes_out;
     }
 }
+
+/// The sum of every worker's published counts.
+pub fn total(workers: &[std::sync::Arc<WorkerCounters>]) -> LocalCounters {
+    let mut total = LocalCounters::default();
+    for c in workers {
+        total += c.read();
+    }
+    total
+}

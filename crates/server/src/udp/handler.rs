@@ -1,5 +1,5 @@
-//! Answers one BEP 15 datagram: parse, check the connection id, ask the store, write the
-//! reply into the caller's buffer.
+//! Answers one BEP 15 datagram: parse, check the connection id, ask the policy, ask the
+//! store, write the reply into the caller's buffer.
 //!
 //! It holds no socket, so tests drive it with bytes. Each worker owns one handler and its
 //! scratch buffers (peers chosen, scrape figures), reused for every request: answering
@@ -9,14 +9,15 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use shoal_proto::udp::{
-    AnnounceHeader, AnnounceRequest, Request, RequestParseError, Response, ScrapeRequest,
-    ScrapeStats, TransactionId,
+    AnnounceHeader, AnnounceRequest, ConnectionId, Request, RequestParseError, Response,
+    ScrapeRequest, ScrapeStats, TransactionId,
 };
-use shoal_proto::{CompactPeerV4, CompactPeerV6};
-use shoal_swarm::{Announce, Refusal, Store};
+use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
+use shoal_swarm::{Announce, Family, PeerSink, Refusal, Store, TorrentStats};
 
 use super::connection_id::ConnectionIds;
 use super::counters::LocalCounters;
+use crate::policy::{self, Policy, Protocol, Verdict};
 
 /// Settings a handler needs, copied out of the config.
 #[derive(Clone, Debug)]
@@ -26,16 +27,10 @@ pub struct HandlerConfig {
     pub max_scrape_hashes: usize,
 }
 
-/// Which kind of request an error reply answered (for the counters).
-#[derive(Clone, Copy)]
-enum Action {
-    Announce,
-    Scrape,
-}
-
 /// One worker's request handler.
 pub struct Handler {
     store: Arc<Store>,
+    policy: Arc<Policy>,
     ids: ConnectionIds,
     config: HandlerConfig,
     peers_v4: Vec<CompactPeerV4>,
@@ -57,19 +52,23 @@ impl Now {
     pub fn read() -> Self {
         Self {
             store: shoal_swarm::clock::now(),
-            unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as u32),
+            unix: shoal_swarm::clock::unix_now() as u32,
         }
     }
 }
 
 impl Handler {
-    pub fn new(store: Arc<Store>, ids: ConnectionIds, config: HandlerConfig) -> Self {
+    pub fn new(
+        store: Arc<Store>,
+        policy: Arc<Policy>,
+        ids: ConnectionIds,
+        config: HandlerConfig,
+    ) -> Self {
         let max = store.config().max_numwant;
         let scrape = config.max_scrape_hashes;
         Self {
             store,
+            policy,
             ids,
             config,
             peers_v4: Vec::with_capacity(max),
@@ -101,22 +100,20 @@ impl Handler {
                 .write(out)
             }
             Ok(Request::Announce(r)) => {
-                if !self.ids.check(r.connection_id, ip, now.unix) {
-                    self.counters.bad_connection_id += 1;
+                if !self.proven(r.connection_id, ip, now) {
                     return None;
                 }
                 self.counters.announce += 1;
-                action = Some(Action::Announce);
-                self.announce(&r, ip, src.port(), now, out)
+                action = Some(policy::Action::Announce);
+                self.announce(&r, ip, now, out)
             }
             Ok(Request::Scrape(r)) => {
-                if !self.ids.check(r.connection_id, ip, now.unix) {
-                    self.counters.bad_connection_id += 1;
+                if !self.proven(r.connection_id, ip, now) {
                     return None;
                 }
                 self.counters.scrape += 1;
-                action = Some(Action::Scrape);
-                self.scrape(&r, out)
+                action = Some(policy::Action::Scrape);
+                self.scrape(&r, ip, out)
             }
             Err(RequestParseError::Unanswerable) => {
                 self.counters.dropped += 1;
@@ -128,8 +125,7 @@ impl Handler {
                 message,
             }) => {
                 // Only a client that proved its address gets an answer: no reflection.
-                if !self.ids.check(connection_id, ip, now.unix) {
-                    self.counters.bad_connection_id += 1;
+                if !self.proven(connection_id, ip, now) {
                     return None;
                 }
                 error(transaction_id, message, out)
@@ -140,8 +136,8 @@ impl Handler {
             if out[..4] == shoal_proto::udp::ACTION_ERROR.to_be_bytes() {
                 self.counters.errors += 1;
                 match action {
-                    Some(Action::Announce) => self.counters.announce_errors += 1,
-                    Some(Action::Scrape) => self.counters.scrape_errors += 1,
+                    Some(policy::Action::Announce) => self.counters.announce_errors += 1,
+                    Some(policy::Action::Scrape) => self.counters.scrape_errors += 1,
                     None => {}
                 }
             }
@@ -149,16 +145,57 @@ impl Handler {
         len
     }
 
+    /// Whether `id` is one we issued to `ip` and still valid (counting those that are not).
+    #[inline]
+    fn proven(&mut self, id: ConnectionId, ip: IpAddr, now: Now) -> bool {
+        let ok = self.ids.check(id, ip, now.unix);
+        if !ok {
+            self.counters.bad_connection_id += 1;
+        }
+        ok
+    }
+
+    /// The policy's verdict on one request from `source`: `Ok` to serve it, or the reply
+    /// to give instead (an error datagram, or none).
+    #[inline]
+    fn admitted(
+        &self,
+        action: policy::Action,
+        source: IpAddr,
+        info_hash: &InfoHash,
+        peer_id: Option<&PeerId>,
+        transaction_id: TransactionId,
+        out: &mut [u8],
+    ) -> Result<(), Option<usize>> {
+        match self.policy.check(&policy::Request {
+            protocol: Protocol::Udp,
+            action,
+            source,
+            info_hash,
+            peer_id,
+            credential: None,
+        }) {
+            Verdict::Admit => Ok(()),
+            Verdict::Refuse(reason) => Err(error(transaction_id, reason, out)),
+            Verdict::Drop => Err(None),
+        }
+    }
+
     fn announce(
         &mut self,
         r: &AnnounceRequest,
         ip: IpAddr,
-        _src_port: u16,
         now: Now,
         out: &mut [u8],
     ) -> Option<usize> {
         if r.port == 0 {
             return error(r.transaction_id, "invalid port 0", out);
+        }
+        let action = policy::Action::Announce;
+        let peer_id = Some(&r.peer_id);
+        if let Err(reply) = self.admitted(action, ip, &r.info_hash, peer_id, r.transaction_id, out)
+        {
+            return reply;
         }
         let numwant = self.store.numwant(Some(i64::from(r.numwant)));
         let claimed = Ipv4Addr::from(r.ip);
@@ -167,36 +204,15 @@ impl Handler {
         } else {
             ip
         };
+        let (store, now) = (&*self.store, now.store);
         let result = match ip {
             IpAddr::V4(v4) => {
-                self.peers_v4.clear();
-                let req = Announce {
-                    info_hash: r.info_hash,
-                    peer_id: r.peer_id,
-                    addr: CompactPeerV4::new(v4, r.port),
-                    event: r.event,
-                    left: r.left,
-                    numwant,
-                    credential: None,
-                };
-                self.store
-                    .announce_v4(&req, now.store, &mut self.peers_v4)
-                    .map(|st| (st, true))
+                let addr = CompactPeerV4::new(v4, r.port);
+                announce_in(store, r, addr, numwant, now, &mut self.peers_v4).map(|st| (st, true))
             }
             IpAddr::V6(v6) => {
-                self.peers_v6.clear();
-                let req = Announce {
-                    info_hash: r.info_hash,
-                    peer_id: r.peer_id,
-                    addr: CompactPeerV6::new(v6, r.port),
-                    event: r.event,
-                    left: r.left,
-                    numwant,
-                    credential: None,
-                };
-                self.store
-                    .announce_v6(&req, now.store, &mut self.peers_v6)
-                    .map(|st| (st, false))
+                let addr = CompactPeerV6::new(v6, r.port);
+                announce_in(store, r, addr, numwant, now, &mut self.peers_v6).map(|st| (st, false))
             }
         };
         match result {
@@ -221,21 +237,25 @@ impl Handler {
                     .write(out)
                 }
             }
-            Err(refusal) => refused(r.transaction_id, refusal, out),
+            Err(refusal) => refused(refusal),
         }
     }
 
-    fn scrape(&mut self, r: &ScrapeRequest, out: &mut [u8]) -> Option<usize> {
+    fn scrape(&mut self, r: &ScrapeRequest, ip: IpAddr, out: &mut [u8]) -> Option<usize> {
         if r.info_hashes.len() > self.config.max_scrape_hashes {
             return error(r.transaction_id, "too many info hashes in scrape", out);
         }
         self.scrape.clear();
         for info_hash in r.info_hashes {
+            let action = policy::Action::Scrape;
+            if let Err(reply) = self.admitted(action, ip, info_hash, None, r.transaction_id, out) {
+                return reply;
+            }
             match self.store.scrape(info_hash) {
                 Ok(st) => self
                     .scrape
                     .push(ScrapeStats::new(st.seeders, st.completed, st.leechers)),
-                Err(refusal) => return refused(r.transaction_id, refusal, out),
+                Err(refusal) => return refused(refusal),
             }
         }
         Response::Scrape {
@@ -246,6 +266,32 @@ impl Handler {
     }
 }
 
+/// Records an announce of `r` from `addr` (either family), the chosen peers into `peers`.
+#[inline]
+fn announce_in<A: Family>(
+    store: &Store,
+    r: &AnnounceRequest,
+    addr: A,
+    numwant: usize,
+    now: u32,
+    peers: &mut Vec<A>,
+) -> Result<TorrentStats, Refusal>
+where
+    Vec<A>: PeerSink<A>,
+{
+    peers.clear();
+    let req = Announce {
+        info_hash: r.info_hash,
+        peer_id: r.peer_id,
+        addr,
+        event: r.event,
+        left: r.left,
+        numwant,
+        credential: None,
+    };
+    store.announce(&req, now, peers)
+}
+
 fn error(transaction_id: TransactionId, message: &str, out: &mut [u8]) -> Option<usize> {
     Response::Error {
         transaction_id,
@@ -254,8 +300,7 @@ fn error(transaction_id: TransactionId, message: &str, out: &mut [u8]) -> Option
     .write(out)
 }
 
-fn refused(transaction_id: TransactionId, refusal: Refusal, out: &mut [u8]) -> Option<usize> {
-    match refusal {
-        Refusal::NotAllowed => error(transaction_id, "torrent not allowed", out),
-    }
+/// A refusal of the store's own (none today: the policy refuses before the store is asked).
+fn refused(refusal: Refusal) -> Option<usize> {
+    match refusal {}
 }

@@ -32,9 +32,10 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
+use super::context::WsContext;
 use super::handler::{self, ConnState, Verdict};
 use super::registry::Mailbox;
-use super::{UpgradeRequest, WsContext};
+use super::upgrade_request::UpgradeRequest;
 
 /// Most queued messages written before one flush.
 const WRITE_BATCH: usize = 64;
@@ -74,12 +75,12 @@ where
     let config = WebSocketConfig::default()
         .read_buffer_size(4096)
         .write_buffer_size(16 << 10)
-        .max_message_size(Some(s.max_message_size))
-        .max_frame_size(Some(s.max_frame_size));
+        .max_message_size(Some(s.limits.max_message_size))
+        .max_frame_size(Some(s.limits.max_frame_size));
     let mut ws =
         WebSocketStream::from_partially_read(stream, upgrade.leftover, Role::Server, Some(config))
             .await;
-    let (queue, mut inbox) = mpsc::channel(s.outgoing_queue);
+    let (queue, mut inbox) = mpsc::channel(s.limits.outgoing_queue.max(1));
     let kick = Arc::new(Notify::new());
     ctx.registry.insert(
         id,
@@ -88,7 +89,7 @@ where
             kick: kick.clone(),
         },
     );
-    let mut state = ConnState::new(id);
+    let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical());
     let mut replies: Vec<Utf8Bytes> = Vec::new();
     let mut last_heard = Instant::now();
     let mut ticker = tokio::time::interval_at(Instant::now() + s.ping_interval, s.ping_interval);

@@ -5,6 +5,10 @@
 //! their connections through the registry. Keeping this synchronous (no `.await`) means a
 //! message is handled start to finish under at most one shard lock at a time, and the
 //! logic can be read without the connection's timing concerns.
+//!
+//! Announces and scrapes ask the policy first, with the connection's client address as
+//! the source: a refused announce gets a `failure reason`, a refused hash is left out of a
+//! scrape, and a dropped request gets no reply.
 
 use std::collections::HashSet;
 
@@ -12,16 +16,21 @@ use shoal_proto::ws::{
     self, AnnounceResponse, FailureContext, Notice, OfferId, RelayedAnswer, RelayedOffer, Request,
     RequestError, ScrapeResponse, ScrapeStats,
 };
+use std::net::IpAddr;
+
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_swarm::webtorrent::{ConnectionId, OfferTarget, WsAnnounce};
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
+use super::context::WsContext;
 use super::registry::Delivery;
-use super::WsContext;
+use crate::policy::{self, Protocol};
 
 /// A connection's own state, as the handler sees it.
 pub struct ConnState {
     pub id: ConnectionId,
+    /// The client's address (what the policy sees as the source).
+    pub source: IpAddr,
     /// The (torrent, peer id) pairs this connection has announced, to be removed from
     /// the store when it closes.
     pub peers: HashSet<(InfoHash, PeerId)>,
@@ -33,9 +42,10 @@ pub struct ConnState {
 }
 
 impl ConnState {
-    pub fn new(id: ConnectionId) -> Self {
+    pub fn new(id: ConnectionId, source: IpAddr) -> Self {
         Self {
             id,
+            source,
             peers: HashSet::new(),
             strikes: 0,
             targets: Vec::new(),
@@ -55,6 +65,33 @@ pub enum Verdict {
 fn count(action: &'static str, result: &'static str) {
     metrics::counter!("shoal_requests_total", "protocol" => "ws", "action" => action, "result" => result)
         .increment(1);
+}
+
+/// The failure context of an announce (or an answer, which belongs to one) of `info_hash`.
+fn announcing(info_hash: InfoHash) -> FailureContext {
+    FailureContext {
+        action: Some(ws::Action::Announce),
+        info_hash: Some(info_hash),
+    }
+}
+
+/// The policy's verdict on one request of `conn`'s client.
+#[inline]
+fn verdict(
+    ctx: &WsContext,
+    source: IpAddr,
+    action: policy::Action,
+    info_hash: &InfoHash,
+    peer_id: Option<&PeerId>,
+) -> policy::Verdict {
+    ctx.policy.check(&policy::Request {
+        protocol: Protocol::Ws,
+        action,
+        source,
+        info_hash,
+        peer_id,
+        credential: None,
+    })
 }
 
 fn failure(text: &str, context: FailureContext) -> Utf8Bytes {
@@ -77,7 +114,7 @@ pub fn handle(
     match ws::parse_request(message) {
         Ok(Request::Announce(a)) => announce(ctx, conn, &a, now, replies),
         Ok(Request::Answer(a)) => answer(ctx, conn, &a, now, replies),
-        Ok(Request::Scrape(s)) => scrape(ctx, &s.info_hashes, replies),
+        Ok(Request::Scrape(s)) => scrape(ctx, conn.source, &s.info_hashes, replies),
         Err((err, context)) => return misbehaved(ctx, conn, &err, context, replies),
     }
     Verdict::Continue
@@ -94,7 +131,7 @@ pub fn misbehaved(
     count("invalid", err.kind());
     replies.push(failure(&err.to_string(), context));
     conn.strikes += 1;
-    if conn.strikes >= ctx.settings.max_strikes {
+    if conn.strikes >= ctx.settings.limits.max_strikes.max(1) {
         Verdict::Close
     } else {
         Verdict::Continue
@@ -108,18 +145,23 @@ fn announce(
     now: u32,
     replies: &mut Vec<Utf8Bytes>,
 ) {
-    let context = FailureContext {
-        action: Some(ws::Action::Announce),
-        info_hash: Some(a.info_hash),
-    };
-    if !ctx.allows(&a.info_hash) {
-        count("announce", "refused");
-        replies.push(failure("torrent not allowed", context));
-        return;
+    let context = announcing(a.info_hash);
+    let action = policy::Action::Announce;
+    match verdict(ctx, conn.source, action, &a.info_hash, Some(&a.peer_id)) {
+        policy::Verdict::Admit => {}
+        policy::Verdict::Refuse(reason) => {
+            count("announce", "refused");
+            replies.push(failure(reason, context));
+            return;
+        }
+        policy::Verdict::Drop => {
+            count("announce", "dropped");
+            return;
+        }
     }
     let key = (a.info_hash, a.peer_id);
     if a.event != AnnounceEvent::Stopped
-        && conn.peers.len() >= ctx.settings.max_torrents_per_connection
+        && conn.peers.len() >= ctx.settings.limits.max_torrents_per_connection
         && !conn.peers.contains(&key)
     {
         count("announce", "refused");
@@ -127,7 +169,7 @@ fn announce(
         return;
     }
     // As many offers as the client sent, asked for, and the server allows.
-    let n = a.offers.len().min(ctx.settings.max_offers).min(
+    let n = a.offers.len().min(ctx.settings.limits.max_offers).min(
         a.numwant
             .map_or(usize::MAX, |n| n.min(usize::MAX as u64) as usize),
     );
@@ -168,7 +210,7 @@ fn announce(
             info_hash: a.info_hash,
             complete: outcome.stats.seeders,
             incomplete: outcome.stats.leechers,
-            interval: ctx.settings.interval,
+            interval: ctx.settings.limits.interval,
         })
         .into(),
     );
@@ -190,10 +232,7 @@ fn answer(
     now: u32,
     replies: &mut Vec<Utf8Bytes>,
 ) {
-    let context = FailureContext {
-        action: Some(ws::Action::Announce),
-        info_hash: Some(a.info_hash),
-    };
+    let context = announcing(a.info_hash);
     match ctx.torrents.answer(
         &a.info_hash,
         &a.peer_id,
@@ -225,12 +264,12 @@ fn answer(
     }
 }
 
-fn scrape(ctx: &WsContext, info_hashes: &[InfoHash], replies: &mut Vec<Utf8Bytes>) {
+fn scrape(ctx: &WsContext, source: IpAddr, info_hashes: &[InfoHash], replies: &mut Vec<Utf8Bytes>) {
     let context = FailureContext {
         action: Some(ws::Action::Scrape),
         info_hash: None,
     };
-    let limit = ctx.settings.max_scrape_hashes;
+    let limit = ctx.settings.limits.max_scrape_hashes;
     if info_hashes.len() > limit {
         count("scrape", "refused");
         replies.push(failure(
@@ -241,22 +280,27 @@ fn scrape(ctx: &WsContext, info_hashes: &[InfoHash], replies: &mut Vec<Utf8Bytes
     }
     let mut files = Vec::with_capacity(info_hashes.len());
     if info_hashes.is_empty() {
-        if !ctx.settings.full_scrape {
+        if !ctx.settings.limits.full_scrape {
             count("scrape", "refused");
             replies.push(failure("full scrape is disabled", context));
             return;
         }
         ctx.torrents.scrape_all(limit, |ih, st| {
-            if ctx.allows(&ih) {
+            if verdict(ctx, source, policy::Action::Scrape, &ih, None) == policy::Verdict::Admit {
                 files.push((ih, stats(st)));
             }
         });
     } else {
         for ih in info_hashes {
-            // Torrents the access list refuses are left out, like unknown ones would
-            // not be: the client learns nothing about them.
-            if ctx.allows(ih) {
-                files.push((*ih, stats(ctx.torrents.scrape(ih))));
+            // Torrents the policy refuses are left out, like unknown ones would not be:
+            // the client learns nothing about them. A drop drops the whole message.
+            match verdict(ctx, source, policy::Action::Scrape, ih, None) {
+                policy::Verdict::Admit => files.push((*ih, stats(ctx.torrents.scrape(ih)))),
+                policy::Verdict::Refuse(_) => {}
+                policy::Verdict::Drop => {
+                    count("scrape", "dropped");
+                    return;
+                }
             }
         }
     }
@@ -264,7 +308,7 @@ fn scrape(ctx: &WsContext, info_hashes: &[InfoHash], replies: &mut Vec<Utf8Bytes
     replies.push(
         ws::to_json(&ScrapeResponse {
             files,
-            min_request_interval: Some(ctx.settings.interval),
+            min_request_interval: Some(ctx.settings.limits.interval),
         })
         .into(),
     );

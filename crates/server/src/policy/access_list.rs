@@ -1,11 +1,15 @@
-//! The access list: which info hashes may be announced and scraped.
+//! The access list, the policy's first rule: which info hashes may be announced and
+//! scraped.
 //!
-//! It is a plain set plus a mode, loaded from a file of hex info hashes, swapped in whole
-//! (`arc_swap`) on reload so that workers read it without a lock.
+//! It is a plain set plus a mode, loaded from a file of hex info hashes; the policy swaps
+//! it in whole (`arc_swap`) on reload so that workers read it without a lock. Edits from
+//! the admin API rewrite the file ([`edit_file`]) before the new list is put in force.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use shoal_proto::InfoHash;
 use thiserror::Error;
 
@@ -112,6 +116,55 @@ impl AccessList {
             AccessMode::Deny => !self.hashes.contains(info_hash),
         }
     }
+}
+
+/// Adds (`add`) or removes `info_hash` in the list file at `path`, keeping comments and
+/// other lines, written to a temporary file, synced and renamed over the old one. Returns
+/// the new list, or `None` when the file already said so (nothing written).
+pub fn edit_file(
+    mode: AccessMode,
+    path: &Path,
+    info_hash: InfoHash,
+    add: bool,
+) -> anyhow::Result<Option<AccessList>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let listed = |line: &str| {
+        InfoHash::from_hex(line.split('#').next().unwrap_or("").trim()) == Some(info_hash)
+    };
+    let present = text.lines().any(listed);
+    let new_text = match (add, present) {
+        (true, true) | (false, false) => return Ok(None),
+        (true, false) => {
+            let mut t = text;
+            if !t.is_empty() && !t.ends_with('\n') {
+                t.push('\n');
+            }
+            t.push_str(&info_hash.to_hex());
+            t.push('\n');
+            t
+        }
+        (false, true) => text
+            .lines()
+            .filter(|l| !listed(l))
+            .flat_map(|l| [l, "\n"])
+            .collect(),
+    };
+    let list = AccessList::parse(mode, &new_text, &path.display().to_string())?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(new_text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })()
+    .with_context(|| format!("writing {}", path.display()))?;
+    Ok(Some(list))
 }
 
 #[cfg(test)]

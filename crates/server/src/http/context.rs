@@ -1,0 +1,63 @@
+//! What every HTTP connection of every worker shares: [`HttpContext`] (the store, the
+//! policy, the settings, the proxy rules, the full-scrape document, the WebTorrent state
+//! for upgrades, the open-connection count), and the [`HttpSettings`] taken from the
+//! config. Its own file so that the connection loop, the handler and the accept loop all
+//! import it from a sibling, not from the module above them.
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shoal_swarm::Store;
+
+use super::full_scrape::FullScrape;
+use super::proxy::ProxyRules;
+use crate::config::Config;
+use crate::policy::Policy;
+use crate::ws::WsContext;
+
+/// Settings the connections need, copied out of the config.
+#[derive(Clone, Debug)]
+pub struct HttpSettings {
+    pub keep_alive: bool,
+    pub idle_timeout: Duration,
+    pub request_timeout: Duration,
+    pub max_request_bytes: usize,
+    pub max_headers: usize,
+    pub max_connections: usize,
+    pub allow_ip_field: bool,
+    pub max_scrape_hashes: usize,
+    pub interval: u32,
+    pub min_interval: u32,
+}
+
+impl HttpSettings {
+    pub fn from_config(c: &Config) -> Self {
+        Self {
+            keep_alive: c.http.keep_alive,
+            idle_timeout: Duration::from_millis(c.http.idle_timeout_ms),
+            request_timeout: Duration::from_millis(c.http.request_timeout_ms),
+            max_request_bytes: c.http.max_request_bytes,
+            max_headers: c.http.max_headers,
+            max_connections: c.http.max_connections,
+            allow_ip_field: c.http.allow_ip_field,
+            max_scrape_hashes: c.http.max_scrape_hashes,
+            interval: c.announce.interval,
+            min_interval: c.announce.min_interval,
+        }
+    }
+}
+
+/// What every connection of every worker shares.
+pub struct HttpContext {
+    pub store: Arc<Store>,
+    /// Asked before the store about every announce and scrape.
+    pub policy: Arc<Policy>,
+    pub settings: HttpSettings,
+    pub proxy: ProxyRules,
+    /// `None` when the full scrape is switched off.
+    pub full_scrape: Option<FullScrape>,
+    pub ws: Arc<WsContext>,
+    /// Open connections, HTTP and HTTPS together.
+    pub open: AtomicUsize,
+}

@@ -1,0 +1,327 @@
+//! The HTTP and HTTPS front end's listeners and workers: binding, the per-worker runtimes,
+//! the accept loop with its connection limit, and handing each connection to its task.
+//!
+//! Worker-per-core, like the UDP front end: each worker thread runs its own
+//! current-thread tokio runtime and owns its own `SO_REUSEPORT` listener on every address,
+//! so the kernel spreads connections over the workers and a connection lives and dies on
+//! one thread, with no work stealing and no cross-thread wakeups. All workers share one
+//! [`HttpContext`].
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Context;
+use shoal_swarm::Store;
+use tokio::net::TcpListener;
+
+use super::context::{HttpContext, HttpSettings};
+use super::full_scrape::FullScrape;
+use super::proxy::ProxyRules;
+use super::tls::TlsCerts;
+use super::{at_once, connection};
+use crate::config::Config;
+use crate::policy::Policy;
+use crate::ws::WsContext;
+
+/// The running HTTP/HTTPS front end.
+pub struct HttpFrontEnd {
+    pub http_addrs: Vec<SocketAddr>,
+    pub https_addrs: Vec<SocketAddr>,
+    tls: Option<Arc<TlsCerts>>,
+    ctx: Arc<HttpContext>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+// `TCP_DEFER_ACCEPT`: the kernel completes `accept` only once the client has sent data (or
+// after about the given seconds), so the request is already in the socket when the tracker
+// first looks at it, and a client that connects and says nothing waits in the kernel rather
+// than holding a file descriptor of ours. Neither socket2 nor nix names the option, so it is
+// declared with nix's own macro: the `setsockopt` call stays inside nix.
+use nix::{setsockopt_impl, sockopt_impl};
+sockopt_impl!(
+    TcpDeferAccept,
+    SetOnly,
+    libc::IPPROTO_TCP,
+    libc::TCP_DEFER_ACCEPT,
+    i32
+);
+
+fn bind(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    let socket = crate::listen::tcp(addr, 1024).with_context(|| format!("binding TCP {addr}"))?;
+    // Accept only once the request has arrived, so the accept loop's fast path finds it
+    // (best effort: without it the general path reads it later).
+    if let Err(e) = nix::sys::socket::setsockopt(&socket, TcpDeferAccept, &1) {
+        tracing::debug!("TCP_DEFER_ACCEPT on {addr}: {e}");
+    }
+    Ok(socket)
+}
+
+/// Binds `workers` listeners on each address (the first may ask for port 0, the others
+/// join the port it got). Returns the addresses and, per worker, its listeners.
+fn bind_all(
+    addrs: &[SocketAddr],
+    workers: usize,
+) -> anyhow::Result<(Vec<SocketAddr>, Vec<Vec<std::net::TcpListener>>)> {
+    let mut actual = Vec::new();
+    let mut per_worker: Vec<Vec<std::net::TcpListener>> = (0..workers).map(|_| vec![]).collect();
+    for &addr in addrs {
+        let first = bind(addr)?;
+        let local = first.local_addr()?;
+        actual.push(local);
+        per_worker[0].push(first);
+        for w in per_worker.iter_mut().skip(1) {
+            w.push(bind(local)?);
+        }
+    }
+    Ok((actual, per_worker))
+}
+
+impl HttpFrontEnd {
+    /// Binds every listener (errors surface before anything runs), loads the certificate,
+    /// and starts the workers. The returned handles include the full-scrape thread.
+    pub fn start(
+        config: &Config,
+        store: Arc<Store>,
+        policy: Arc<Policy>,
+        ws: Arc<WsContext>,
+        shutdown: Arc<AtomicBool>,
+    ) -> anyhow::Result<Self> {
+        let workers = config.worker_count().max(1);
+        let tls = if config.https.listen.is_empty() {
+            None
+        } else {
+            Some(TlsCerts::load(&config.https.cert, &config.https.key)?)
+        };
+        let acceptor = match &tls {
+            Some(t) => Some(tokio_rustls::TlsAcceptor::from(t.server_config()?)),
+            None => None,
+        };
+        let (http_addrs, mut plain) = bind_all(&config.http.listen, workers)?;
+        let (https_addrs, mut secure) = bind_all(&config.https.listen, workers)?;
+
+        let mut threads = Vec::new();
+        let full_scrape = if config.http.full_scrape {
+            let (fs, thread) = FullScrape::start(
+                store.clone(),
+                policy.clone(),
+                config.http.gzip,
+                Duration::from_secs(config.http.full_scrape_interval),
+                shutdown.clone(),
+            )?;
+            threads.push(thread);
+            Some(fs)
+        } else {
+            None
+        };
+        let ctx = Arc::new(HttpContext {
+            store,
+            policy,
+            settings: HttpSettings::from_config(config),
+            proxy: ProxyRules::new(
+                &config.http.proxy_header,
+                config.http.proxy_hop,
+                &config.http.proxy_trusted,
+            )?,
+            full_scrape,
+            ws,
+            open: AtomicUsize::new(0),
+        });
+
+        for w in 0..workers {
+            let plain = std::mem::take(&mut plain[w]);
+            let secure = std::mem::take(&mut secure[w]);
+            let ctx = ctx.clone();
+            let shutdown = shutdown.clone();
+            let acceptor = acceptor.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("http-{w}"))
+                .spawn(move || run_worker(plain, secure, acceptor, ctx, &shutdown))
+                .context("spawning HTTP worker")?;
+            threads.push(thread);
+        }
+        Ok(Self {
+            http_addrs,
+            https_addrs,
+            tls,
+            ctx,
+            threads,
+        })
+    }
+
+    /// The HTTPS certificate holder, to reload on SIGHUP (on error the old certificate
+    /// stays in use). `None` without HTTPS listeners.
+    pub fn tls_certs(&self) -> Option<Arc<TlsCerts>> {
+        self.tls.clone()
+    }
+
+    /// Open connections right now (HTTP and HTTPS).
+    pub fn open_connections(&self) -> usize {
+        self.ctx.open.load(Ordering::Relaxed)
+    }
+
+    /// Waits for the workers to stop (after the shutdown flag was set).
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_worker(
+    plain: Vec<std::net::TcpListener>,
+    secure: Vec<std::net::TcpListener>,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    ctx: Arc<HttpContext>,
+    shutdown: &AtomicBool,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("HTTP worker cannot start its runtime: {e}");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async {
+        for l in plain {
+            match TcpListener::from_std(l) {
+                Ok(l) => {
+                    tokio::task::spawn_local(accept_loop(l, None, ctx.clone()));
+                }
+                Err(e) => tracing::error!("HTTP listener: {e}"),
+            }
+        }
+        for l in secure {
+            match TcpListener::from_std(l) {
+                Ok(l) => {
+                    tokio::task::spawn_local(accept_loop(l, acceptor.clone(), ctx.clone()));
+                }
+                Err(e) => tracing::error!("HTTPS listener: {e}"),
+            }
+        }
+        while !shutdown.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    // Dropping the LocalSet and the runtime ends every connection of this worker.
+}
+
+/// Counts one open connection until dropped.
+struct OpenConnection(Arc<HttpContext>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    ctx: Arc<HttpContext>,
+) {
+    let mut fast = at_once::AtOnce::new(ctx.clone());
+    loop {
+        let (tcp, remote) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!("HTTP accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        if ctx.open.fetch_add(1, Ordering::Relaxed) >= ctx.settings.max_connections {
+            ctx.open.fetch_sub(1, Ordering::Relaxed);
+            metrics::counter!("shoal_http_connections_refused_total").increment(1);
+            drop(tcp);
+            continue;
+        }
+        let guard = OpenConnection(ctx.clone());
+        match &tls {
+            None => match fast.try_answer(&tcp, remote) {
+                at_once::Outcome::Done => drop(guard),
+                // Everything handed on is latency-bound (keep-alive HTTP, WebSocket): no
+                // Nagle. Set here, once, so that no outcome can miss it (a WebSocket
+                // upgrade once did: 40 ms stalls); only `Done` saves the syscall.
+                outcome => {
+                    let _ = tcp.set_nodelay(true);
+                    hand_on(tcp, remote, outcome, guard, &ctx);
+                }
+            },
+            Some(acceptor) => {
+                let _ = tcp.set_nodelay(true);
+                let ctx = ctx.clone();
+                let accept = acceptor.accept(tcp);
+                tokio::task::spawn_local(async move {
+                    let _guard = guard;
+                    let limit = ctx.settings.request_timeout;
+                    if let Ok(Ok(stream)) = tokio::time::timeout(limit, accept).await {
+                        connection::serve(stream, remote, ctx, &[]).await;
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// A plain connection the accept loop's fast path did not finish (see [`at_once`]): served
+/// by a task from here on, from what the fast path read and wrote.
+fn hand_on(
+    tcp: tokio::net::TcpStream,
+    remote: SocketAddr,
+    outcome: at_once::Outcome,
+    guard: OpenConnection,
+    ctx: &Arc<HttpContext>,
+) {
+    let ctx = ctx.clone();
+    match outcome {
+        at_once::Outcome::Done => drop(guard),
+        at_once::Outcome::Serve(initial) => {
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                connection::serve(tcp, remote, ctx, &initial).await;
+            });
+        }
+        at_once::Outcome::KeepAlive(leftover) => {
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                connection::serve(tcp, remote, ctx, &leftover).await;
+            });
+        }
+        at_once::Outcome::Rest {
+            rest,
+            close,
+            leftover,
+        } => {
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                let mut tcp = tcp;
+                let limit = ctx.settings.request_timeout * 4;
+                let send = tokio::io::AsyncWriteExt::write_all(&mut tcp, &rest);
+                if !matches!(tokio::time::timeout(limit, send).await, Ok(Ok(()))) {
+                    return;
+                }
+                if close {
+                    let shutdown = tokio::io::AsyncWriteExt::shutdown(&mut tcp);
+                    let _ = tokio::time::timeout(limit, shutdown).await;
+                } else {
+                    connection::serve(tcp, remote, ctx, &leftover).await;
+                }
+            });
+        }
+        at_once::Outcome::Upgrade(upgrade) => {
+            let ws = ctx.ws.clone();
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                crate::ws::serve_upgrade(tcp, upgrade, ws).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The policy step: which requests are served, decided once for every protocol, before the
+//! swarm store is asked.
+//!
+//! # The seam
+//!
+//! Each front end parses a request its own way (a BEP 15 datagram, an HTTP query string, a
+//! WebTorrent JSON message), then asks [`Policy::check`] with what it parsed, as a
+//! [`Request`]: the protocol, the action (announce or scrape), the client's source address
+//! (after the HTTP proxy rules; the datagram's address for UDP, never an address the client
+//! claims), the info hash, the peer id (announces only) and the credential the client
+//! presented (the `<key>` of an HTTP `/announce/<key>`; none over UDP and WebTorrent
+//! today). A scrape asks once per info hash. The answer is a [`Verdict`]:
+//!
+//! - [`Verdict::Admit`]: go on to the store.
+//! - [`Verdict::Refuse`]: answer with the reason, per protocol: a BEP 15 error datagram,
+//!   a bencoded `failure reason`, or a WebTorrent `failure reason` message. A refused
+//!   hash in a WebTorrent scrape is left out of the answer instead (the client learns
+//!   nothing about it), as before the seam.
+//! - [`Verdict::Drop`]: no answer at all (a UDP datagram is ignored, an HTTP connection is
+//!   closed without a response, a WebTorrent message gets no reply), for clients not worth
+//!   a reply.
+//!
+//! Rules are asked in a fixed order and the first verdict other than `Admit` wins. Today
+//! there is one rule, the access list ([`access_list`]); the next ones (passkeys, client
+//! allow-lists, rate limits, block lists) go into [`Policy::check`] after it, so that every
+//! protocol gets them at once. Documents built for no client in particular (the cached
+//! HTTP full scrape) ask [`Policy::lists`], the rules about the torrent alone.
+//!
+//! # Cost
+//!
+//! `check` is on the UDP hot path: it is `#[inline]`, allocates nothing and takes no lock;
+//! the access list in force is one `ArcSwap` load (the list is swapped whole on reload or
+//! edit, so readers never wait), exactly what the store's own check cost before the seam.
+//!
+//! # Changing it
+//!
+//! [`Policy::reload`] re-reads the access-list file (SIGHUP and the admin API's reload);
+//! [`Policy::edit_access_list`] adds or removes a hash in the file, then in force (the
+//! admin API). On error the list in force stays.
+
+pub mod access_list;
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::bail;
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use shoal_proto::{InfoHash, PeerId};
+
+pub use access_list::{AccessList, AccessListError, AccessMode};
+
+use crate::config::{AccessModeConfig, Config};
+
+/// The protocol a request came in by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Udp,
+    Http,
+    Ws,
+}
+
+/// What a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Announce,
+    Scrape,
+}
+
+/// What a rule sees of a request, as the front end parsed it.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub protocol: Protocol,
+    pub action: Action,
+    /// The client's address (after the HTTP proxy rules; never one the client claims).
+    pub source: IpAddr,
+    pub info_hash: &'a InfoHash,
+    /// Announces only.
+    pub peer_id: Option<&'a PeerId>,
+    /// The credential the client presented (HTTP's `/announce/<key>`), if any.
+    pub credential: Option<&'a str>,
+}
+
+/// What becomes of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Served: on to the store.
+    Admit,
+    /// Answered with this reason (sent to the client) instead of being served.
+    Refuse(&'static str),
+    /// Not answered at all.
+    Drop,
+}
+
+/// The reason sent for a torrent the access list refuses.
+pub const NOT_ALLOWED: &str = "torrent not allowed";
+
+/// The rules in force. One per tracker, shared by every front end.
+pub struct Policy {
+    access: ArcSwap<AccessList>,
+    mode: AccessMode,
+    access_file: PathBuf,
+    /// Serialises edits of the access-list file.
+    editing: Mutex<()>,
+}
+
+impl Default for Policy {
+    /// A policy that admits everything (no access list).
+    fn default() -> Self {
+        Self::new(AccessList::default(), PathBuf::new())
+    }
+}
+
+impl Policy {
+    /// The policy with `list` in force; `access_file` is where reloads and edits go.
+    pub fn new(list: AccessList, access_file: PathBuf) -> Self {
+        Self {
+            mode: list.mode(),
+            access: ArcSwap::from_pointee(list),
+            access_file,
+            editing: Mutex::new(()),
+        }
+    }
+
+    /// The policy `config` asks for (reads the access-list file unless the list is off).
+    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
+        let mode = match config.access_list.mode {
+            AccessModeConfig::Off => AccessMode::Off,
+            AccessModeConfig::Allow => AccessMode::Allow,
+            AccessModeConfig::Deny => AccessMode::Deny,
+        };
+        let path = config.access_list.path.clone();
+        Ok(Self::new(AccessList::load(mode, &path)?, path))
+    }
+
+    /// Decides one request: the rules in order, the first refusal or drop wins.
+    #[inline]
+    pub fn check(&self, req: &Request<'_>) -> Verdict {
+        if !self.lists(req.info_hash) {
+            return Verdict::Refuse(NOT_ALLOWED);
+        }
+        Verdict::Admit
+    }
+
+    /// The rules about the torrent alone: whether a document built for every client (the
+    /// full scrape) may show it.
+    #[inline]
+    pub fn lists(&self, info_hash: &InfoHash) -> bool {
+        self.access.load().allows(info_hash)
+    }
+
+    /// The access list in force.
+    pub fn access_list(&self) -> Arc<AccessList> {
+        self.access.load_full()
+    }
+
+    /// How the access list is applied (as configured).
+    pub fn access_mode(&self) -> AccessMode {
+        self.mode
+    }
+
+    /// The access-list file.
+    pub fn access_file(&self) -> &Path {
+        &self.access_file
+    }
+
+    /// Replaces the access list in force.
+    pub fn set_access_list(&self, list: AccessList) {
+        self.access.store(Arc::new(list));
+    }
+
+    /// Re-reads the access-list file; returns a line for the log. On error the list in
+    /// force stays.
+    pub fn reload(&self) -> anyhow::Result<String> {
+        let list = AccessList::load(self.mode, &self.access_file)?;
+        let line = format!(
+            "access list reloaded: mode {:?}, {} info hashes",
+            list.mode(),
+            list.len()
+        );
+        self.set_access_list(list);
+        Ok(line)
+    }
+
+    /// Adds (`add`) or removes an info hash of the access list, in its file first (so the
+    /// change survives a restart and a reload), then in force. Comments and other lines of
+    /// the file are kept. Returns whether anything changed.
+    pub fn edit_access_list(&self, info_hash: InfoHash, add: bool) -> anyhow::Result<bool> {
+        if self.mode == AccessMode::Off {
+            bail!("the access list is off (access_list.mode = \"off\")");
+        }
+        let _guard = self.editing.lock();
+        match access_list::edit_file(self.mode, &self.access_file, info_hash, add)? {
+            Some(list) => {
+                self.set_access_list(list);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ih(n: u8) -> InfoHash {
+        InfoHash([n; 20])
+    }
+
+    fn check(policy: &Policy, protocol: Protocol, action: Action, n: u8) -> Verdict {
+        policy.check(&Request {
+            protocol,
+            action,
+            source: "127.0.0.1".parse().unwrap(),
+            info_hash: &ih(n),
+            peer_id: None,
+            credential: None,
+        })
+    }
+
+    /// What the store's own check did before the seam (announce and scrape refused off
+    /// the list, the list swapped whole), now for every protocol.
+    #[test]
+    fn access_list_applies_to_announce_and_scrape() {
+        let refused = Verdict::Refuse(NOT_ALLOWED);
+        let policy = Policy::new(AccessList::new(AccessMode::Allow, [ih(1)]), PathBuf::new());
+        for protocol in [Protocol::Udp, Protocol::Http, Protocol::Ws] {
+            assert_eq!(
+                check(&policy, protocol, Action::Announce, 1),
+                Verdict::Admit
+            );
+            assert_eq!(check(&policy, protocol, Action::Announce, 2), refused);
+            assert_eq!(check(&policy, protocol, Action::Scrape, 2), refused);
+        }
+        policy.set_access_list(AccessList::new(AccessMode::Deny, [ih(1)]));
+        assert_eq!(check(&policy, Protocol::Udp, Action::Scrape, 1), refused);
+        assert_eq!(
+            check(&policy, Protocol::Udp, Action::Scrape, 2),
+            Verdict::Admit
+        );
+        assert!(!policy.lists(&ih(1)) && policy.lists(&ih(2)));
+        assert_eq!(
+            check(&Policy::default(), Protocol::Ws, Action::Announce, 9),
+            Verdict::Admit
+        );
+    }
+
+    #[test]
+    fn edits_go_to_the_file_then_in_force_and_off_refuses_them() {
+        let dir = std::env::temp_dir().join(format!("shoal-policy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("list");
+        std::fs::write(&path, "# kept\n").unwrap();
+        let policy = Policy::new(AccessList::new(AccessMode::Allow, []), path.clone());
+        assert!(policy.edit_access_list(ih(3), true).unwrap());
+        assert!(!policy.edit_access_list(ih(3), true).unwrap(), "no change");
+        assert!(policy.lists(&ih(3)));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, format!("# kept\n{}\n", ih(3).to_hex()));
+        assert!(policy.edit_access_list(ih(3), false).unwrap());
+        assert!(!policy.lists(&ih(3)));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# kept\n");
+        assert!(policy.reload().unwrap().contains("0 info hashes"));
+        let err = Policy::default().edit_access_list(ih(3), true).unwrap_err();
+        assert!(err.to_string().contains("off"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
