@@ -50,21 +50,19 @@ fn main() {
         pid[..8].copy_from_slice(&n.to_le_bytes());
         pid[8..16].copy_from_slice(&rng.u64(..).to_le_bytes());
         out.clear();
-        store
-            .announce_v4(
-                &Announce {
-                    info_hash: InfoHash(ih),
-                    peer_id: PeerId(pid),
-                    addr: CompactPeerV4::new(Ipv4Addr::from(n as u32), 6881),
-                    event: AnnounceEvent::Started,
-                    left: if rng.bool() { 0 } else { 1 },
-                    numwant: 0,
-                    credential: None,
-                },
-                0,
-                &mut out,
-            )
-            .expect("announce");
+        store.announce_v4(
+            &Announce {
+                info_hash: InfoHash(ih),
+                peer_id: PeerId(pid),
+                addr: CompactPeerV4::new(Ipv4Addr::from(n as u32), 6881),
+                event: AnnounceEvent::Started,
+                left: if rng.bool() { 0 } else { 1 },
+                numwant: 0,
+                credential: None,
+            },
+            0,
+            &mut out,
+        );
     }
     let after = rss_bytes();
     let report = store.clean(0);

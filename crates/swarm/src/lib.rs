@@ -23,7 +23,6 @@ pub mod webtorrent;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use thiserror::Error;
 
 pub use peers::{Address, Peer, PeerSink, Swarm, INDEX_THRESHOLD};
 pub use snapshot::{SnapshotError, SnapshotHeader, SnapshotSummary};
@@ -56,14 +55,6 @@ impl Default for StoreConfig {
         }
     }
 }
-
-/// Why the store refused a request. Carried back to the client as a protocol error.
-///
-/// None today: which torrents and clients are served is the server's policy step, decided
-/// before the store is asked. The type stays so that refusals of the store's own (a full
-/// store, say) have a place without changing every caller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
-pub enum Refusal {}
 
 /// Figures of one torrent, as announce and scrape responses report them (both families).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -202,7 +193,7 @@ impl Store {
         req: &Announce<'_, CompactPeerV4>,
         now: u32,
         out: &mut impl PeerSink<CompactPeerV4>,
-    ) -> Result<TorrentStats, Refusal> {
+    ) -> TorrentStats {
         self.announce(req, now, out)
     }
 
@@ -212,7 +203,7 @@ impl Store {
         req: &Announce<'_, CompactPeerV6>,
         now: u32,
         out: &mut impl PeerSink<CompactPeerV6>,
-    ) -> Result<TorrentStats, Refusal> {
+    ) -> TorrentStats {
         self.announce(req, now, out)
     }
 
@@ -222,7 +213,7 @@ impl Store {
         req: &Announce<'_, A>,
         now: u32,
         out: &mut impl PeerSink<A>,
-    ) -> Result<TorrentStats, Refusal> {
+    ) -> TorrentStats {
         let stopped = req.event == AnnounceEvent::Stopped;
         let seeder = req.left == 0 || req.event == AnnounceEvent::Completed;
         let mut slot = self.torrents.lock(&req.info_hash);
@@ -230,7 +221,7 @@ impl Store {
         let torrent = if stopped {
             match slot.get() {
                 Some(t) => t,
-                None => return Ok(TorrentStats::default()),
+                None => return TorrentStats::default(),
             }
         } else {
             slot.get_or_insert_default()
@@ -249,16 +240,15 @@ impl Store {
         if !stopped {
             A::swarm(torrent).select(req.numwant, seeder, done.position, out);
         }
-        Ok(torrent.stats())
+        torrent.stats()
     }
 
     /// Figures of one torrent (zeros for an unknown one).
-    pub fn scrape(&self, info_hash: &InfoHash) -> Result<TorrentStats, Refusal> {
-        Ok(self
-            .torrents
+    pub fn scrape(&self, info_hash: &InfoHash) -> TorrentStats {
+        self.torrents
             .lock(info_hash)
             .get()
-            .map_or(TorrentStats::default(), |t| t.stats()))
+            .map_or(TorrentStats::default(), |t| t.stats())
     }
 
     /// Runs `f` on one torrent under its shard's lock (admin views, tests).

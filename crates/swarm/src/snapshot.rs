@@ -491,40 +491,36 @@ mod tests {
                     AnnounceEvent::Started
                 };
                 let left = if p % 5 == 0 { 0 } else { 100 };
-                store
-                    .announce(
+                store.announce(
+                    &Announce {
+                        info_hash: InfoHash([t; 20]),
+                        peer_id: PeerId(id),
+                        addr: CompactPeerV4::new(Ipv4Addr::new(10, t, hi, lo), 6881),
+                        event,
+                        left,
+                        numwant: 0,
+                        credential: None,
+                    },
+                    100,
+                    &mut out4,
+                );
+                if p % 7 == 0 {
+                    store.announce(
                         &Announce {
                             info_hash: InfoHash([t; 20]),
                             peer_id: PeerId(id),
-                            addr: CompactPeerV4::new(Ipv4Addr::new(10, t, hi, lo), 6881),
-                            event,
-                            left,
+                            addr: CompactPeerV6::new(
+                                Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, u16::from(t), p),
+                                6882,
+                            ),
+                            event: AnnounceEvent::Started,
+                            left: 5,
                             numwant: 0,
                             credential: None,
                         },
                         100,
-                        &mut out4,
-                    )
-                    .unwrap();
-                if p % 7 == 0 {
-                    store
-                        .announce(
-                            &Announce {
-                                info_hash: InfoHash([t; 20]),
-                                peer_id: PeerId(id),
-                                addr: CompactPeerV6::new(
-                                    Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, u16::from(t), p),
-                                    6882,
-                                ),
-                                event: AnnounceEvent::Started,
-                                left: 5,
-                                numwant: 0,
-                                credential: None,
-                            },
-                            100,
-                            &mut out6,
-                        )
-                        .unwrap();
+                        &mut out6,
+                    );
                 }
             }
         }
@@ -633,21 +629,19 @@ mod tests {
         let store = Store::new(StoreConfig::default());
         let mut out: Vec<CompactPeerV4> = Vec::new();
         for p in 0..3u8 {
-            store
-                .announce(
-                    &Announce {
-                        info_hash: InfoHash([p; 20]),
-                        peer_id: PeerId([p; 20]),
-                        addr: CompactPeerV4::new(Ipv4Addr::LOCALHOST, 1000),
-                        event: AnnounceEvent::Completed,
-                        left: 0,
-                        numwant: 0,
-                        credential: None,
-                    },
-                    1,
-                    &mut out,
-                )
-                .unwrap();
+            store.announce(
+                &Announce {
+                    info_hash: InfoHash([p; 20]),
+                    peer_id: PeerId([p; 20]),
+                    addr: CompactPeerV4::new(Ipv4Addr::LOCALHOST, 1000),
+                    event: AnnounceEvent::Completed,
+                    left: 0,
+                    numwant: 0,
+                    credential: None,
+                },
+                1,
+                &mut out,
+            );
         }
         let bytes = snapshot(&store, 1, 50);
         for cut in 0..bytes.len() {

@@ -36,7 +36,7 @@ fn ann(info: u8, peer: u32, left: u64, event: AnnounceEvent) -> Announce<'static
 
 fn announce(store: &Store, a: &Announce<'_, CompactPeerV4>) -> (TorrentStats, Vec<CompactPeerV4>) {
     let mut out = Vec::new();
-    let st = store.announce_v4(a, 10, &mut out).unwrap();
+    let st = store.announce_v4(a, 10, &mut out);
     (st, out)
 }
 
@@ -89,7 +89,7 @@ fn completed_moves_to_seeders_and_counts_once() {
     // A newcomer whose first announce is completed (WebTorrent seeders do this) counts.
     let (st, _) = announce(&store, &ann(1, 2, 0, AnnounceEvent::Completed));
     assert_eq!(st.completed, 2);
-    assert_eq!(store.scrape(&ih(1)).unwrap().completed, 2);
+    assert_eq!(store.scrape(&ih(1)).completed, 2);
 }
 
 #[test]
@@ -127,7 +127,7 @@ fn a_peer_is_its_address() {
     assert_eq!(st.leechers, 2);
     assert_eq!(peers, vec![v4(1)]);
     let mut out: Vec<(CompactPeerV4, PeerId)> = Vec::new();
-    store.announce_v4(&natted, 10, &mut out).unwrap();
+    store.announce_v4(&natted, 10, &mut out);
     assert_eq!(out, vec![(v4(1), pid(77))], "the peer id is updated");
 }
 
@@ -152,7 +152,7 @@ fn families_are_kept_apart() {
         credential: None,
     };
     let mut out6: Vec<CompactPeerV6> = Vec::new();
-    let st = store.announce_v6(&a6, 10, &mut out6).unwrap();
+    let st = store.announce_v6(&a6, 10, &mut out6);
     assert!(out6.is_empty(), "IPv6 announcer got {out6:?}");
     assert_eq!(st.leechers, 2, "stats count both families");
     let (_, out4) = announce(&store, &ann(1, 1, 100, AnnounceEvent::None));
@@ -161,7 +161,7 @@ fn families_are_kept_apart() {
     a6b.peer_id = pid(3);
     a6b.addr = CompactPeerV6::new(Ipv6Addr::LOCALHOST, 7001);
     let mut out6: Vec<CompactPeerV6> = Vec::new();
-    store.announce_v6(&a6b, 10, &mut out6).unwrap();
+    store.announce_v6(&a6b, 10, &mut out6);
     assert_eq!(out6, vec![a6.addr]);
 }
 
@@ -196,17 +196,13 @@ fn expiry_drops_silent_peers_and_empty_torrents() {
         ..StoreConfig::default()
     });
     let mut out: Vec<CompactPeerV4> = Vec::new();
-    store
-        .announce_v4(&ann(1, 1, 1, AnnounceEvent::Started), 0, &mut out)
-        .unwrap();
-    store
-        .announce_v4(&ann(1, 2, 1, AnnounceEvent::Started), 80, &mut out)
-        .unwrap();
+    store.announce_v4(&ann(1, 1, 1, AnnounceEvent::Started), 0, &mut out);
+    store.announce_v4(&ann(1, 2, 1, AnnounceEvent::Started), 80, &mut out);
     let r = store.clean(90);
     assert_eq!((r.peers_expired, r.peers, r.torrents), (0, 2, 1));
     let r = store.clean(150);
     assert_eq!((r.peers_expired, r.peers), (1, 1));
-    assert_eq!(store.scrape(&ih(1)).unwrap().leechers, 1);
+    assert_eq!(store.scrape(&ih(1)).leechers, 1);
     let r = store.clean(181);
     assert_eq!(r.peers_expired, 1);
     // Empty, but announced at 80: kept until 80 + 50.
@@ -220,9 +216,7 @@ fn dictionary_sink_carries_peer_ids() {
     let store = Store::new(StoreConfig::default());
     announce(&store, &ann(1, 1, 1, AnnounceEvent::Started));
     let mut out: Vec<(CompactPeerV4, PeerId)> = Vec::new();
-    store
-        .announce_v4(&ann(1, 2, 1, AnnounceEvent::Started), 0, &mut out)
-        .unwrap();
+    store.announce_v4(&ann(1, 2, 1, AnnounceEvent::Started), 0, &mut out);
     assert_eq!(out, vec![(v4(1), pid(1))]);
 }
 

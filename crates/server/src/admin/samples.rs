@@ -138,21 +138,19 @@ mod tests {
         let mut out: Vec<CompactPeerV4> = Vec::new();
         for t in 1..=30u8 {
             for p in 0..t {
-                store
-                    .announce(
-                        &Announce {
-                            info_hash: InfoHash([t; 20]),
-                            peer_id: PeerId([p; 20]),
-                            addr: CompactPeerV4::new([10, 0, 0, p].into(), 1),
-                            event: AnnounceEvent::Started,
-                            left: u64::from(p % 2),
-                            numwant: 0,
-                            credential: None,
-                        },
-                        0,
-                        &mut out,
-                    )
-                    .unwrap();
+                store.announce(
+                    &Announce {
+                        info_hash: InfoHash([t; 20]),
+                        peer_id: PeerId([p; 20]),
+                        addr: CompactPeerV4::new([10, 0, 0, p].into(), 1),
+                        event: AnnounceEvent::Started,
+                        left: u64::from(p % 2),
+                        numwant: 0,
+                        credential: None,
+                    },
+                    0,
+                    &mut out,
+                );
             }
         }
         let (s, top) = survey(&store, 5);

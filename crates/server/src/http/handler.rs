@@ -20,7 +20,7 @@ use std::sync::Arc;
 use shoal_proto::bencode::{write_failure, write_scrape, AnnounceResponse, Peers, ScrapeFile};
 use shoal_proto::http::{parse_scrape, parse_target, AnnounceRequest, RequestError, Target};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use shoal_swarm::{Announce, Family, PeerSink, Refusal, Store, TorrentStats};
+use shoal_swarm::{Announce, Family, PeerSink, Store, TorrentStats};
 
 use super::context::HttpContext;
 use super::full_scrape::Document;
@@ -205,19 +205,19 @@ fn announce_in<'b, A: Listed>(
     lists: &'b mut PeerLists<A>,
     compact: bool,
     with_ids: bool,
-) -> Result<(TorrentStats, Peers<'b>), Refusal>
+) -> (TorrentStats, Peers<'b>)
 where
     Vec<A>: PeerSink<A>,
     Vec<(A, PeerId)>: PeerSink<A>,
 {
     if compact {
         lists.compact.clear();
-        let st = store.announce(a, now, &mut lists.compact)?;
-        Ok((st, A::compact(&lists.compact)))
+        let st = store.announce(a, now, &mut lists.compact);
+        (st, A::compact(&lists.compact))
     } else {
         lists.dict.clear();
-        let st = store.announce(a, now, &mut lists.dict)?;
-        Ok((st, A::dict(&lists.dict, with_ids)))
+        let st = store.announce(a, now, &mut lists.dict);
+        (st, A::dict(&lists.dict, with_ids))
     }
 }
 
@@ -384,7 +384,7 @@ impl Handler {
         let numwant = s.store.numwant(req.numwant);
         let now = shoal_swarm::clock::now();
         let (store, compact, with_ids) = (&*s.store, req.compact, !req.no_peer_id);
-        let result = match ip {
+        let (st, peers) = match ip {
             IpAddr::V4(v4) => {
                 let a = announce_of(&req, CompactPeerV4::new(v4, req.port), numwant);
                 announce_in(store, &a, now, &mut self.v4, compact, with_ids)
@@ -394,22 +394,17 @@ impl Handler {
                 announce_in(store, &a, now, &mut self.v6, compact, with_ids)
             }
         };
-        match result {
-            Ok((st, peers)) => {
-                self.body.clear();
-                AnnounceResponse {
-                    interval: s.settings.interval,
-                    min_interval: s.settings.min_interval,
-                    complete: st.seeders,
-                    incomplete: st.leechers,
-                    downloaded: st.completed,
-                    peers,
-                }
-                .write(&mut self.body);
-                Reply::Served
-            }
-            Err(r) => match r {},
+        self.body.clear();
+        AnnounceResponse {
+            interval: s.settings.interval,
+            min_interval: s.settings.min_interval,
+            complete: st.seeders,
+            incomplete: st.leechers,
+            downloaded: st.completed,
+            peers,
         }
+        .write(&mut self.body);
+        Reply::Served
     }
 
     /// Writes a scrape response (or failure) for `self.hashes` into `self.body`.
@@ -427,17 +422,15 @@ impl Handler {
             }) {
                 return reply;
             }
-            match self.ctx.store.scrape(&h) {
-                Ok(st) => self.files.push((
-                    h,
-                    ScrapeFile {
-                        complete: st.seeders,
-                        downloaded: st.completed,
-                        incomplete: st.leechers,
-                    },
-                )),
-                Err(r) => match r {},
-            }
+            let st = self.ctx.store.scrape(&h);
+            self.files.push((
+                h,
+                ScrapeFile {
+                    complete: st.seeders,
+                    downloaded: st.completed,
+                    incomplete: st.leechers,
+                },
+            ));
         }
         write_scrape(&mut self.body, &mut self.files);
         Reply::Served

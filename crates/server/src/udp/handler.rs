@@ -13,7 +13,7 @@ use shoal_proto::udp::{
     ScrapeRequest, ScrapeStats, TransactionId,
 };
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use shoal_swarm::{Announce, Family, PeerSink, Refusal, Store, TorrentStats};
+use shoal_swarm::{Announce, Family, PeerSink, Store, TorrentStats};
 
 use super::connection_id::ConnectionIds;
 use super::counters::LocalCounters;
@@ -205,39 +205,40 @@ impl Handler {
             ip
         };
         let (store, now) = (&*self.store, now.store);
-        let result = match ip {
+        let (stats, is_v4) = match ip {
             IpAddr::V4(v4) => {
                 let addr = CompactPeerV4::new(v4, r.port);
-                announce_in(store, r, addr, numwant, now, &mut self.peers_v4).map(|st| (st, true))
+                (
+                    announce_in(store, r, addr, numwant, now, &mut self.peers_v4),
+                    true,
+                )
             }
             IpAddr::V6(v6) => {
                 let addr = CompactPeerV6::new(v6, r.port);
-                announce_in(store, r, addr, numwant, now, &mut self.peers_v6).map(|st| (st, false))
+                (
+                    announce_in(store, r, addr, numwant, now, &mut self.peers_v6),
+                    false,
+                )
             }
         };
-        match result {
-            Ok((stats, is_v4)) => {
-                let header = AnnounceHeader {
-                    transaction_id: r.transaction_id,
-                    interval: self.config.interval,
-                    leechers: stats.leechers,
-                    seeders: stats.seeders,
-                };
-                if is_v4 {
-                    Response::AnnounceV4 {
-                        header,
-                        peers: &self.peers_v4,
-                    }
-                    .write(out)
-                } else {
-                    Response::AnnounceV6 {
-                        header,
-                        peers: &self.peers_v6,
-                    }
-                    .write(out)
-                }
+        let header = AnnounceHeader {
+            transaction_id: r.transaction_id,
+            interval: self.config.interval,
+            leechers: stats.leechers,
+            seeders: stats.seeders,
+        };
+        if is_v4 {
+            Response::AnnounceV4 {
+                header,
+                peers: &self.peers_v4,
             }
-            Err(refusal) => refused(refusal),
+            .write(out)
+        } else {
+            Response::AnnounceV6 {
+                header,
+                peers: &self.peers_v6,
+            }
+            .write(out)
         }
     }
 
@@ -251,12 +252,9 @@ impl Handler {
             if let Err(reply) = self.admitted(action, ip, info_hash, None, r.transaction_id, out) {
                 return reply;
             }
-            match self.store.scrape(info_hash) {
-                Ok(st) => self
-                    .scrape
-                    .push(ScrapeStats::new(st.seeders, st.completed, st.leechers)),
-                Err(refusal) => return refused(refusal),
-            }
+            let st = self.store.scrape(info_hash);
+            self.scrape
+                .push(ScrapeStats::new(st.seeders, st.completed, st.leechers));
         }
         Response::Scrape {
             transaction_id: r.transaction_id,
@@ -275,7 +273,7 @@ fn announce_in<A: Family>(
     numwant: usize,
     now: u32,
     peers: &mut Vec<A>,
-) -> Result<TorrentStats, Refusal>
+) -> TorrentStats
 where
     Vec<A>: PeerSink<A>,
 {
@@ -298,9 +296,4 @@ fn error(transaction_id: TransactionId, message: &str, out: &mut [u8]) -> Option
         message: message.as_bytes(),
     }
     .write(out)
-}
-
-/// A refusal of the store's own (none today: the policy refuses before the store is asked).
-fn refused(refusal: Refusal) -> Option<usize> {
-    match refusal {}
 }

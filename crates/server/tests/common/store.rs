@@ -13,19 +13,17 @@ pub fn add_peer(
     left: u64,
 ) {
     let mut out: Vec<CompactPeerV4> = Vec::new();
-    store
-        .announce_v4(
-            &Announce {
-                info_hash,
-                peer_id,
-                addr,
-                event: AnnounceEvent::Started,
-                left,
-                numwant: 0,
-                credential: None,
-            },
-            shoal_swarm::clock::now(),
-            &mut out,
-        )
-        .unwrap();
+    store.announce_v4(
+        &Announce {
+            info_hash,
+            peer_id,
+            addr,
+            event: AnnounceEvent::Started,
+            left,
+            numwant: 0,
+            credential: None,
+        },
+        shoal_swarm::clock::now(),
+        &mut out,
+    );
 }
