@@ -97,22 +97,7 @@ pub fn run(args: &UdpArgs) -> Result<RunResult> {
             .map_err(|_| anyhow::anyhow!("a UDP worker panicked"))?;
         stats.merge(&s);
     }
-    let cpu = match cpu {
-        Ok(c) => c,
-        Err(e) => {
-            let s = stats.summary(1.0);
-            let errs: Vec<String> = s
-                .errors
-                .iter()
-                .filter(|(_, v)| **v > 0)
-                .map(|(k, v)| format!("{k}: {v}"))
-                .collect();
-            if errs.is_empty() {
-                return Err(e);
-            }
-            return Err(e.context(format!("errors seen: {}", errs.join(", "))));
-        }
-    };
+    let cpu = cpu.map_err(|e| stats.explain(e))?;
     let summary = stats.summary(args.run.duration.as_secs_f64());
     Ok(RunResult::new(
         "udp",

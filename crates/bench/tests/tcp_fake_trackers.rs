@@ -117,24 +117,28 @@ fn http_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<Atom
     http_tracker_framing(rt, Framing::KeepAlive)
 }
 
-/// Runs `shoal-bench http` for 1 s with 4 connections, announces and scrapes.
-fn http_run(addr: std::net::SocketAddr) -> shoal_bench::run::RunResult {
-    let target = format!("http://{addr}/announce");
-    let args = HttpCli::parse_from([
+/// Flags for a 1 s run (no warm-up) of `connections` connections to `target`, then `extra`.
+fn load_flags<'a>(target: &'a str, connections: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut flags = vec![
         "t",
         "--quiet",
         "--target",
-        &target,
+        target,
         "--warmup",
         "0s",
         "--duration",
         "1s",
         "--connections",
-        "4",
-        "--weight-scrape",
-        "1",
-    ])
-    .args;
+        connections,
+    ];
+    flags.extend_from_slice(extra);
+    flags
+}
+
+/// Runs `shoal-bench http` for 1 s with 4 connections, announces and scrapes.
+fn http_run(addr: std::net::SocketAddr) -> shoal_bench::run::RunResult {
+    let target = format!("http://{addr}/announce");
+    let args = HttpCli::parse_from(load_flags(&target, "4", &["--weight-scrape", "1"])).args;
     shoal_bench::http::run(&args).unwrap()
 }
 
@@ -217,22 +221,8 @@ fn http_without_keep_alive_reconnects_every_time() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (addr, _count) = http_tracker(&rt);
     let target = format!("http://{addr}/announce");
-    let args = HttpCli::parse_from([
-        "t",
-        "--quiet",
-        "--target",
-        &target,
-        "--warmup",
-        "0s",
-        "--duration",
-        "1s",
-        "--connections",
-        "2",
-        "--no-keep-alive",
-        "--source-ips",
-        "4",
-    ])
-    .args;
+    let flags = load_flags(&target, "2", &["--no-keep-alive", "--source-ips", "4"]);
+    let args = HttpCli::parse_from(flags).args;
     let r = shoal_bench::http::run(&args).unwrap();
     let s = &r.summary;
     let requests = s.ops["announce"].responses + s.ops["scrape"].responses;
@@ -266,18 +256,18 @@ fn ws_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<[Atomi
                         continue;
                     }
                     if v["action"] == "scrape" {
-                        let _ = ws.send(Message::Text(json!({"action": "scrape", "files": {}}).to_string())).await;
+                        let _ = ws.send(Message::Text(json!({"action": "scrape", "files": {}}).to_string().into())).await;
                         continue;
                     }
                     let ih = v["info_hash"].clone();
                     if v.get("offers").is_some_and(|o| !o.as_array().unwrap().is_empty()) {
                         let offer = json!({"action": "announce", "info_hash": ih, "peer_id": "x".repeat(20),
                             "offer_id": "o".repeat(20), "offer": {"type": "offer", "sdp": "v=0"}});
-                        let _ = ws.send(Message::Text(offer.to_string())).await;
+                        let _ = ws.send(Message::Text(offer.to_string().into())).await;
                         c[1].fetch_add(1, Ordering::Relaxed);
                     }
                     let resp = json!({"action": "announce", "info_hash": ih, "complete": 1, "incomplete": 1, "interval": 120});
-                    let _ = ws.send(Message::Text(resp.to_string())).await;
+                    let _ = ws.send(Message::Text(resp.to_string().into())).await;
                     c[0].fetch_add(1, Ordering::Relaxed);
                 }
             });
@@ -291,21 +281,7 @@ fn ws_answers_relayed_offers_and_counts_match() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (addr, counts) = ws_tracker(&rt);
     let target = format!("ws://{addr}/");
-    let args = WsCli::parse_from([
-        "t",
-        "--quiet",
-        "--target",
-        &target,
-        "--warmup",
-        "0s",
-        "--duration",
-        "1s",
-        "--connections",
-        "4",
-        "--weight-scrape",
-        "0",
-    ])
-    .args;
+    let args = WsCli::parse_from(load_flags(&target, "4", &["--weight-scrape", "0"])).args;
     let r = shoal_bench::ws::run(&args).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let s = &r.summary;
