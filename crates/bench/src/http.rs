@@ -11,10 +11,12 @@
 //! source addresses (see [`crate::net`]).
 //!
 //! The request is written by hand, binary `info_hash` and `peer_id` percent-encoded, and
-//! the response (sized by `Content-Length`, chunked, or up to the close) is read with
-//! `httparse` and checked with a strict bencode reader: status
-//! 200, no `failure reason`, an `interval`, compact peers a whole number of 6-byte entries
-//! and no more than `numwant`; a scrape must list only the hashes asked for.
+//! the response (sized by `Content-Length`, chunked, or up to the close) is read by
+//! [`read_response`] (its own module: a parser of network bytes with its own limits) and
+//! checked here with a strict bencode reader: status 200, no `failure reason`, an
+//! `interval`, compact peers a whole number of 6-byte entries and no more than `numwant`;
+//! a scrape must list only the hashes asked for. The runtime, the connection tasks and
+//! their clock and counts are shared with the WebTorrent generator ([`crate::tcp_load`]).
 
 mod response;
 

@@ -6,6 +6,8 @@
 //! every offer (sending the answer back through the tracker to the offering peer) and
 //! counts the answers that come back for its own offers. Latency is the time from sending
 //! an announce or scrape to the tracker's own response to it (not the relayed messages).
+//! The runtime, the connection tasks and their clock and counts are shared with the HTTP
+//! generator ([`crate::tcp_load`]).
 //!
 //! Binary fields (info hash, peer id, offer id) are JSON strings of code points U+0000 to
 //! U+00FF, one per byte, as real clients send them (see docs/real-clients.md).
