@@ -23,6 +23,7 @@ pub mod run;
 pub mod stats;
 pub mod sweep;
 pub mod sys;
+pub mod tcp_load;
 pub mod udp;
 pub mod workload;
 pub mod ws;

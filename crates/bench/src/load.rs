@@ -50,8 +50,8 @@ impl Load {
     pub fn set_clients(&mut self, n: usize) {
         match self {
             Load::Udp(a) => a.concurrency = Some(n),
-            Load::Http(a) => a.connections = n,
-            Load::Ws(a) => a.connections = n,
+            Load::Http(a) => a.tcp.connections = n,
+            Load::Ws(a) => a.tcp.connections = n,
         }
     }
 
@@ -73,16 +73,16 @@ impl Load {
         }
         match self {
             Load::Udp(a) => a.target.set_port(port),
-            Load::Http(a) => a.target = with_port(&a.target, port),
-            Load::Ws(a) => a.target = with_port(&a.target, port),
+            Load::Http(a) => a.tcp.target = with_port(&a.tcp.target, port),
+            Load::Ws(a) => a.tcp.target = with_port(&a.tcp.target, port),
         }
     }
 
     pub fn target(&self) -> String {
         match self {
             Load::Udp(a) => a.target.to_string(),
-            Load::Http(a) => a.target.clone(),
-            Load::Ws(a) => a.target.clone(),
+            Load::Http(a) => a.tcp.target.clone(),
+            Load::Ws(a) => a.tcp.target.clone(),
         }
     }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use rustls::{ClientConfig, DigitallySignedStruct as Signed, SignatureScheme};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -85,6 +85,38 @@ pub fn source_ip(target: IpAddr, n: u32, k: u32) -> Option<IpAddr> {
     }
 }
 
+/// How a load opens its connections: where to, with what TLS, from which source
+/// addresses.
+pub struct Dialer {
+    pub ep: Endpoint,
+    tls: Option<Arc<ClientConfig>>,
+    source_ips: u32,
+}
+
+impl Dialer {
+    /// Connections to `url`, over TLS offering `alpn` if its scheme says so (checking the
+    /// tracker's certificate against `ca` when given), spread over `source_ips` loopback
+    /// addresses.
+    pub fn new(url: &str, ca: Option<&Path>, alpn: &[&[u8]], source_ips: u32) -> Result<Self> {
+        let ep = Endpoint::parse(url)?;
+        let tls = if ep.tls {
+            Some(tls_config(ca, alpn)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            ep,
+            tls,
+            source_ips,
+        })
+    }
+
+    /// Opens connection number `k`.
+    pub async fn connect(&self, k: usize) -> std::io::Result<Box<dyn Stream>> {
+        connect(&self.ep, self.tls.as_ref(), self.source_ips, k as u32).await
+    }
+}
+
 /// Opens connection number `k` to `ep`.
 pub async fn connect(
     ep: &Endpoint,
@@ -119,6 +151,16 @@ pub async fn connect(
 #[derive(Debug)]
 struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
 
+impl AcceptAny {
+    /// The algorithms handshake signatures are checked with.
+    fn algorithms(&self) -> &rustls::crypto::WebPkiSupportedAlgorithms {
+        &self.0.signature_verification_algorithms
+    }
+}
+
+/// What checking a handshake signature answers.
+type Verdict = Result<HandshakeSignatureValid, rustls::Error>;
+
 impl ServerCertVerifier for AcceptAny {
     fn verify_server_cert(
         &self,
@@ -130,34 +172,15 @@ impl ServerCertVerifier for AcceptAny {
     ) -> Result<ServerCertVerified, rustls::Error> {
         Ok(ServerCertVerified::assertion())
     }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+    // The certificate is taken as it is, but the handshake is still checked against it.
+    fn verify_tls12_signature(&self, msg: &[u8], cert: &CertificateDer, dss: &Signed) -> Verdict {
+        rustls::crypto::verify_tls12_signature(msg, cert, dss, self.algorithms())
     }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+    fn verify_tls13_signature(&self, msg: &[u8], cert: &CertificateDer, dss: &Signed) -> Verdict {
+        rustls::crypto::verify_tls13_signature(msg, cert, dss, self.algorithms())
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.algorithms().supported_schemes()
     }
 }
 

@@ -181,6 +181,23 @@ impl Stats {
         }
     }
 
+    /// Adds the errors seen to a run's failure (a target that never answered), so the
+    /// user sees why; the failure as it is when no error was counted.
+    pub fn explain(&self, failure: anyhow::Error) -> anyhow::Error {
+        let seen: Vec<String> = self
+            .summary(1.0)
+            .errors
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(kind, n)| format!("{kind}: {n}"))
+            .collect();
+        if seen.is_empty() {
+            failure
+        } else {
+            failure.context(format!("errors seen: {}", seen.join(", ")))
+        }
+    }
+
     /// Figures over a measured window of `seconds`.
     pub fn summary(&self, seconds: f64) -> Summary {
         let seconds = seconds.max(1e-9);

@@ -19,7 +19,10 @@
 //! due time, so a stalled tracker is charged for the requests it delayed (no coordinated
 //! omission).
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+mod answer;
+mod spread;
+
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,7 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use shoal_proto::udp::{
-    AnnounceRequest, ConnectRequest, ConnectionId, Request, Response, ScrapeRequest, TransactionId,
+    AnnounceRequest, ConnectRequest, ConnectionId, Request, ScrapeRequest, TransactionId,
 };
 use shoal_proto::InfoHash;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -37,6 +40,7 @@ use crate::run::{supervise, Control, RunArgs, RunResult};
 use crate::stats::{ErrorKind, Op, Stats};
 use crate::sys::{self, MAX_DATAGRAM};
 use crate::workload::{RequestKind, Workload, WorkloadArgs};
+use answer::{Answer, Asked};
 use shoal_datagrams::{Datagrams, SendBatch, Wait};
 
 /// Flags of `shoal-bench udp`.
@@ -77,7 +81,12 @@ const RECONNECT_MAX: Duration = Duration::from_secs(110);
 /// Runs `shoal-bench udp` and returns its result.
 pub fn run(args: &UdpArgs) -> Result<RunResult> {
     let workers = args.run.workers.max(1);
-    let layout = slot_layout(args, workers);
+    let layout = spread::slots(
+        workers,
+        args.sockets_per_worker,
+        args.inflight,
+        args.concurrency,
+    );
     let concurrency: usize = layout.iter().flatten().sum();
     let ctl = Control::new(&args.run);
     let mut handles = Vec::new();
@@ -98,22 +107,7 @@ pub fn run(args: &UdpArgs) -> Result<RunResult> {
             .map_err(|_| anyhow::anyhow!("a UDP worker panicked"))?;
         stats.merge(&s);
     }
-    let cpu = match cpu {
-        Ok(c) => c,
-        Err(e) => {
-            let s = stats.summary(1.0);
-            let errs: Vec<String> = s
-                .errors
-                .iter()
-                .filter(|(_, v)| **v > 0)
-                .map(|(k, v)| format!("{k}: {v}"))
-                .collect();
-            if errs.is_empty() {
-                return Err(e);
-            }
-            return Err(e.context(format!("errors seen: {}", errs.join(", "))));
-        }
-    };
+    let cpu = cpu.map_err(|e| stats.explain(e))?;
     let summary = stats.summary(args.run.duration.as_secs_f64());
     Ok(RunResult::new(
         "udp",
@@ -123,25 +117,6 @@ pub fn run(args: &UdpArgs) -> Result<RunResult> {
         summary,
         cpu,
     ))
-}
-
-/// Slots per socket, per worker: `--inflight` on every socket, or `--concurrency` spread
-/// over as many sockets as there are slots (so a concurrency of 1 is one request at a time).
-fn slot_layout(args: &UdpArgs, workers: usize) -> Vec<Vec<usize>> {
-    let spw = args.sockets_per_worker.max(1);
-    match args.concurrency {
-        None => vec![vec![args.inflight.clamp(1, 65_535); spw]; workers],
-        Some(c) => {
-            let c = c.max(1);
-            let nsock = (workers * spw).min(c);
-            let mut layout = vec![Vec::new(); workers];
-            for s in 0..nsock {
-                let slots = c / nsock + usize::from(s < c % nsock);
-                layout[s % workers].push(slots.min(65_535));
-            }
-            layout
-        }
-    }
 }
 
 #[derive(Clone, Copy)]
@@ -197,16 +172,6 @@ fn ns_since(start: Instant, t: Instant) -> u64 {
     t.saturating_duration_since(start).as_nanos() as u64
 }
 
-fn source_ip(target: IpAddr, n: u32, k: u32) -> IpAddr {
-    match target {
-        IpAddr::V4(v4) if v4.is_loopback() && n > 0 => IpAddr::V4(Ipv4Addr::from(
-            u32::from(Ipv4Addr::new(127, 0, 0, 1)) + k % n,
-        )),
-        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
-    }
-}
-
 impl Worker {
     fn new(
         args: &UdpArgs,
@@ -231,7 +196,7 @@ impl Worker {
                 // Best effort: the kernel caps it at net.core.rmem_max.
                 let _ = socket.set_recv_buffer_size(args.recv_buffer);
             }
-            let bind = SocketAddr::new(source_ip(args.target.ip(), args.source_ips, k), 0);
+            let bind = SocketAddr::new(spread::source_ip(args.target.ip(), args.source_ips, k), 0);
             socket
                 .bind(&bind.into())
                 .with_context(|| format!("binding a UDP socket to {bind}"))?;
@@ -431,51 +396,28 @@ impl Worker {
             sock.connecting = false;
         }
         let latency = now.saturating_sub(slot.origin_ns);
-        let outcome = if truncated {
-            Err(ErrorKind::InvalidResponse)
-        } else {
-            match Response::parse(data, self.ipv6) {
-                Err(_) => Err(ErrorKind::InvalidResponse),
-                Ok(Response::Error { .. }) => {
-                    // Most likely an expired connection id: get a fresh one.
-                    sock.conn = None;
-                    Err(ErrorKind::ErrorResponse)
-                }
-                Ok(Response::Connect { connection_id, .. }) => {
-                    if slot.op == Op::Connect && data.len() == 16 {
-                        let life = self
-                            .workload
-                            .rng
-                            .u64(RECONNECT_MIN.as_nanos() as u64..RECONNECT_MAX.as_nanos() as u64);
-                        sock.conn = Some(connection_id);
-                        sock.conn_expires_ns = now + life;
-                        Ok(0)
-                    } else {
-                        Err(ErrorKind::InvalidResponse)
-                    }
-                }
-                Ok(Response::AnnounceV4 { peers, .. }) => {
-                    if slot.op == Op::Announce && peers.len() <= slot.numwant as usize {
-                        Ok(peers.len())
-                    } else {
-                        Err(ErrorKind::InvalidResponse)
-                    }
-                }
-                Ok(Response::AnnounceV6 { peers, .. }) => {
-                    if slot.op == Op::Announce && peers.len() <= slot.numwant as usize {
-                        Ok(peers.len())
-                    } else {
-                        Err(ErrorKind::InvalidResponse)
-                    }
-                }
-                Ok(Response::Scrape { stats, .. }) => {
-                    if slot.op == Op::Scrape && stats.len() == slot.hashes as usize {
-                        Ok(0)
-                    } else {
-                        Err(ErrorKind::InvalidResponse)
-                    }
-                }
+        let asked = Asked {
+            op: slot.op,
+            numwant: slot.numwant,
+            hashes: slot.hashes,
+        };
+        let outcome = match answer::check(data, truncated, self.ipv6, asked) {
+            Ok(Answer::Connected(connection_id)) => {
+                let life = self
+                    .workload
+                    .rng
+                    .u64(RECONNECT_MIN.as_nanos() as u64..RECONNECT_MAX.as_nanos() as u64);
+                sock.conn = Some(connection_id);
+                sock.conn_expires_ns = now + life;
+                Ok(0)
             }
+            Ok(Answer::Peers(n)) => Ok(n),
+            Err(ErrorKind::ErrorResponse) => {
+                // Most likely an expired connection id: get a fresh one.
+                sock.conn = None;
+                Err(ErrorKind::ErrorResponse)
+            }
+            Err(kind) => Err(kind),
         };
         match outcome {
             Ok(peers) => {
@@ -662,18 +604,13 @@ mod tests {
     #[test]
     fn concurrency_spreads_over_sockets() {
         let a = A::parse_from(["t", "--target", "127.0.0.1:1", "--concurrency", "10"]).a;
-        let l = slot_layout(&a, 2);
+        let slots = |a: &UdpArgs, workers| {
+            spread::slots(workers, a.sockets_per_worker, a.inflight, a.concurrency)
+        };
+        let l = slots(&a, 2);
         assert_eq!(l.iter().flatten().sum::<usize>(), 10);
         assert_eq!(l.iter().map(|w| w.len()).sum::<usize>(), 8);
         let one = A::parse_from(["t", "--target", "127.0.0.1:1", "--concurrency", "1"]).a;
-        assert_eq!(slot_layout(&one, 2), vec![vec![1], vec![]]);
-    }
-
-    #[test]
-    fn source_addresses_cycle_over_loopback() {
-        let t: IpAddr = "127.0.0.1".parse().unwrap();
-        assert_eq!(source_ip(t, 4, 0).to_string(), "127.0.0.1");
-        assert_eq!(source_ip(t, 4, 5).to_string(), "127.0.0.2");
-        assert_eq!(source_ip(t, 0, 5).to_string(), "0.0.0.0");
+        assert_eq!(slots(&one, 2), vec![vec![1], vec![]]);
     }
 }

@@ -6,51 +6,42 @@
 //! every offer (sending the answer back through the tracker to the offering peer) and
 //! counts the answers that come back for its own offers. Latency is the time from sending
 //! an announce or scrape to the tracker's own response to it (not the relayed messages).
+//! The runtime, the connection tasks and their clock and counts are shared with the HTTP
+//! generator ([`crate::tcp_load`]).
 //!
 //! Binary fields (info hash, peer id, offer id) are JSON strings of code points U+0000 to
 //! U+00FF, one per byte, as real clients send them (see docs/real-clients.md).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
 use futures_util::{SinkExt, StreamExt};
-use rustls::ClientConfig;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::net::{self, Endpoint};
-use crate::run::{supervise, Control, RunArgs, RunResult};
+use crate::net::Dialer;
+use crate::run::{RunArgs, RunResult};
 use crate::stats::{ErrorKind, Op, Stats};
+use crate::tcp_load::{ConnectionRun, TcpArgs, TcpLoad};
 use crate::workload::{RequestKind, Workload, WorkloadArgs};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
 /// Flags of `shoal-bench ws`.
 #[derive(Args, Clone, Debug)]
 pub struct WsArgs {
-    /// Tracker URL, e.g. ws://127.0.0.1:3000 or wss://localhost:3443.
-    #[arg(long)]
-    pub target: String,
+    #[command(flatten)]
+    pub tcp: TcpArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Concurrent WebSocket connections.
-    #[arg(long, default_value_t = 64)]
-    pub connections: usize,
     /// Simulated peers per connection, as a browser tab holds a few torrents: each
     /// connection announces for at most this many of its share of `--peers` (so for at
     /// most this many torrents at once; shoal refuses more than 256 per connection by
     /// default, as a guard against one connection claiming whole swarms).
     #[arg(long, default_value_t = 64)]
     pub peers_per_connection: usize,
-    /// Spread connections over this many loopback source addresses.
-    #[arg(long, default_value_t = 16)]
-    pub source_ips: u32,
-    /// Verify the tracker's TLS certificate against this PEM file (default: accept any).
-    #[arg(long)]
-    pub ca_cert: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
 }
@@ -77,60 +68,18 @@ pub fn from_latin1<const N: usize>(s: &str) -> Option<[u8; N]> {
 
 /// Runs `shoal-bench ws`.
 pub fn run(args: &WsArgs) -> Result<RunResult> {
-    if let Ok(limit) = crate::sys::raise_nofile_limit() {
-        if (limit as usize) < args.connections + 64 {
-            anyhow::bail!(
-                "{} connections need more open files than the limit of {limit}",
-                args.connections
-            );
-        }
-    }
-    let ep = Endpoint::parse(&args.target)?;
-    let tls = if ep.tls {
-        Some(net::tls_config(args.ca_cert.as_deref(), &[])?)
-    } else {
-        None
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.run.workers.max(1))
-        .enable_all()
-        .build()?;
-    let ctl = Control::new(&args.run);
-    let shared = Arc::new(Shared {
-        ep,
-        tls,
+    let load = TcpLoad::new("ws", &args.tcp, &args.run)?;
+    let dialer = args.tcp.dialer(&[])?;
+    let shared = Shared {
+        dialer,
         args: args.clone(),
-        ctl: ctl.clone(),
-    });
-    let tasks: Vec<_> = (0..args.connections.max(1))
-        .map(|k| rt.spawn(connection(shared.clone(), k)))
-        .collect();
-    let cpu = supervise(&ctl, &args.run, &format!("ws {}", args.target));
-    let mut stats = Stats::for_tcp();
-    rt.block_on(async {
-        for t in tasks {
-            if let Ok(s) = t.await {
-                stats.merge(&s);
-            }
-        }
-    });
-    rt.shutdown_timeout(Duration::from_secs(1));
-    let cpu = cpu.map_err(|e| crate::http::with_errors(e, &stats))?;
-    Ok(RunResult::new(
-        "ws",
-        args.target.clone(),
-        &args.run,
-        args.connections,
-        stats.summary(args.run.duration.as_secs_f64()),
-        cpu,
-    ))
+    };
+    load.run(shared, connection)
 }
 
 struct Shared {
-    ep: Endpoint,
-    tls: Option<Arc<ClientConfig>>,
+    dialer: Dialer,
     args: WsArgs,
-    ctl: Arc<Control>,
 }
 
 /// What the answer being waited for must be.
@@ -141,52 +90,29 @@ enum Waiting {
 
 const FAKE_SDP: &str = "v=0\r\no=- 4215775240449105457 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\nc=IN IP4 0.0.0.0\r\na=ice-ufrag:shoalbench\r\na=ice-pwd:shoalbenchshoalbenchsh\r\na=fingerprint:sha-256 00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF\r\na=setup:actpass\r\na=mid:0\r\na=sctp-port:5000\r\n";
 
-async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
+async fn connection(sh: Arc<Shared>, mut c: ConnectionRun) -> Stats {
     let args = &sh.args;
-    let n = args.connections.max(1);
-    let mut workload = Workload::new(&args.workload, k, n);
-    let mut stats = Stats::for_tcp();
-    let mut measuring = false;
+    let mut workload = Workload::new(&args.workload, c.k, c.n);
     let timeout = args.run.timeout;
-    let url = format!("ws://{}{}", sh.ep.addr, sh.ep.path);
+    let url = format!("ws://{}{}", sh.dialer.ep.addr, sh.dialer.ep.path);
     // Which of our peers announced each torrent (answers go out under that peer id).
     let mut ours: HashMap<InfoHash, PeerId> = HashMap::new();
     let mut hashes = Vec::new();
     let mut acks = AnswerAcks::default();
     let mut ws = None;
-    loop {
-        let now = Instant::now();
-        if now >= sh.ctl.end || sh.ctl.stopped() {
-            break;
-        }
-        if !measuring && now >= sh.ctl.measure_from {
-            stats.reset();
-            measuring = true;
-        }
+    while c.next_round().is_some() {
         if ws.is_none() {
-            let t = Instant::now();
-            let opened = tokio::time::timeout(timeout, async {
-                let s = net::connect(&sh.ep, sh.tls.as_ref(), args.source_ips, k as u32).await?;
-                tokio_tungstenite::client_async(url.as_str(), s)
-                    .await
-                    .map_err(std::io::Error::other)
-            })
-            .await;
-            match opened {
-                Ok(Ok((s, _))) => {
-                    stats.record(Op::Connect, t.elapsed().as_nanos() as u64);
-                    ws = Some(s);
-                }
-                Ok(Err(_)) => {
-                    stats.error(ErrorKind::Connection);
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-                Err(_) => {
-                    stats.error(ErrorKind::Timeout);
-                    continue;
-                }
-            }
+            let k = c.k;
+            let opened = c
+                .open(timeout, async {
+                    let s = sh.dialer.connect(k).await?;
+                    tokio_tungstenite::client_async(url.as_str(), s)
+                        .await
+                        .map_err(std::io::Error::other)
+                })
+                .await;
+            let Some((s, _)) = opened else { continue };
+            ws = Some(s);
         }
         let s = ws.as_mut().expect("connected above");
         let (op, msg, waiting) = match workload.next_kind() {
@@ -244,12 +170,12 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
             Waiting::Scrape(_) => 0,
         };
         let text = msg.to_string();
-        stats.sent[op as usize] += 1;
-        stats.bytes_out += text.len() as u64;
+        c.stats.sent[op as usize] += 1;
+        c.stats.bytes_out += text.len() as u64;
         let sent_at = Instant::now();
         let deadline = sent_at + timeout;
-        if s.send(Message::Text(text)).await.is_err() {
-            stats.error(ErrorKind::Connection);
+        if s.send(Message::Text(text.into())).await.is_err() {
+            c.stats.error(ErrorKind::Connection);
             ws = None;
             continue;
         }
@@ -258,11 +184,11 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
             let left = deadline.saturating_duration_since(Instant::now());
             let next = match tokio::time::timeout(left, s.next()).await {
                 Err(_) => {
-                    stats.error(ErrorKind::Timeout);
+                    c.stats.error(ErrorKind::Timeout);
                     break;
                 }
                 Ok(None) | Ok(Some(Err(_))) => {
-                    stats.error(ErrorKind::Connection);
+                    c.stats.error(ErrorKind::Connection);
                     ws = None;
                     break;
                 }
@@ -271,28 +197,28 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
             let text = match next {
                 Message::Text(t) => t,
                 Message::Close(_) => {
-                    stats.error(ErrorKind::Connection);
+                    c.stats.error(ErrorKind::Connection);
                     ws = None;
                     break;
                 }
                 Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
                 Message::Binary(_) => {
-                    stats.error(ErrorKind::InvalidResponse);
+                    c.stats.error(ErrorKind::InvalidResponse);
                     continue;
                 }
             };
-            stats.bytes_in += text.len() as u64;
+            c.stats.bytes_in += text.len() as u64;
             match classify(&text, &waiting, args.workload.numwant) {
                 Incoming::Offer {
                     info_hash,
                     from,
                     offer_id,
                 } => {
-                    stats.add_extra("offers_received", 1);
+                    c.stats.add_extra("offers_received", 1);
                     // An offer for a torrent this tab has since stopped: a real client
                     // has nobody left to answer it with.
                     let Some(me) = ours.get(&info_hash).copied() else {
-                        stats.add_extra("offers_ignored", 1);
+                        c.stats.add_extra("offers_ignored", 1);
                         continue;
                     };
                     let answer = json!({
@@ -304,25 +230,25 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
                         "answer": {"type": "answer", "sdp": FAKE_SDP},
                     })
                     .to_string();
-                    stats.bytes_out += answer.len() as u64;
-                    if s.send(Message::Text(answer)).await.is_err() {
-                        stats.error(ErrorKind::Connection);
+                    c.stats.bytes_out += answer.len() as u64;
+                    if s.send(Message::Text(answer.into())).await.is_err() {
+                        c.stats.error(ErrorKind::Connection);
                         ws = None;
                         break;
                     }
-                    stats.add_extra("answers_sent", 1);
+                    c.stats.add_extra("answers_sent", 1);
                     acks.answered(info_hash);
                 }
-                Incoming::Answer => stats.add_extra("answers_received", 1),
-                Incoming::Refused => stats.add_extra("answers_refused", 1),
+                Incoming::Answer => c.stats.add_extra("answers_received", 1),
+                Incoming::Refused => c.stats.add_extra("answers_refused", 1),
                 Incoming::OtherAnnounce(ih) => {
                     if acks.unexpected(&ih) {
-                        stats.add_extra("answer_acks", 1);
+                        c.stats.add_extra("answer_acks", 1);
                     } else {
-                        stats.add_extra("unmatched_messages", 1);
+                        c.stats.add_extra("unmatched_messages", 1);
                     }
                 }
-                Incoming::Other => stats.add_extra("unmatched_messages", 1),
+                Incoming::Other => c.stats.add_extra("unmatched_messages", 1),
                 Incoming::Mine(Ok(())) if acks_ahead > 0 => {
                     // The acknowledgement of an answer about this torrent sent before
                     // the announce, not its response (see AnswerAcks).
@@ -330,15 +256,14 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
                     if let Waiting::Announce(ih) = &waiting {
                         acks.take(ih);
                     }
-                    stats.add_extra("answer_acks", 1);
+                    c.stats.add_extra("answer_acks", 1);
                 }
                 Incoming::Mine(Ok(())) => {
-                    stats.record(op, sent_at.elapsed().as_nanos() as u64);
-                    sh.ctl.responses.fetch_add(1, Ordering::Relaxed);
+                    c.answered(op, sent_at);
                     break;
                 }
                 Incoming::Mine(Err(kind)) => {
-                    stats.error(kind);
+                    c.stats.error(kind);
                     break;
                 }
             }
@@ -347,13 +272,10 @@ async fn connection(sh: Arc<Shared>, k: usize) -> Stats {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
-    if !measuring {
-        stats.reset();
-    }
     if let Some(mut s) = ws {
         let _ = tokio::time::timeout(Duration::from_millis(200), s.close(None)).await;
     }
-    stats
+    c.finish()
 }
 
 enum Incoming {

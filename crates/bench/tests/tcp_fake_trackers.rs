@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
+use shoal_bench::stats::Summary;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -70,7 +71,7 @@ fn answer(head: &str, framing: Framing) -> Vec<u8> {
 
 /// An HTTP tracker on 127.0.0.1:0 answering every request with one peer, framed as
 /// `framing` says, counting its answers.
-fn http_tracker_framing(
+fn http_tracker(
     rt: &tokio::runtime::Runtime,
     framing: Framing,
 ) -> (std::net::SocketAddr, Arc<AtomicU64>) {
@@ -112,40 +113,40 @@ fn http_tracker_framing(
     (addr, count)
 }
 
-/// An HTTP tracker answering every request with one peer (keep-alive).
-fn http_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<AtomicU64>) {
-    http_tracker_framing(rt, Framing::KeepAlive)
-}
-
-/// Runs `shoal-bench http` for 1 s with 4 connections, announces and scrapes.
-fn http_run(addr: std::net::SocketAddr) -> shoal_bench::run::RunResult {
-    let target = format!("http://{addr}/announce");
-    let args = HttpCli::parse_from([
+/// Flags for a 1 s run (no warm-up) of `connections` connections to `target`, then `extra`.
+fn load_flags<'a>(target: &'a str, connections: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut flags = vec![
         "t",
         "--quiet",
         "--target",
-        &target,
+        target,
         "--warmup",
         "0s",
         "--duration",
         "1s",
         "--connections",
-        "4",
-        "--weight-scrape",
-        "1",
-    ])
-    .args;
-    shoal_bench::http::run(&args).unwrap()
+        connections,
+    ];
+    flags.extend_from_slice(extra);
+    flags
+}
+
+/// Runs `shoal-bench http` for 1 s with 4 connections, announces and scrapes, against a
+/// tracker framing its answers as `framing` says; the run's figures and the answers the
+/// tracker sent.
+fn http_run(framing: Framing) -> (Summary, u64) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, count) = http_tracker(&rt, framing);
+    let target = format!("http://{addr}/announce");
+    let args = HttpCli::parse_from(load_flags(&target, "4", &["--weight-scrape", "1"])).args;
+    let r = shoal_bench::http::run(&args).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    (r.summary, count.load(Ordering::Relaxed))
 }
 
 #[test]
 fn http_counts_match_the_tracker() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, count) = http_tracker(&rt);
-    let r = http_run(addr);
-    std::thread::sleep(Duration::from_millis(50));
-    let served = count.load(Ordering::Relaxed);
-    let s = &r.summary;
+    let (s, served) = http_run(Framing::KeepAlive);
     let counted = s.ops["announce"].responses + s.ops["scrape"].responses;
     assert!(counted > 100, "{s:?}");
     // Only requests in flight at the end (one per connection) may differ.
@@ -162,31 +163,21 @@ fn http_counts_match_the_tracker() {
 
 #[test]
 fn http_retries_on_a_new_connection_when_the_tracker_closed_the_idle_one() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, count) = http_tracker_framing(&rt, Framing::CloseAfterEach);
-    let r = http_run(addr);
-    std::thread::sleep(Duration::from_millis(50));
-    let s = &r.summary;
+    let (s, served) = http_run(Framing::CloseAfterEach);
     assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
     assert!(s.responses > 20, "{s:?}");
     // Every request after a connection's first found it closed and was sent again.
     assert!(s.reconnects > 0, "{s:?}");
     assert!(s.responses.abs_diff(s.reconnects) <= 4, "{s:?}");
     assert!(s.ops["connect"].responses >= s.reconnects);
-    let served = count.load(Ordering::Relaxed);
     assert!(served.abs_diff(s.responses) <= 4, "served {served}, {s:?}");
 }
 
 #[test]
 fn http_reads_chunked_answers() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, count) = http_tracker_framing(&rt, Framing::Chunked);
-    let r = http_run(addr);
-    std::thread::sleep(Duration::from_millis(50));
-    let s = &r.summary;
+    let (s, served) = http_run(Framing::Chunked);
     assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
     assert!(s.responses > 100, "{s:?}");
-    let served = count.load(Ordering::Relaxed);
     assert!(served.abs_diff(s.responses) <= 4, "served {served}, {s:?}");
     // The de-chunked body was checked: one compact peer per announce.
     assert_eq!(s.peers_received, s.ops["announce"].responses);
@@ -198,41 +189,22 @@ fn http_reads_chunked_answers() {
 
 #[test]
 fn http_counts_a_malformed_chunk_size_as_an_invalid_response() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, count) = http_tracker_framing(&rt, Framing::BadChunkSize);
-    let r = http_run(addr);
-    std::thread::sleep(Duration::from_millis(50));
-    let s = &r.summary;
+    let (s, served) = http_run(Framing::BadChunkSize);
     assert_eq!(s.responses, 0, "{s:?}");
     let invalid = s.errors["invalid_response"];
     assert!(invalid > 20, "{:?}", s.errors);
     // Not waited on (no timeouts), not taken for a broken connection.
     assert_eq!(s.total_errors(), invalid, "{:?}", s.errors);
-    let served = count.load(Ordering::Relaxed);
     assert!(served.abs_diff(invalid) <= 4, "served {served}, {s:?}");
 }
 
 #[test]
 fn http_without_keep_alive_reconnects_every_time() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, _count) = http_tracker(&rt);
+    let (addr, _count) = http_tracker(&rt, Framing::KeepAlive);
     let target = format!("http://{addr}/announce");
-    let args = HttpCli::parse_from([
-        "t",
-        "--quiet",
-        "--target",
-        &target,
-        "--warmup",
-        "0s",
-        "--duration",
-        "1s",
-        "--connections",
-        "2",
-        "--no-keep-alive",
-        "--source-ips",
-        "4",
-    ])
-    .args;
+    let flags = load_flags(&target, "2", &["--no-keep-alive", "--source-ips", "4"]);
+    let args = HttpCli::parse_from(flags).args;
     let r = shoal_bench::http::run(&args).unwrap();
     let s = &r.summary;
     let requests = s.ops["announce"].responses + s.ops["scrape"].responses;
@@ -266,18 +238,18 @@ fn ws_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<[Atomi
                         continue;
                     }
                     if v["action"] == "scrape" {
-                        let _ = ws.send(Message::Text(json!({"action": "scrape", "files": {}}).to_string())).await;
+                        let _ = ws.send(Message::Text(json!({"action": "scrape", "files": {}}).to_string().into())).await;
                         continue;
                     }
                     let ih = v["info_hash"].clone();
                     if v.get("offers").is_some_and(|o| !o.as_array().unwrap().is_empty()) {
                         let offer = json!({"action": "announce", "info_hash": ih, "peer_id": "x".repeat(20),
                             "offer_id": "o".repeat(20), "offer": {"type": "offer", "sdp": "v=0"}});
-                        let _ = ws.send(Message::Text(offer.to_string())).await;
+                        let _ = ws.send(Message::Text(offer.to_string().into())).await;
                         c[1].fetch_add(1, Ordering::Relaxed);
                     }
                     let resp = json!({"action": "announce", "info_hash": ih, "complete": 1, "incomplete": 1, "interval": 120});
-                    let _ = ws.send(Message::Text(resp.to_string())).await;
+                    let _ = ws.send(Message::Text(resp.to_string().into())).await;
                     c[0].fetch_add(1, Ordering::Relaxed);
                 }
             });
@@ -291,21 +263,7 @@ fn ws_answers_relayed_offers_and_counts_match() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (addr, counts) = ws_tracker(&rt);
     let target = format!("ws://{addr}/");
-    let args = WsCli::parse_from([
-        "t",
-        "--quiet",
-        "--target",
-        &target,
-        "--warmup",
-        "0s",
-        "--duration",
-        "1s",
-        "--connections",
-        "4",
-        "--weight-scrape",
-        "0",
-    ])
-    .args;
+    let args = WsCli::parse_from(load_flags(&target, "4", &["--weight-scrape", "0"])).args;
     let r = shoal_bench::ws::run(&args).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let s = &r.summary;

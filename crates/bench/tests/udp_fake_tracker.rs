@@ -166,9 +166,12 @@ fn fake_tracker(
     (addr, stop, sent)
 }
 
-fn args(extra: &[&str]) -> UdpArgs {
+/// One worker, no warm-up, against `target` for `duration`, then the flags in `extra`
+/// (separated by spaces).
+fn args(target: &str, duration: &str, extra: &str) -> UdpArgs {
     let mut v = vec!["t", "--quiet", "--warmup", "0s", "--workers", "1"];
-    v.extend_from_slice(extra);
+    v.extend_from_slice(&["--target", target, "--duration", duration]);
+    v.extend(extra.split_whitespace());
     Cli::parse_from(v).args
 }
 
@@ -177,16 +180,7 @@ fn reported_p50_matches_a_known_delay() {
     let delay = Duration::from_millis(2);
     let (addr, stop, sent) = fake_tracker(delay, &[0]);
     let target = addr.to_string();
-    let a = args(&[
-        "--target",
-        &target,
-        "--duration",
-        "2s",
-        "--concurrency",
-        "1",
-        "--weight-scrape",
-        "1",
-    ]);
+    let a = args(&target, "2s", "--concurrency 1 --weight-scrape 1");
     let r = run(&a).expect("run against the fake tracker");
     stop.store(true, Ordering::Relaxed);
     let s = &r.summary;
@@ -220,20 +214,8 @@ fn invalid_responses_are_counted_as_errors() {
     static MODES: [u64; 6] = [0, 1, 2, 3, 4, 5];
     let (addr, stop, sent) = fake_tracker(Duration::ZERO, &MODES);
     let target = addr.to_string();
-    let a = args(&[
-        "--target",
-        &target,
-        "--duration",
-        "1s",
-        "--concurrency",
-        "1",
-        "--timeout",
-        "20ms",
-        "--weight-scrape",
-        "0",
-        "--numwant",
-        "2",
-    ]);
+    let flags = "--concurrency 1 --timeout 20ms --weight-scrape 0 --numwant 2";
+    let a = args(&target, "1s", flags);
     let r = run(&a).expect("run against the broken tracker");
     stop.store(true, Ordering::Relaxed);
     thread::sleep(Duration::from_millis(50));
@@ -246,30 +228,20 @@ fn invalid_responses_are_counted_as_errors() {
         close(s.ops["announce"].responses, sent.good),
         "{sent:?} {s:?}"
     );
-    assert!(
-        close(
-            e("invalid_response"),
-            sent.wrong_action + sent.too_many_peers + sent.truncated
+    // Each broken answer counted as an error of its kind. A wrong transaction id leaves
+    // the real request unanswered: it also times out.
+    let kinds = [
+        (
+            "invalid_response",
+            sent.wrong_action + sent.too_many_peers + sent.truncated,
         ),
-        "{sent:?} {:?}",
-        s.errors
-    );
-    assert!(
-        close(e("unknown_transaction"), sent.wrong_tid),
-        "{sent:?} {:?}",
-        s.errors
-    );
-    assert!(
-        close(e("error_response"), sent.error),
-        "{sent:?} {:?}",
-        s.errors
-    );
-    // A wrong transaction id leaves the real request unanswered: it times out.
-    assert!(
-        close(e("timeout"), sent.wrong_tid),
-        "{sent:?} {:?}",
-        s.errors
-    );
+        ("unknown_transaction", sent.wrong_tid),
+        ("error_response", sent.error),
+        ("timeout", sent.wrong_tid),
+    ];
+    for (kind, expected) in kinds {
+        assert!(close(e(kind), expected), "{kind}: {sent:?} {:?}", s.errors);
+    }
     // After each error response the client fetched a new connection id.
     assert!(sent.connects > sent.error, "{sent:?}");
 }
@@ -279,14 +251,7 @@ fn a_silent_target_is_a_clear_error() {
     // A bound socket that never answers.
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
     let target = silent.local_addr().unwrap().to_string();
-    let a = args(&[
-        "--target",
-        &target,
-        "--duration",
-        "10s",
-        "--timeout",
-        "200ms",
-    ]);
+    let a = args(&target, "10s", "--timeout 200ms");
     let t = Instant::now();
     let err = run(&a).expect_err("nothing answers");
     assert!(t.elapsed() < Duration::from_secs(5), "gave up late");
