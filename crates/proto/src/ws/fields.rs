@@ -1,0 +1,202 @@
+//! The binary fields of WebTorrent messages: info hashes, peer ids and offer ids travel as
+//! JSON strings whose code points are U+0000..=U+00FF, one per byte (what JavaScript's
+//! `String.fromCharCode` of each byte gives). Each field type here decodes one and refuses
+//! a wrong length or a code point above U+00FF with a message naming the field, so that the
+//! tracker can answer with a `failure reason`.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::common::{InfoHash, PeerId};
+
+/// Longest offer id accepted, in bytes. The reference client sends 20 random bytes; a
+/// little room is left for other clients, and a bound keeps the store's records small.
+pub const MAX_OFFER_ID_LEN: usize = 32;
+
+/// The id a client gives one of its offers, echoed back with the answer.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OfferId {
+    len: u8,
+    bytes: [u8; MAX_OFFER_ID_LEN],
+}
+
+impl OfferId {
+    /// An offer id of 1..=[`MAX_OFFER_ID_LEN`] bytes.
+    pub fn new(bytes: &[u8]) -> Option<Self> {
+        if bytes.is_empty() || bytes.len() > MAX_OFFER_ID_LEN {
+            return None;
+        }
+        let mut b = [0u8; MAX_OFFER_ID_LEN];
+        b[..bytes.len()].copy_from_slice(bytes);
+        Some(Self {
+            len: bytes.len() as u8,
+            bytes: b,
+        })
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl fmt::Debug for OfferId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OfferId(")?;
+        for b in self.as_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// Decodes a "binary string" (one code point U+0000..=U+00FF per byte) into `out`,
+/// which must be filled exactly. Returns the number of bytes on success.
+fn decode_binary_into(s: &str, out: &mut [u8]) -> Result<usize, BinaryError> {
+    let mut n = 0;
+    for c in s.chars() {
+        let c = u32::from(c);
+        if c > 0xFF {
+            return Err(BinaryError::NotByte);
+        }
+        let slot = out.get_mut(n).ok_or(BinaryError::TooLong)?;
+        *slot = c as u8;
+        n += 1;
+    }
+    Ok(n)
+}
+
+pub(super) enum BinaryError {
+    NotByte,
+    TooLong,
+}
+
+/// Encodes bytes as a "binary string" (one code point per byte).
+pub fn encode_binary(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| char::from(b)).collect()
+}
+
+/// Decodes a "binary string" of any length (for tests and clients).
+pub fn decode_binary(s: &str) -> Option<Vec<u8>> {
+    s.chars().map(|c| u8::try_from(u32::from(c)).ok()).collect()
+}
+
+fn decode_20<E: de::Error>(s: &str, what: &'static str) -> Result<[u8; 20], E> {
+    let mut out = [0u8; 20];
+    match decode_binary_into(s, &mut out) {
+        Ok(20) => Ok(out),
+        Ok(n) => Err(E::custom(format_args!("{what} must be 20 bytes, got {n}"))),
+        Err(BinaryError::TooLong) => {
+            Err(E::custom(format_args!("{what} must be 20 bytes, got more")))
+        }
+        Err(BinaryError::NotByte) => Err(E::custom(format_args!(
+            "{what} has a character above U+00FF"
+        ))),
+    }
+}
+
+/// A 20-byte binary string field, named for error messages.
+macro_rules! binary20 {
+    ($wrapper:ident, $ty:ident, $what:literal) => {
+        pub(super) struct $wrapper(pub(super) $ty);
+        impl<'de> Deserialize<'de> for $wrapper {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl Visitor<'_> for V {
+                    type Value = $wrapper;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        f.write_str(concat!($what, " as a string of 20 bytes"))
+                    }
+                    fn visit_str<E: de::Error>(self, s: &str) -> Result<$wrapper, E> {
+                        decode_20(s, $what).map(|b| $wrapper($ty(b)))
+                    }
+                }
+                d.deserialize_str(V)
+            }
+        }
+    };
+}
+
+binary20!(PeerIdField, PeerId, "peer_id");
+binary20!(ToPeerIdField, PeerId, "to_peer_id");
+binary20!(HashItem, InfoHash, "info_hash");
+
+pub(super) struct OfferIdField(pub(super) OfferId);
+
+impl<'de> Deserialize<'de> for OfferIdField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = OfferIdField;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(f, "offer_id as a string of 1 to {MAX_OFFER_ID_LEN} bytes")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<OfferIdField, E> {
+                let mut out = [0u8; MAX_OFFER_ID_LEN];
+                match decode_binary_into(s, &mut out) {
+                    Ok(n) if n > 0 => Ok(OfferIdField(OfferId {
+                        len: n as u8,
+                        bytes: out,
+                    })),
+                    Ok(_) => Err(E::custom("offer_id is empty")),
+                    Err(BinaryError::TooLong) => Err(E::custom(format_args!(
+                        "offer_id is longer than {MAX_OFFER_ID_LEN} bytes"
+                    ))),
+                    Err(BinaryError::NotByte) => {
+                        Err(E::custom("offer_id has a character above U+00FF"))
+                    }
+                }
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// `info_hash`: one hash (announce, scrape) or an array of them (scrape).
+pub(super) enum HashField {
+    One(InfoHash),
+    Many(Vec<InfoHash>),
+}
+
+/// Most info hashes one scrape may name, whatever the server's own limit: bounds the
+/// memory a parse can take beyond the message itself.
+pub const MAX_SCRAPE_HASHES: usize = 1000;
+
+impl<'de> Deserialize<'de> for HashField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = HashField;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("info_hash as a string of 20 bytes or an array of them")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<HashField, E> {
+                decode_20(s, "info_hash").map(|b| HashField::One(InfoHash(b)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<HashField, A::Error> {
+                let mut v = Vec::new();
+                while let Some(HashItem(h)) = seq.next_element()? {
+                    if v.len() == MAX_SCRAPE_HASHES {
+                        return Err(de::Error::custom(format_args!(
+                            "more than {MAX_SCRAPE_HASHES} info hashes"
+                        )));
+                    }
+                    v.push(h);
+                }
+                Ok(HashField::Many(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A JSON number of any kind, read leniently (clients send integers; a float or a
+/// negative value is not worth refusing for figures the tracker barely uses).
+pub(super) struct Number(pub(super) f64);
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        f64::deserialize(d).map(Number)
+    }
+}
