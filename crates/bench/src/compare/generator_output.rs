@@ -1,0 +1,255 @@
+//! Reading what the other load generators print: aquatic's load testers (a report every
+//! 5 s, then a summary) and wrk (one summary at the end).
+//!
+//! Pure functions from text to figures, so that each format is tested against a captured
+//! sample without running anything.
+
+use std::collections::BTreeMap;
+
+/// The 5-s reports of an aquatic load tester, in order; each maps a figure to its value:
+/// `requests` and `responses` (per second), each `- Kind responses:` line as `kind`
+/// (lower case), `connections` (Active connections) and `peers_per_announce`. The summary
+/// after `# aquatic load test report` is not a report.
+pub fn aquatic_reports(text: &str) -> Vec<BTreeMap<String, f64>> {
+    let mut reports: Vec<BTreeMap<String, f64>> = Vec::new();
+    for line in text.lines() {
+        let s = line.trim();
+        if s.starts_with("# aquatic load test report") {
+            break;
+        }
+        let per_second = |rest: &str| rest.trim().trim_end_matches("/second").parse::<f64>().ok();
+        if let Some(rest) = s.strip_prefix("Requests out:") {
+            let mut r = BTreeMap::new();
+            if let Some(v) = per_second(rest) {
+                r.insert("requests".to_string(), v);
+            }
+            reports.push(r);
+            continue;
+        }
+        let Some(report) = reports.last_mut() else {
+            continue;
+        };
+        let (key, value) = if let Some(rest) = s.strip_prefix("Responses in:") {
+            ("responses".to_string(), per_second(rest))
+        } else if let Some(rest) = s.strip_prefix("Active connections:") {
+            ("connections".to_string(), rest.trim().parse().ok())
+        } else if let Some(rest) = s.strip_prefix("Peers per announce response:") {
+            ("peers_per_announce".to_string(), rest.trim().parse().ok())
+        } else if let Some((kind, rest)) = s
+            .strip_prefix("- ")
+            .and_then(|k| k.split_once("responses:"))
+        {
+            (kind.trim().to_lowercase(), rest.trim().parse().ok())
+        } else {
+            continue;
+        };
+        if let Some(v) = value.filter(|v: &f64| v.is_finite()) {
+            report.insert(key, v);
+        }
+    }
+    reports
+}
+
+/// The mean of each figure over reports `first..last` (report k covers seconds
+/// 5(k-1)..5k of the run).
+pub fn window_means(
+    reports: &[BTreeMap<String, f64>],
+    first: usize,
+    last: usize,
+) -> BTreeMap<String, f64> {
+    let window = &reports[first.min(reports.len())..last.min(reports.len())];
+    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+    for r in window {
+        for (k, v) in r {
+            *sums.entry(k.clone()).or_default() += v;
+        }
+    }
+    let n = window.len().max(1) as f64;
+    sums.into_iter().map(|(k, v)| (k, v / n)).collect()
+}
+
+/// Lines where a load tester reports one failed request: counted, not kept.
+pub fn is_failure_line(line: &str) -> bool {
+    line.contains("failure response:") || line.contains("received error response")
+}
+
+/// wrk's summary.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WrkSummary {
+    /// Requests completed over the whole run.
+    pub total: u64,
+    pub seconds: f64,
+    /// wrk's Requests/sec: over the whole run (it has no warm-up).
+    pub requests_per_second: f64,
+    pub non_2xx: u64,
+    /// connect, read, write, timeout.
+    pub socket_errors: [u64; 4],
+    /// Latency percentiles (`50`, `75`, `90`, `99`) in ms, with `--latency`.
+    pub latency_ms: BTreeMap<String, f64>,
+}
+
+/// `1.23ms`, `456.78us`, `2.00s`, `1m` in ms.
+fn wrk_ms(s: &str) -> Option<f64> {
+    let (num, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic())?);
+    let scale = match unit {
+        "us" => 0.001,
+        "ms" => 1.0,
+        "s" => 1000.0,
+        "m" => 60_000.0,
+        "h" => 3_600_000.0,
+        _ => return None,
+    };
+    Some(num.parse::<f64>().ok()? * scale)
+}
+
+/// Parses wrk's output; `None` if it has no totals (wrk failed).
+pub fn wrk_summary(text: &str) -> Option<WrkSummary> {
+    let mut w = WrkSummary::default();
+    let mut totals = false;
+    for line in text.lines() {
+        let s = line.trim();
+        if let Some((n, rest)) = s.split_once(" requests in ") {
+            w.total = n.trim().parse().ok()?;
+            w.seconds = wrk_ms(rest.split(',').next()?.trim())? / 1000.0;
+            totals = true;
+        } else if let Some(v) = s.strip_prefix("Requests/sec:") {
+            w.requests_per_second = v.trim().parse().ok()?;
+        } else if let Some(v) = s.strip_prefix("Non-2xx or 3xx responses:") {
+            w.non_2xx = v.trim().parse().ok()?;
+        } else if let Some(v) = s.strip_prefix("Socket errors:") {
+            for (i, part) in v.split(',').enumerate().take(4) {
+                w.socket_errors[i] = part.split_whitespace().last()?.parse().ok()?;
+            }
+        } else if let Some((pct, value)) = s.split_once("%") {
+            if let (Ok(p), Some(ms)) = (pct.parse::<u32>(), wrk_ms(value.trim())) {
+                w.latency_ms.insert(p.to_string(), ms);
+            }
+        }
+    }
+    totals.then_some(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// aquatic_udp_load_test 0.9.0, two reports and the summary.
+    const AQUATIC_UDP: &str = "\
+Starting client with config: Config {
+    server_address: 127.0.0.1:3100,
+}
+
+Requests out: 158467.33/second
+Responses in: 142620.60/second
+  - Connect responses:  70614.62
+  - Announce responses: 70597.74
+  - Scrape responses:   1408.24
+  - Error responses:    0.00
+Peers per announce response: 11.29
+
+Requests out: 160012.01/second
+Responses in: 144010.80/second
+  - Connect responses:  71300.00
+  - Announce responses: 71290.80
+  - Scrape responses:   1420.00
+  - Error responses:    0.00
+Peers per announce response: NaN
+
+# aquatic load test report
+
+Test ran for 10 seconds.
+Average responses per second: 143315.70
+";
+
+    /// aquatic_http_load_test 0.9.0, one report.
+    const AQUATIC_HTTP: &str = "\
+Requests out: 13350.20/second
+Responses in: 13310.40/second
+  - Announce responses: 13310.40
+  - Scrape responses:   0.00
+  - Failure responses:  0.00
+Bandwidth out: 14.35Mbit/s
+Bandwidth in:  10.12Mbit/s
+";
+
+    /// aquatic_ws_load_test 0.9.0, one report.
+    const AQUATIC_WS: &str = "\
+Requests out: 7510.40/second
+Responses in: 61010.20/second
+  - Announce responses: 7405.00
+  - Offer responses:    46810.20
+  - Answer responses:   6795.00
+  - Scrape responses:   0.00
+  - Error responses:    0.00
+Active connections: 16
+";
+
+    #[test]
+    fn aquatic_udp_reports_and_the_summary_is_left_out() {
+        let r = aquatic_reports(AQUATIC_UDP);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0]["requests"], 158467.33);
+        assert_eq!(r[0]["responses"], 142620.60);
+        assert_eq!(r[0]["connect"], 70614.62);
+        assert_eq!(r[0]["scrape"], 1408.24);
+        assert_eq!(r[0]["peers_per_announce"], 11.29);
+        // NaN (no announces) is left out rather than poisoning the mean.
+        assert!(!r[1].contains_key("peers_per_announce"));
+        let m = window_means(&r, 1, 2);
+        assert_eq!(m["responses"], 144010.80);
+        let both = window_means(&r, 0, 5);
+        assert!((both["announce"] - (70597.74 + 71290.80) / 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn aquatic_http_and_ws_reports() {
+        let h = aquatic_reports(AQUATIC_HTTP);
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0]["announce"], 13310.40);
+        assert_eq!(h[0]["failure"], 0.0);
+        let w = aquatic_reports(AQUATIC_WS);
+        assert_eq!(w[0]["offer"], 46810.20);
+        assert_eq!(w[0]["answer"], 6795.00);
+        assert_eq!(w[0]["connections"], 16.0);
+        assert!(is_failure_line(
+            "failure response: reason: unknown info hash"
+        ));
+        assert!(is_failure_line(
+            "[WARN] received error response: InfoHashNotAllowed"
+        ));
+        assert!(!is_failure_line("Responses in: 1/second"));
+    }
+
+    /// wrk 4.1.0 -t1 -c64 -d10s --latency -H 'Connection: close'.
+    const WRK: &str = "\
+Running 10s test @ http://127.0.0.1:3200/announce?info_hash=%00
+  1 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.48ms  521.27us  14.03ms   88.11%
+    Req/Sec    21.57k     1.35k   23.49k    83.00%
+  Latency Distribution
+     50%    1.39ms
+     75%    1.61ms
+     90%    1.93ms
+     99%    3.12ms
+  214683 requests in 10.00s, 27.03MB read
+  Socket errors: connect 0, read 17, write 0, timeout 2
+  Non-2xx or 3xx responses: 3
+Requests/sec:  21461.21
+Transfer/sec:      2.70MB
+";
+
+    #[test]
+    fn wrk_summary_with_errors_and_percentiles() {
+        let w = wrk_summary(WRK).unwrap();
+        assert_eq!(w.total, 214683);
+        assert_eq!(w.seconds, 10.0);
+        assert_eq!(w.requests_per_second, 21461.21);
+        assert_eq!(w.non_2xx, 3);
+        assert_eq!(w.socket_errors, [0, 17, 0, 2]);
+        assert_eq!(w.latency_ms["50"], 1.39);
+        assert_eq!(w.latency_ms["99"], 3.12);
+        assert_eq!(w.latency_ms.len(), 4);
+        assert!(wrk_summary("unable to connect to 127.0.0.1:3200 Connection refused").is_none());
+    }
+}
