@@ -178,13 +178,13 @@ fn idle_row(cmp: &Comparison) -> String {
                 .filter(|r| r.mode == *m && r.contender != shoal)
                 .filter_map(|r| Some(format!("{} {:.1}", r.contender, r.kib_per_connection()?)))
                 .collect();
-            format!(
-                "{m}: {} KiB ({})",
-                kib(&shoal)
-                    .map(|k| format!("{k:.1}"))
-                    .unwrap_or_else(|| "-".into()),
-                others.join(", ")
-            )
+            let others = if others.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", others.join(", "))
+            };
+            let mine = kib(&shoal).map(|k| format!("{k:.1}"));
+            format!("{m}: {} KiB{others}", mine.unwrap_or_else(|| "-".into()))
         })
         .collect();
     format!(

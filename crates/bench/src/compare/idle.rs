@@ -7,6 +7,7 @@
 //! tracker's open file descriptors before and after show that it held them all; the count
 //! of connections still open at the end shows that it did not close any.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,13 @@ const OPENING_AT_ONCE: usize = 64;
 
 /// Measures every contender over every mode of `--idle-modes`, into `cmp.idle`, with each
 /// (contender, mode) as a contender of `cmp` for the report's command table.
-pub fn measure(args: &CompareArgs, target: &str, n: usize, cmp: &mut Comparison) -> Result<()> {
+pub fn measure(
+    args: &CompareArgs,
+    out: &Path,
+    target: &str,
+    n: usize,
+    cmp: &mut Comparison,
+) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -37,7 +44,7 @@ pub fn measure(args: &CompareArgs, target: &str, n: usize, cmp: &mut Comparison)
             "wss" => true,
             m => bail!("unknown idle mode {m:?} (ws, wss)"),
         };
-        let cert = tls.then(|| Cert::make(&args.out)).transpose()?;
+        let cert = tls.then(|| Cert::make(out)).transpose()?;
         let port = args.contenders.port;
         let url = target.replacen("wss://", "ws://", 1);
         let url = if tls {
@@ -51,7 +58,7 @@ pub fn measure(args: &CompareArgs, target: &str, n: usize, cmp: &mut Comparison)
             port,
             tls: cert.as_ref(),
             keep_alive: true,
-            dir: &args.out,
+            dir: out,
             bins: &args.contenders.bin_dir,
             shoal_ws: &args.contenders.shoal_ws,
         };
@@ -64,7 +71,7 @@ pub fn measure(args: &CompareArgs, target: &str, n: usize, cmp: &mut Comparison)
                 generator_runs: Vec::new(),
             });
             wait_port_free(false, port)?;
-            let log = args.out.join(format!("{name}-idle-{mode}.log"));
+            let log = out.join(format!("{name}-idle-{mode}.log"));
             let mut tracker = Tracker::start(&args.pinning.tracker_cpus, &words, &log)?;
             tracker
                 .wait_ready(false, port)

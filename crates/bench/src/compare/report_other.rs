@@ -86,9 +86,16 @@ pub fn generator_section(cmp: &Comparison) -> String {
     if ws {
         out.push_str(" Announces/s | Announces per tracker CPU-second |");
     }
+    let wrk = cmp.generator == Generator::Wrk;
+    if wrk {
+        out.push_str(" wrk p99 latency (ms) |");
+    }
     out.push_str(" Tracker CPU | Load generator CPU | Others' CPU | Tracker RSS (MiB) |\n|---|---|---|---|---|");
     if ws {
         out.push_str("---|---|");
+    }
+    if wrk {
+        out.push_str("---|");
     }
     out.push_str("---|---|---|---|\n");
     for c in &cmp.contenders {
@@ -112,6 +119,14 @@ pub fn generator_section(cmp: &Comparison) -> String {
                     " {} | {} |",
                     spread(col(&|r| r.rates.get("announce").copied())),
                     spread(col(&|r| r.per_tracker_cpu_second(Some("announce"))))
+                );
+            }
+            if wrk {
+                let p99 = median_of(&runs, |r| r.latency_ms.get("99").copied());
+                let _ = write!(
+                    out,
+                    " {} |",
+                    p99.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
                 );
             }
             let _ = writeln!(

@@ -63,7 +63,7 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
     };
     if let Some(n) = args.idle.idle_connections {
         comparison.rounds = 1;
-        idle::measure(args, &target, n, &mut comparison)?;
+        idle::measure(args, &out, &target, n, &mut comparison)?;
         return finish(&comparison, args, &out);
     }
     let cert = tls.then(|| Cert::make(&out)).transpose()?;
@@ -105,9 +105,10 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
     if let Some(g) = &external {
         g.check()?;
         let (words, config) = g.command(comparison.points()[0])?;
+        let line = shell_words(&words);
         comparison.generator_command = Some(match config {
-            Some(c) => format!("{}\n\n{c}", words.join(" ")),
-            None => words.join(" "),
+            Some(c) => format!("{line}\n\n{c}"),
+            None => line,
         });
     }
     let vs_aquatic = (args.vs_aquatic_load_test && udp)
@@ -219,6 +220,21 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
     }
     progress.finish_and_clear();
     finish(&comparison, args, &out)
+}
+
+/// A command line as a shell would take it back: words with spaces in single quotes.
+fn shell_words(words: &[String]) -> String {
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| {
+            if w.contains(' ') {
+                format!("'{w}'")
+            } else {
+                w.clone()
+            }
+        })
+        .collect();
+    quoted.join(" ")
 }
 
 /// The name of the first contender on the command line.
