@@ -110,23 +110,28 @@ fn write_charts(cmp: &Comparison, dir: &Path) -> Result<Vec<PathBuf>> {
     }
     let proto = cmp.protocol.to_uppercase();
     let x_label = cmp.x_label();
-    let t = dir.join("throughput.svg");
-    crate::chart::line_chart(
-        &t,
-        &format!("{proto} throughput by {x_label}"),
-        x_label,
-        "responses per second",
-        &throughput,
-    )?;
-    let l = dir.join("latency.svg");
-    crate::chart::line_chart(
-        &l,
-        &format!("{proto} announce latency (median run) by {x_label}"),
-        x_label,
-        "latency (ms)",
-        &latency,
-    )?;
-    Ok(vec![t, l])
+    let charts = [
+        (
+            "throughput.svg",
+            "throughput",
+            "responses per second",
+            &throughput,
+        ),
+        (
+            "latency.svg",
+            "announce latency (median run)",
+            "latency (ms)",
+            &latency,
+        ),
+    ];
+    let mut paths = Vec::new();
+    for (file, what, y_label, series) in charts {
+        let path = dir.join(file);
+        let title = format!("{proto} {what} by {x_label}");
+        crate::chart::line_chart(&path, &title, x_label, y_label, series)?;
+        paths.push(path);
+    }
+    Ok(paths)
 }
 
 /// The Markdown report.

@@ -94,6 +94,7 @@ impl From<RunRepr> for Run {
 /// A run of another load generator against a contender: its own figures, and the CPU of
 /// tracker, generator and everything else over the window after the warm-up.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct GeneratorRun {
     pub round: usize,
     #[serde(flatten)]
@@ -102,18 +103,14 @@ pub struct GeneratorRun {
     pub responses_per_second: f64,
     /// The generator's rates by kind (`connect`, `announce`, `scrape`, `error`, `offer`,
     /// `answer`, `failure`, `requests`, ...), per second over the window.
-    #[serde(default)]
     pub rates: BTreeMap<String, f64>,
     /// CPU over the window; `generator` is the load generator's process.
     pub cpu: CpuUse,
     /// The tracker's resident memory at the end of the window, KiB.
-    #[serde(default)]
     pub tracker_rss_kib: Option<u64>,
     /// wrk's latency percentiles (ms), when the generator reports them.
-    #[serde(default)]
     pub latency_ms: BTreeMap<String, f64>,
     /// What looked wrong (error responses, socket errors, threads not pinned).
-    #[serde(default)]
     pub notes: Vec<String>,
 }
 
@@ -154,23 +151,32 @@ pub struct DroppedRun {
 }
 
 /// Memory of one tracker holding idle WebSocket connections (`--idle-connections`).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct IdleRun {
     pub contender: String,
     /// `ws` or `wss`.
     pub mode: String,
+    /// Connections asked for (`--idle-connections`).
     pub asked: usize,
+    /// Connections whose upgrade succeeded.
     pub opened: usize,
+    /// Connections that failed (refused, timed out, no 101); why is in `failures`.
     pub failed: usize,
     /// Still open (not closed by the tracker) when the measurement ended.
     pub alive_at_end: usize,
+    /// How long opening them all took.
     pub open_seconds: f64,
+    /// The tracker's RSS 2 s after it first answered, KiB.
     pub rss_before_kib: u64,
+    /// The tracker's RSS 3 s after the last connection opened, KiB.
     pub rss_after_kib: u64,
+    /// The tracker's RSS 3 s after the connections were closed, KiB.
     pub rss_closed_kib: Option<u64>,
+    /// The tracker's open file descriptors before and after (it holds one per connection).
     pub fds_before: Option<usize>,
     pub fds_after: Option<usize>,
-    #[serde(default)]
+    /// Failure reasons with their counts.
     pub failures: Vec<String>,
 }
 
@@ -183,24 +189,22 @@ impl IdleRun {
 }
 
 /// What `compare` writes to results.json.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// Fields added since the first version take their default when an older file lacks them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Comparison {
     pub protocol: String,
     pub command_line: String,
     /// When the comparison started (UTC, `YYYY-MM-DD HH:MM:SS UTC`).
-    #[serde(default)]
     pub date: String,
     pub rounds: usize,
     pub levels: Vec<usize>,
-    #[serde(default)]
     pub clients: Vec<usize>,
     pub tracker_cpus: String,
     pub bench_cpus: String,
     pub machine: String,
-    #[serde(default)]
     pub generator: Generator,
     /// Whether the load went over TLS (https://, wss://).
-    #[serde(default)]
     pub tls: bool,
     /// The load generator's command and config, for the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -208,11 +212,8 @@ pub struct Comparison {
     pub contenders: Vec<Contender>,
     pub load_generators: Vec<LoadGenRun>,
     /// Other processes' CPU limit (% of one core) above which a run was dropped.
-    #[serde(default)]
     pub noise_limit_percent: Option<f64>,
-    #[serde(default)]
     pub dropped: Vec<DroppedRun>,
-    #[serde(default)]
     pub idle: Vec<IdleRun>,
 }
 
