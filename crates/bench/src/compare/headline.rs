@@ -151,7 +151,7 @@ pub fn row(cmp: &Comparison) -> Result<String> {
 
 /// Memory per idle WebSocket, per mode: shoal's KiB, the others' in brackets.
 fn idle_row(cmp: &Comparison) -> String {
-    let asked = cmp.idle.first().map(|r| r.asked).unwrap_or(0);
+    let asked = cmp.idle.first().map(|r| r.connections.asked).unwrap_or(0);
     let mut modes: Vec<&str> = Vec::new();
     for r in &cmp.idle {
         if !modes.contains(&r.mode.as_str()) {

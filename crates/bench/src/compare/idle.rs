@@ -20,7 +20,7 @@ use crate::net::{self, Endpoint, Stream};
 
 use super::args::CompareArgs;
 use super::contender::{self, Cert, Setting};
-use super::results::{Comparison, Contender, IdleRun};
+use super::results::{Comparison, Contender, IdleConnections, IdleRun, Readings, TrackerReadings};
 use super::tracker::{wait_port_free, Tracker};
 
 /// Connections opening at once.
@@ -100,8 +100,14 @@ async fn one(ep: &Endpoint, tls: bool, n: usize, sources: u32, pid: u32) -> Resu
         .then(|| net::tls_config(None, &[b"http/1.1"]))
         .transpose()?;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss_before_kib = cpu::rss_kib(pid).context("reading the tracker's RSS")?;
-    let fds_before = cpu::fd_count(pid);
+    let mut rss_kib = Readings {
+        before: Some(cpu::rss_kib(pid).context("reading the tracker's RSS")?),
+        ..Default::default()
+    };
+    let mut fds = Readings {
+        before: cpu::fd_count(pid),
+        ..Default::default()
+    };
     let t0 = Instant::now();
     let gate = Arc::new(tokio::sync::Semaphore::new(OPENING_AT_ONCE));
     let mut opening = tokio::task::JoinSet::new();
@@ -118,17 +124,17 @@ async fn one(ep: &Endpoint, tls: bool, n: usize, sources: u32, pid: u32) -> Resu
         });
     }
     let mut open: Vec<Box<dyn Stream>> = Vec::with_capacity(n);
-    let mut failures: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut failed: std::collections::BTreeMap<String, usize> = Default::default();
     while let Some(done) = opening.join_next().await {
         match done? {
             Ok(s) => open.push(s),
-            Err(e) => *failures.entry(e).or_default() += 1,
+            Err(e) => *failed.entry(e).or_default() += 1,
         }
     }
     let open_seconds = t0.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let rss_after_kib = cpu::rss_kib(pid).context("reading the tracker's RSS")?;
-    let fds_after = cpu::fd_count(pid);
+    rss_kib.after = cpu::rss_kib(pid);
+    fds.after = cpu::fd_count(pid);
     let mut buf = [0u8; 256];
     let mut alive_at_end = 0;
     for s in open.iter_mut() {
@@ -141,23 +147,19 @@ async fn one(ep: &Endpoint, tls: bool, n: usize, sources: u32, pid: u32) -> Resu
     let opened = open.len();
     drop(open);
     tokio::time::sleep(Duration::from_secs(3)).await;
+    rss_kib.closed = cpu::rss_kib(pid);
+    fds.closed = cpu::fd_count(pid);
     Ok(IdleRun {
         contender: String::new(),
         mode: String::new(),
-        asked: n,
-        opened,
-        failed: failures.values().sum(),
-        alive_at_end,
-        open_seconds,
-        rss_before_kib,
-        rss_after_kib,
-        rss_closed_kib: cpu::rss_kib(pid),
-        fds_before,
-        fds_after,
-        failures: failures
-            .into_iter()
-            .map(|(e, c)| format!("{c} × {e}"))
-            .collect(),
+        connections: IdleConnections {
+            asked: n,
+            opened,
+            failed,
+            alive_at_end,
+            open_seconds,
+        },
+        tracker: TrackerReadings { rss_kib, fds },
     })
 }
 

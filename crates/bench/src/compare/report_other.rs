@@ -214,7 +214,7 @@ fn ratios(cmp: &Comparison) -> String {
 /// The idle-connection table.
 pub fn idle_section(cmp: &Comparison) -> String {
     let mut out = String::new();
-    let asked = cmp.idle.first().map(|r| r.asked).unwrap_or(0);
+    let asked = cmp.idle.first().map(|r| r.connections.asked).unwrap_or(0);
     let _ = write!(
         out,
         "\n## Memory per idle WebSocket connection\n\n{} connections per tracker and mode, \
@@ -225,33 +225,41 @@ pub fn idle_section(cmp: &Comparison) -> String {
          |---|---|---|---|---|---|---|---|---|\n",
         thousands(asked as u64)
     );
-    let opt = |x: Option<usize>| x.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    let kib = |x: Option<u64>| x.map(thousands).unwrap_or_else(|| "-".into());
+    let fds = |x: Option<usize>| x.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
     for r in &cmp.idle {
+        let c = &r.connections;
         let _ = writeln!(
             out,
             "| {} | {} | {} ({}) | {} | {} | {} | **{}** | {} | {} / {} |",
             r.contender,
             r.mode,
-            thousands(r.opened as u64),
-            r.failed,
-            thousands(r.alive_at_end as u64),
-            thousands(r.rss_before_kib),
-            thousands(r.rss_after_kib),
+            thousands(c.opened as u64),
+            c.failed_count(),
+            thousands(c.alive_at_end as u64),
+            kib(r.tracker.rss_kib.before),
+            kib(r.tracker.rss_kib.after),
             r.kib_per_connection()
                 .map(|k| format!("{k:.1}"))
                 .unwrap_or_else(|| "-".into()),
-            r.rss_closed_kib
-                .map(thousands)
-                .unwrap_or_else(|| "-".into()),
-            opt(r.fds_before),
-            opt(r.fds_after)
+            kib(r.tracker.rss_kib.closed),
+            fds(r.tracker.fds.before),
+            fds(r.tracker.fds.after)
         );
     }
     let failures: Vec<String> = cmp
         .idle
         .iter()
-        .filter(|r| !r.failures.is_empty())
-        .map(|r| format!("- {} ({}): {}", r.contender, r.mode, r.failures.join("; ")))
+        .filter(|r| !r.connections.failed.is_empty())
+        .map(|r| {
+            let why: Vec<String> = r
+                .connections
+                .failed
+                .iter()
+                .map(|(e, n)| format!("{n} × {e}"))
+                .collect();
+            format!("- {} ({}): {}", r.contender, r.mode, why.join("; "))
+        })
         .collect();
     if !failures.is_empty() {
         let _ = write!(out, "\nFailed connections:\n\n{}\n", failures.join("\n"));
@@ -295,7 +303,9 @@ pub fn noise_section(cmp: &Comparison) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::compare::report::tests::comparison;
-    use crate::compare::results::{DroppedRun, IdleRun};
+    use crate::compare::results::{
+        DroppedRun, IdleConnections, IdleRun, Readings, TrackerReadings,
+    };
     use crate::cpu::CpuUse;
 
     /// A generator run of `rps` responses/s where the tracker used `cpu` CPU-seconds in 10 s.
@@ -374,17 +384,25 @@ pub(crate) mod tests {
         cmp.idle.push(IdleRun {
             contender: "shoal".into(),
             mode: "ws".into(),
-            asked: 1000,
-            opened: 1000,
-            failed: 0,
-            alive_at_end: 1000,
-            open_seconds: 1.0,
-            rss_before_kib: 10_000,
-            rss_after_kib: 27_600,
-            rss_closed_kib: Some(12_000),
-            fds_before: Some(10),
-            fds_after: Some(1010),
-            failures: Vec::new(),
+            connections: IdleConnections {
+                asked: 1000,
+                opened: 1000,
+                alive_at_end: 1000,
+                open_seconds: 1.0,
+                ..Default::default()
+            },
+            tracker: TrackerReadings {
+                rss_kib: Readings {
+                    before: Some(10_000),
+                    after: Some(27_600),
+                    closed: Some(12_000),
+                },
+                fds: Readings {
+                    before: Some(10),
+                    after: Some(1010),
+                    closed: None,
+                },
+            },
         });
         let md = super::super::report::markdown(&cmp, None);
         assert!(md.contains("| shoal | ws | 1,000 (0) | 1,000 | 10,000 | 27,600 | **17.6** | 12,000 | 10 / 1010 |"), "{md}");

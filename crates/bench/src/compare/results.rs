@@ -157,34 +157,56 @@ pub struct IdleRun {
     pub contender: String,
     /// `ws` or `wss`.
     pub mode: String,
-    /// Connections asked for (`--idle-connections`).
+    pub connections: IdleConnections,
+    pub tracker: TrackerReadings,
+}
+
+/// What the tracker's process showed at the instants of an idle measurement.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TrackerReadings {
+    /// Resident memory, KiB.
+    pub rss_kib: Readings<u64>,
+    /// Open file descriptors (it holds one per connection).
+    pub fds: Readings<usize>,
+}
+
+/// What became of the idle connections asked for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct IdleConnections {
     pub asked: usize,
-    /// Connections whose upgrade succeeded.
+    /// Upgrade done.
     pub opened: usize,
-    /// Connections that failed (refused, timed out, no 101); why is in `failures`.
-    pub failed: usize,
+    /// Why the others failed (refused, timed out, no 101), with how many each.
+    pub failed: BTreeMap<String, usize>,
     /// Still open (not closed by the tracker) when the measurement ended.
     pub alive_at_end: usize,
     /// How long opening them all took.
     pub open_seconds: f64,
-    /// The tracker's RSS 2 s after it first answered, KiB.
-    pub rss_before_kib: u64,
-    /// The tracker's RSS 3 s after the last connection opened, KiB.
-    pub rss_after_kib: u64,
-    /// The tracker's RSS 3 s after the connections were closed, KiB.
-    pub rss_closed_kib: Option<u64>,
-    /// The tracker's open file descriptors before and after (it holds one per connection).
-    pub fds_before: Option<usize>,
-    pub fds_after: Option<usize>,
-    /// Failure reasons with their counts.
-    pub failures: Vec<String>,
+}
+
+impl IdleConnections {
+    pub fn failed_count(&self) -> usize {
+        self.failed.values().sum()
+    }
+}
+
+/// A figure of the tracker at the three instants of an idle measurement: 2 s after it
+/// first answered, 3 s after the last connection opened, 3 s after they were closed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Readings<T> {
+    pub before: Option<T>,
+    pub after: Option<T>,
+    pub closed: Option<T>,
 }
 
 impl IdleRun {
     /// RSS growth per opened connection, KiB.
     pub fn kib_per_connection(&self) -> Option<f64> {
-        (self.opened > 0)
-            .then(|| (self.rss_after_kib as f64 - self.rss_before_kib as f64) / self.opened as f64)
+        let rss = &self.tracker.rss_kib;
+        let (before, after) = (rss.before?, rss.after?);
+        let opened = self.connections.opened;
+        (opened > 0).then(|| (after as f64 - before as f64) / opened as f64)
     }
 }
 
