@@ -181,17 +181,25 @@ Bandwidth in:  106.01Mbit/s
 
 ";
 
-    /// aquatic_ws_load_test 0.9.0, one report (written after the lines ws_compare.py read;
-    /// not captured: the binary was not installed when this was written).
+    /// aquatic_ws_load_test 0.9.0 over wss against shoal (captured): two reports.
     const AQUATIC_WS: &str = "\
-Requests out: 7510.40/second
-Responses in: 61010.20/second
-  - Announce responses: 7405.00
-  - Offer responses:    46810.20
-  - Answer responses:   6795.00
+Requests out: 56165.00/second
+Responses in: 56142.60/second
+  - Announce responses: 25336.60
+  - Offer responses:    18583.80
+  - Answer responses:   1081.40
   - Scrape responses:   0.00
-  - Error responses:    0.00
-Active connections: 16
+  - Error responses:   11140.80
+Active connections: 3
+
+Requests out: 51710.40/second
+Responses in: 51686.80/second
+  - Announce responses: 25875.20
+  - Offer responses:    15150.60
+  - Answer responses:   1234.20
+  - Scrape responses:   0.00
+  - Error responses:   9426.80
+Active connections: 7
 ";
 
     #[test]
@@ -235,9 +243,15 @@ Active connections: 16
             2
         );
         let w = aquatic_reports(AQUATIC_WS);
-        assert_eq!(w[0]["offer"], 46810.20);
-        assert_eq!(w[0]["answer"], 6795.00);
-        assert_eq!(w[0]["connections"], 16.0);
+        assert_eq!(w.len(), 2);
+        for (figure, value) in [
+            ("offer", 15150.60),
+            ("answer", 1234.20),
+            ("error", 9426.80),
+            ("connections", 7.0),
+        ] {
+            assert_eq!(w[1][figure], value, "{figure}");
+        }
         assert!(is_failure_line(
             "failure response: reason: unknown info hash"
         ));
