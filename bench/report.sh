@@ -159,6 +159,10 @@ for report in "${reports[@]}"; do
             for name in "${headline_reports[@]}"; do
                 [ -f "docs/benchmarks/$name/results.json" ] && dirs+=("docs/benchmarks/$name")
             done
+            if [ ${#dirs[@]} -eq 0 ]; then
+                echo "headline: no results.json under docs/benchmarks/{${headline_reports[*]}}" >&2
+                exit 1
+            fi
             memory=$(cargo run --quiet --release -p shoal-swarm --example memory)
             table=$(mktemp)
             $bench headline "${dirs[@]}" --swarm-memory "$memory" > "$table"
