@@ -146,6 +146,9 @@ pub fn row(cmp: &Comparison) -> Result<String> {
             mine / bar
         );
     }
+    if cell.is_empty() {
+        let _ = write!(cell, "{} per CPU-s (no peer ran)", short(mine));
+    }
     Ok(format!("| {label}, {} rounds | {cell} |\n", cmp.rounds))
 }
 
