@@ -348,7 +348,7 @@ pub(crate) mod tests {
 
     #[test]
     fn generator_section_has_per_cpu_figures_ratios_and_config() {
-        let md = super::super::report::markdown(&under_aquatic_ws(), None);
+        let md = crate::compare::report::markdown(&under_aquatic_ws(), None);
         assert!(md.contains("## Under aquatic_ws_load_test"), "{md}");
         assert!(md.contains("| Contender | Load | Runs | Responses/s | Responses per tracker CPU-second | Announces/s |"));
         // Medians: 38,000 × 1.1 = 41,800 responses/s; 76,000 × 1.1 per CPU-second.
@@ -376,7 +376,7 @@ pub(crate) mod tests {
             others_percent: 23.4,
             kept: false,
         });
-        let md = super::super::report::markdown(&cmp, None);
+        let md = crate::compare::report::markdown(&cmp, None);
         assert!(
             md.contains("| shoal | 2 | 1 workers | 23% | dropped, run again |"),
             "{md}"
@@ -404,7 +404,7 @@ pub(crate) mod tests {
                 },
             },
         });
-        let md = super::super::report::markdown(&cmp, None);
+        let md = crate::compare::report::markdown(&cmp, None);
         assert!(md.contains("| shoal | ws | 1,000 (0) | 1,000 | 10,000 | 27,600 | **17.6** | 12,000 | 10 / 1010 |"), "{md}");
         assert!(!md.contains("## Throughput"));
     }

@@ -22,7 +22,8 @@ use super::tracker::{wait_port_free, Tracker};
 /// Runs the comparison and writes the report; returns the path of report.md.
 pub fn run(args: &CompareArgs) -> Result<PathBuf> {
     std::fs::create_dir_all(&args.out)?;
-    let out = std::fs::canonicalize(&args.out)?;
+    // Relative paths stay relative: the reports show them, and trackers start here too.
+    let out = args.out.clone();
     let mut load = args.load.clone();
     load.set_port(args.contenders.port);
     let protocol = load.protocol();
