@@ -1,40 +1,69 @@
 #!/usr/bin/env bash
-# One command for the comparison reports that shoal-bench writes:
+# One command for every benchmark report in docs/benchmarks/ and the README's numbers table,
+# all made by shoal-bench:
 #
-#   bench/report.sh            # UDP, HTTP and WebTorrent, ~15 minutes on 2 cores
-#   bench/report.sh udp        # only some protocols
+#   bench/report.sh                        # everything, about 50 minutes on 2 cores
+#   bench/report.sh udp-aquatic ws-idle    # only some reports (names below), no README table
+#   bench/report.sh headline               # only the README table, from the results on disk
 #
-# For each protocol, `shoal-bench compare` starts every contender in turn pinned to CPU 0,
-# loads it from CPU 1 with the same workload, alternating and repeating, and writes
-# docs/benchmarks/compare-PROTO/{report.md,results.json,throughput.svg,latency.svg} and the
-# charts as PNG beside them. UDP runs at LEVELS load-generator workers; HTTP and WebTorrent
-# at one worker and HTTP_CLIENTS / WS_CLIENTS connections: their clients wait for each
-# answer, so a tracker that takes a while per request (aquatic_http: ~8 ms, whatever the
-# load) or delays some writes (no TCP_NODELAY) only reaches its capacity with many
-# connections, and the sweep shows both ends.
-# Contenders: shoal, aquatic (udp/http/ws 0.9.0), Debian's opentracker where it speaks
-# the protocol (UDP, HTTP), and for WebTorrent the JavaScript reference bittorrent-tracker
-# (npm, bench/peers). Debian's opentracker only serves whitelisted info hashes: it gets the
-# workload's own hashes (`shoal-bench info-hashes`) as its whitelist.
+# Every report is `shoal-bench compare`: each contender started fresh pinned to CPU 0, the
+# load generator on CPU 1, contenders alternating over the rounds, min / median / max, CPU
+# of tracker, load generator and everything else over the same window, runs where other
+# processes used more than 10% of a core dropped and run again. Each writes
+# docs/benchmarks/NAME/{report.md,results.json,...}; report.md says the date and the exact
+# command.
 #
-# Needs the peers: aquatic binaries in $BIN_DIR (default: /work/tools/bin, else installed
-# into target/peers with cargo install, ~2 minutes each) and `opentracker` (apt-get).
-# Environment: ROUNDS (3), DURATION (10s), WARMUP (3s), LEVELS (1,2), HTTP_CLIENTS
-# (64,256,1024), WS_CLIENTS (16,64,256,1024), TORRENTS (10000),
-# BASELINE_DIR (a directory of earlier results.json files, for the previous-run tables).
+#   compare-udp     shoal-bench's UDP load at LEVELS workers: shoal, aquatic_udp, opentracker
+#                   (and aquatic_udp_load_test against shoal, to compare load generators)
+#   compare-http    shoal-bench's HTTP load over HTTP_CLIENTS connections: shoal,
+#                   aquatic_http, opentracker
+#   compare-ws      shoal-bench's WebTorrent load over WS_CLIENTS connections: shoal,
+#                   aquatic_ws, the npm bittorrent-tracker (bench/peers)
+#   udp-aquatic     aquatic_udp_load_test (its defaults: 1M torrents, 50:50:1 connect,
+#                   announce, scrape): shoal, aquatic_udp, io-limit (bench/io-limit, the
+#                   kernel's I/O limit)
+#   http-aquatic    aquatic_http_load_test, keep-alive: shoal, aquatic_http
+#   https-aquatic   the same over TLS (self-signed certificate made with openssl)
+#   http-wrk        wrk -H 'Connection: close' on one announce URL, trackers with keep-alive
+#                   off: shoal, aquatic_http, opentracker
+#   ws-aquatic      aquatic_ws_load_test over wss: shoal, aquatic_ws
+#   ws-idle         IDLE idle WebSocket connections, ws and wss: KiB per connection
+#   headline        the README's table between <!-- numbers:begin --> and <!-- numbers:end -->,
+#                   from the six reports above and the swarm memory example
+#
+# Opentracker (Debian's, whitelist-only) gets the workload's info hashes as its whitelist
+# (`shoal-bench info-hashes`); wrk's URL announces the first of them.
+# Needs: aquatic binaries in $BIN_DIR (default /work/tools/bin, else installed into
+# target/peers with cargo install), opentracker and wrk (apt-get), openssl, cc, and npm for
+# compare-ws.
+# Environment: ROUNDS (3, compare-*), DURATION (10s) and WARMUP (5s) for compare-*,
+# GEN_ROUNDS (3; udp-aquatic: UDP_GEN_ROUNDS, 5), GEN_DURATION (15s) and GEN_WARMUP (5s)
+# for the runs under aquatic's testers and wrk (multiples of 5 s), LEVELS (1,2),
+# HTTP_CLIENTS (64,256,1024), WS_CLIENTS (16,64,256,1024), WRK_CLIENTS (64),
+# TORRENTS (10000), IDLE (10000), BASELINE_DIR (earlier docs/benchmarks, for the
+# "comparison with the previous run" tables of compare-*).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unset RUST_BACKTRACE
+unset RUST_BACKTRACE RUST_LIB_BACKTRACE
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
-WARMUP=${WARMUP:-3s}
+WARMUP=${WARMUP:-5s}
+GEN_ROUNDS=${GEN_ROUNDS:-3}
+UDP_GEN_ROUNDS=${UDP_GEN_ROUNDS:-5}
+GEN_DURATION=${GEN_DURATION:-15s}
+GEN_WARMUP=${GEN_WARMUP:-5s}
 LEVELS=${LEVELS:-1,2}
 HTTP_CLIENTS=${HTTP_CLIENTS:-64,256,1024}
 WS_CLIENTS=${WS_CLIENTS:-16,64,256,1024}
+WRK_CLIENTS=${WRK_CLIENTS:-64}
 TORRENTS=${TORRENTS:-10000}
-protocols=("$@")
-[ ${#protocols[@]} -gt 0 ] || protocols=(udp http ws)
+IDLE=${IDLE:-10000}
+headline_reports=(udp-aquatic http-aquatic http-wrk https-aquatic ws-aquatic ws-idle)
+all=(compare-udp compare-http compare-ws "${headline_reports[@]}" headline)
+reports=("$@")
+[ ${#reports[@]} -gt 0 ] || reports=("${all[@]}")
+wants() { [[ " ${reports[*]} " == *" $1 "* ]]; }
 
 BIN_DIR=${BIN_DIR:-/work/tools/bin}
 if [ ! -x "$BIN_DIR/aquatic_udp" ]; then
@@ -42,17 +71,20 @@ if [ ! -x "$BIN_DIR/aquatic_udp" ]; then
     for tool in aquatic_udp aquatic_http aquatic_ws; do
         [ -x "$BIN_DIR/$tool" ] || cargo install --version 0.9.0 --root target/peers "$tool"
     done
-    [ -x "$BIN_DIR/aquatic_udp_load_test" ] ||
-        cargo install --locked --version 0.9.0 --root target/peers aquatic_udp_load_test
+    for tool in aquatic_udp_load_test aquatic_http_load_test aquatic_ws_load_test; do
+        [ -x "$BIN_DIR/$tool" ] || cargo install --locked --version 0.9.0 --root target/peers "$tool"
+    done
 fi
-if ! command -v opentracker >/dev/null; then
-    sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
-    $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y opentracker
-fi
+for tool in opentracker wrk; do
+    if ! command -v $tool >/dev/null; then
+        sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+        $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y $tool
+    fi
+done
 
 # The JavaScript reference WebTorrent tracker, from bench/peers/package-lock.json.
 bt_tracker=bench/peers/node_modules/bittorrent-tracker/bin/cmd.js
-if [[ " ${protocols[*]} " == *" ws "* ]] && [ ! -f "$bt_tracker" ]; then
+if wants compare-ws && [ ! -f "$bt_tracker" ]; then
     npm ci --prefix bench/peers --no-audit --no-fund
 fi
 
@@ -64,38 +96,84 @@ bench=target/release/shoal-bench
 wl_dir=$PWD/target/bench/opentracker
 mkdir -p "$wl_dir"
 $bench info-hashes --torrents "$TORRENTS" > "$wl_dir/whitelist"
+opentracker_udp="opentracker=opentracker -i 127.0.0.1 -P {port} -d $wl_dir -w whitelist"
+opentracker_http="opentracker=opentracker -i 127.0.0.1 -p {port} -d $wl_dir -w whitelist"
 
-for proto in "${protocols[@]}"; do
-    out=docs/benchmarks/compare-$proto
-    baseline=()
-    if [ -n "${BASELINE_DIR:-}" ] && [ -f "$BASELINE_DIR/compare-$proto/results.json" ]; then
-        baseline=(--baseline "$BASELINE_DIR/compare-$proto/results.json")
+compare() { # NAME PORT ARGS...: one report into docs/benchmarks/NAME
+    local name=$1 port=$2; shift 2
+    local baseline=()
+    if [ -n "${BASELINE_DIR:-}" ] && [ -f "$BASELINE_DIR/$name/results.json" ]; then
+        baseline=(--baseline "$BASELINE_DIR/$name/results.json")
     fi
-    # One port per protocol: an HTTP run leaves TIME_WAIT sockets that would block the next.
-    case $proto in udp) port=3100 ;; http) port=3200 ;; *) port=3300 ;; esac
-    common=(--bin-dir "$BIN_DIR" --rounds "$ROUNDS" --out "$out" --port "$port" --png
-            "${baseline[@]}")
-    load=(--duration "$DURATION" --warmup "$WARMUP" --torrents "$TORRENTS")
-    case $proto in
-        udp)
-            $bench compare "${common[@]}" --levels "$LEVELS" --vs-aquatic-load-test \
-                --tracker shoal --tracker aquatic_udp \
-                --tracker "opentracker=opentracker -i 127.0.0.1 -P {port} -d $wl_dir -w whitelist" \
-                udp --target 127.0.0.1:$port "${load[@]}"
-            ;;
-        http)
-            $bench compare "${common[@]}" --levels 1 --clients "$HTTP_CLIENTS" \
-                --tracker shoal --tracker aquatic_http \
-                --tracker "opentracker=opentracker -i 127.0.0.1 -p {port} -d $wl_dir -w whitelist" \
-                http --target http://127.0.0.1:$port/announce "${load[@]}"
-            ;;
-        ws)
-            $bench compare "${common[@]}" --levels 1 --clients "$WS_CLIENTS" \
+    $bench compare --bin-dir "$BIN_DIR" --out "docs/benchmarks/$name" --port "$port" \
+        "${baseline[@]}" "$@"
+    echo "==> docs/benchmarks/$name/report.md"
+}
+load=(--duration "$DURATION" --warmup "$WARMUP" --torrents "$TORRENTS")
+gen=(--duration "$GEN_DURATION" --warmup "$GEN_WARMUP" --torrents "$TORRENTS")
+
+# One port per report: an HTTP run leaves TIME_WAIT sockets that would slow the next.
+for report in "${reports[@]}"; do
+    case $report in
+        compare-udp)
+            compare "$report" 3100 --rounds "$ROUNDS" --png --levels "$LEVELS" \
+                --vs-aquatic-load-test --tracker shoal --tracker aquatic_udp \
+                --tracker "$opentracker_udp" udp --target 127.0.0.1:3100 "${load[@]}" ;;
+        compare-http)
+            compare "$report" 3200 --rounds "$ROUNDS" --png --clients "$HTTP_CLIENTS" \
+                --tracker shoal --tracker aquatic_http --tracker "$opentracker_http" \
+                http --target http://127.0.0.1:3200/announce "${load[@]}" ;;
+        compare-ws)
+            compare "$report" 3300 --rounds "$ROUNDS" --png --clients "$WS_CLIENTS" \
                 --tracker shoal --tracker aquatic_ws \
                 --tracker "bittorrent-tracker=node $bt_tracker --ws --http-hostname 127.0.0.1 --port {port} --quiet" \
-                ws --target ws://127.0.0.1:$port "${load[@]}"
-            ;;
-        *) echo "unknown protocol $proto (udp, http, ws)" >&2; exit 2 ;;
+                ws --target ws://127.0.0.1:3300 "${load[@]}" ;;
+        udp-aquatic)
+            compare "$report" 3400 --generator aquatic --rounds "$UDP_GEN_ROUNDS" \
+                --tracker shoal --tracker aquatic_udp --tracker io-limit \
+                udp --target 127.0.0.1:3400 "${gen[@]}" ;;
+        http-aquatic)
+            compare "$report" 3500 --generator aquatic --rounds "$GEN_ROUNDS" \
+                --tracker shoal --tracker aquatic_http \
+                http --target http://127.0.0.1:3500/announce "${gen[@]}" ;;
+        https-aquatic)
+            compare "$report" 3600 --generator aquatic --rounds "$GEN_ROUNDS" \
+                --tracker shoal --tracker aquatic_http \
+                http --target https://127.0.0.1:3600/announce "${gen[@]}" ;;
+        http-wrk)
+            compare "$report" 3700 --generator wrk --rounds "$GEN_ROUNDS" --clients "$WRK_CLIENTS" \
+                --tracker shoal --tracker aquatic_http --tracker "$opentracker_http" \
+                http --target http://127.0.0.1:3700/announce "${gen[@]}" ;;
+        ws-aquatic)
+            # aquatic_ws_load_test announces every torrent it picks with one peer id per
+            # connection: shoal's default of 256 torrents per connection would refuse most.
+            compare "$report" 3800 --generator aquatic --rounds "$GEN_ROUNDS" \
+                --shoal-ws max_torrents_per_connection=10000 \
+                --tracker shoal --tracker aquatic_ws \
+                ws --target wss://127.0.0.1:3800 "${gen[@]}" ;;
+        ws-idle)
+            compare "$report" 3900 --idle-connections "$IDLE" --idle-modes ws,wss \
+                --tracker shoal --tracker aquatic_ws ws --target ws://127.0.0.1:3900 ;;
+        headline)
+            dirs=()
+            for name in "${headline_reports[@]}"; do
+                [ -f "docs/benchmarks/$name/results.json" ] && dirs+=("docs/benchmarks/$name")
+            done
+            if [ ${#dirs[@]} -eq 0 ]; then
+                echo "headline: no results.json under docs/benchmarks/{${headline_reports[*]}}" >&2
+                exit 1
+            fi
+            memory=$(cargo run --quiet --release -p shoal-swarm --example memory)
+            table=$(mktemp)
+            $bench headline "${dirs[@]}" --swarm-memory "$memory" > "$table"
+            awk -v table="$table" '
+                /<!-- numbers:end -->/ { skip = 0 }
+                !skip { print }
+                /<!-- numbers:begin -->/ { while ((getline line < table) > 0) print line; skip = 1 }
+            ' README.md > README.md.new
+            mv README.md.new README.md
+            rm -f "$table"
+            echo "==> README.md (numbers table)" ;;
+        *) echo "unknown report $report (one of: ${all[*]})" >&2; exit 2 ;;
     esac
-    echo "==> $out/report.md"
 done

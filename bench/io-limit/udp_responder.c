@@ -7,7 +7,7 @@
  * answers, so the responses it sends per CPU-second are the ceiling a real
  * tracker can approach on the same machine, in the same session, under the
  * same load generator. shoal's bar is 85% of this figure
- * (bench/udp-compare.sh runs it as the contender "io-limit").
+ * (shoal-bench compare runs it as the preset "io-limit").
  *
  * What it does: one UDP socket, receive up to 64 datagrams per recvmmsg(),
  * answer them with one sendmmsg(). No store, no state, no checks beyond

@@ -18,6 +18,26 @@ use plotters::prelude::*;
 use crate::report::median;
 use crate::run::RunResult;
 
+/// How charts are written, as `sweep`, `compare` and `render` take it.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ChartArgs {
+    /// Also write each chart as PNG (rasterized from the SVG with the system's fonts).
+    #[arg(long)]
+    pub png: bool,
+}
+
+impl ChartArgs {
+    /// Writes the PNG of each SVG chart when asked to.
+    pub fn finish(&self, svgs: &[PathBuf]) -> Result<()> {
+        if self.png {
+            for svg in svgs {
+                png_from_svg(svg)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),

@@ -3,9 +3,15 @@
 //! A tracker that is faster than the load generator shows up as lower tracker CPU, not as
 //! more responses, so every run reports CPU beside throughput (benchmarking.md). Times are
 //! read at the start and end of the measured window; `/proc/PID/stat` sums all threads of
-//! a process, and `/proc/stat` gives the whole machine, so "others" is what is left.
+//! a process, and `/proc/stat` gives the whole machine, so "others" is what is left once
+//! tracker, load generator and the kernel's `ksoftirqd` threads are taken out (on loopback
+//! their work is the benchmark's own packet delivery, shown apart). The same snapshot
+//! serves shoal-bench's own load (the generator is this process) and another program's
+//! (the generator is that process), so `compare` can tell a run disturbed by other work
+//! whichever load it drives.
 
 use std::fs;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +57,73 @@ pub fn machine_busy_seconds() -> Option<f64> {
     Some(busy as f64 / sys::clock_ticks_per_second() as f64)
 }
 
+/// The state letter of process `pid` (`R`, `S`, `Z` for exited but not yet reaped, ...).
+pub fn process_state(pid: u32) -> Option<char> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// Resident memory of process `pid`, KiB (`VmRSS` of `/proc/PID/status`).
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Open file descriptors of process `pid`.
+pub fn fd_count(pid: u32) -> Option<usize> {
+    Some(fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
+}
+
+/// The `Cpus_allowed_list` of each thread of `pid` that is not `cpus`: threads that escaped
+/// the pinning.
+pub fn threads_not_pinned(pid: u32, cpus: &str) -> Vec<(String, String)> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for t in tasks.flatten() {
+        let status = fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        if let Some(list) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        {
+            if list.trim() != cpus {
+                out.push((
+                    t.file_name().to_string_lossy().into_owned(),
+                    list.trim().into(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The kernel's softirq threads, found once.
+fn ksoftirqd_pids() -> &'static [u32] {
+    static PIDS: OnceLock<Vec<u32>> = OnceLock::new();
+    PIDS.get_or_init(|| {
+        let Ok(dir) = fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|c| c.starts_with("ksoftirqd/"))
+            })
+            .collect()
+    })
+}
+
 /// A snapshot of CPU counters at one instant.
 #[derive(Clone, Copy, Debug)]
 pub struct CpuSnapshot {
@@ -58,15 +131,26 @@ pub struct CpuSnapshot {
     pub generator: f64,
     pub tracker: Option<f64>,
     pub machine: Option<f64>,
+    pub ksoftirqd: f64,
 }
 
 impl CpuSnapshot {
+    /// With this process as the load generator.
     pub fn take(tracker_pid: Option<u32>) -> Self {
+        Self::of(None, tracker_pid)
+    }
+
+    /// With process `generator_pid` as the load generator (`None`: this process).
+    pub fn of(generator_pid: Option<u32>, tracker_pid: Option<u32>) -> Self {
         Self {
             at: std::time::Instant::now(),
-            generator: process_cpu_seconds(None).unwrap_or(0.0),
+            generator: process_cpu_seconds(generator_pid).unwrap_or(0.0),
             tracker: tracker_pid.and_then(|p| process_cpu_seconds(Some(p))),
             machine: machine_busy_seconds(),
+            ksoftirqd: ksoftirqd_pids()
+                .iter()
+                .filter_map(|&p| process_cpu_seconds(Some(p)))
+                .sum(),
         }
     }
 
@@ -78,8 +162,11 @@ impl CpuSnapshot {
             (Some(a), Some(b)) => Some((b - a).max(0.0)),
             _ => None,
         };
+        let ksoftirqd = (end.ksoftirqd - self.ksoftirqd).max(0.0);
         let others = match (self.machine, end.machine) {
-            (Some(a), Some(b)) => Some(((b - a) - generator - tracker.unwrap_or(0.0)).max(0.0)),
+            (Some(a), Some(b)) => {
+                Some(((b - a) - generator - tracker.unwrap_or(0.0) - ksoftirqd).max(0.0))
+            }
             _ => None,
         };
         CpuUse {
@@ -89,12 +176,13 @@ impl CpuSnapshot {
             tracker_cpu_seconds: tracker,
             tracker_percent: tracker.map(|t| 100.0 * t / wall),
             others_percent: others.map(|o| 100.0 * o / wall),
+            ksoftirqd_percent: Some(100.0 * ksoftirqd / wall),
         }
     }
 }
 
 /// CPU use over a window, in CPU-seconds and percent of one core.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct CpuUse {
     pub wall_seconds: f64,
     pub generator_cpu_seconds: f64,
@@ -103,6 +191,9 @@ pub struct CpuUse {
     pub tracker_percent: Option<f64>,
     /// Everything else on the machine (a run where this is high is suspect).
     pub others_percent: Option<f64>,
+    /// The kernel's softirq threads (loopback packet delivery), apart from "others".
+    #[serde(default)]
+    pub ksoftirqd_percent: Option<f64>,
 }
 
 #[cfg(test)]

@@ -27,10 +27,13 @@ enum Command {
     /// Run one load at a series of concurrency levels and print seed 004's or 003's table.
     Sweep(shoal_bench::sweep::SweepArgs),
     /// Start several trackers in turn, load each the same way, and write the report.
-    Compare(shoal_bench::compare::CompareArgs),
+    Compare(Box<shoal_bench::compare::CompareArgs>),
     /// Write a comparison's report.md and charts again from its results.json (after a
     /// change to the report's layout, or to add PNG charts), without running anything.
     Render(shoal_bench::compare::RenderArgs),
+    /// Print the README's numbers table (Markdown) from the results.json of several
+    /// comparisons, one row each.
+    Headline(shoal_bench::compare::HeadlineArgs),
     /// Print the info hashes of the workload's torrents, one hex line each: the whitelist
     /// a whitelist-only tracker (Debian's opentracker) needs to take the same load.
     InfoHashes {
@@ -79,6 +82,10 @@ fn main() -> Result<()> {
         Command::Render(args) => {
             let path = shoal_bench::compare::render(&args)?;
             println!("report written to {}", path.display());
+            Ok(())
+        }
+        Command::Headline(args) => {
+            print!("{}", shoal_bench::compare::headline::table(&args)?);
             Ok(())
         }
         Command::Compare(args) => {

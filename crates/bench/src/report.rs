@@ -409,6 +409,7 @@ pub(crate) mod tests {
             tracker_cpu_seconds: Some(8.0),
             tracker_percent: Some(80.0),
             others_percent: Some(1.0),
+            ksoftirqd_percent: None,
         };
         RunResult::new("ws", "ws://x".into(), &args, clients, st.summary(10.0), cpu)
     }

@@ -37,9 +37,8 @@ pub struct SweepArgs {
     /// Write a Markdown report (table and chart) to this directory.
     #[arg(long)]
     pub out_dir: Option<PathBuf>,
-    /// Also write the chart as PNG (rasterized from the SVG with the system's fonts).
-    #[arg(long)]
-    pub png: bool,
+    #[command(flatten)]
+    pub charts: crate::chart::ChartArgs,
     #[command(subcommand)]
     pub load: Load,
 }
@@ -91,9 +90,7 @@ pub fn run(args: &SweepArgs) -> Result<Vec<RunResult>> {
             "latency (ms)",
             &crate::chart::latency_series(&args.load.target(), &at),
         )?;
-        if args.png {
-            crate::chart::png_from_svg(&chart)?;
-        }
+        args.charts.finish(std::slice::from_ref(&chart))?;
         let md = format!(
             "# {} sweep against {}\n\n{table}\n![latency by clients](latency-by-clients.svg)\n",
             args.load.protocol(),

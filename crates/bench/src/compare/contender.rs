@@ -1,0 +1,327 @@
+//! Contenders: a preset name or `NAME=COMMAND` turned into the command line that starts the
+//! tracker, with the config file the preset needs written beside the report.
+//!
+//! The presets give every tracker the same footing: one worker, listening on 127.0.0.1 at
+//! the comparison's port, TLS with the same self-signed certificate when the load goes over
+//! https:// or wss://, and keep-alive off when the load generator is wrk without
+//! keep-alive (for the trackers that have the option). aquatic's configs start from what
+//! the binary prints with `-p` (its defaults), with only those lines changed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+/// The self-signed certificate and key given to every TLS contender.
+#[derive(Clone, Debug)]
+pub struct Cert {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Cert {
+    /// RSA-2048, PKCS#8 key, PEM, made with openssl once per output directory.
+    pub fn make(dir: &Path) -> Result<Self> {
+        let c = Self {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        };
+        if c.cert.is_file() && c.key.is_file() {
+            return Ok(c);
+        }
+        let status = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout"])
+            .arg(&c.key)
+            .arg("-out")
+            .arg(&c.cert)
+            .args(["-days", "30", "-subj", "/CN=localhost"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .context("running openssl to make a self-signed certificate")?;
+        if !status.success() {
+            bail!("openssl req -x509 failed ({status})");
+        }
+        Ok(c)
+    }
+
+    /// The openssl command, for the report.
+    pub const COMMAND: &'static str = "openssl req -x509 -newkey rsa:2048 -nodes \
+        -keyout key.pem -out cert.pem -days 30 -subj /CN=localhost";
+}
+
+/// What a preset needs to know to start its tracker for this comparison.
+#[derive(Clone, Debug)]
+pub struct Setting<'a> {
+    /// `udp`, `http` or `ws`.
+    pub protocol: &'static str,
+    pub port: u16,
+    /// The certificate, when the load goes over TLS.
+    pub tls: Option<&'a Cert>,
+    /// False when the load generator does not keep connections alive (wrk).
+    pub keep_alive: bool,
+    /// Where config files are written.
+    pub dir: &'a Path,
+    pub bins: &'a [PathBuf],
+    /// Lines for shoal's `[ws]` section.
+    pub shoal_ws: &'a [String],
+}
+
+/// A contender's name and its command line, placeholders filled in and config written.
+pub fn resolve(spec: &str, s: &Setting) -> Result<(String, Vec<String>)> {
+    let (name, template) = match spec.split_once('=') {
+        Some((n, c)) => (n.to_string(), c.to_string()),
+        None => (spec.to_string(), preset(spec, s)?),
+    };
+    let mut words: Vec<String> = template.split_whitespace().map(str::to_string).collect();
+    if words.is_empty() {
+        bail!("empty command for {name}");
+    }
+    words[0] = find_binary(&words[0], s.bins);
+    let tag = if s.tls.is_some() { "-tls" } else { "" };
+    let config = s.dir.join(format!("{name}{tag}.toml"));
+    if template.contains("{config}") {
+        let text = match name.as_str() {
+            "shoal" => shoal_config(s),
+            _ => aquatic_config(&words[0], s)?,
+        };
+        std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
+    }
+    let (cert, key) = match s.tls {
+        Some(c) => (c.cert.to_string_lossy(), c.key.to_string_lossy()),
+        None => ("".into(), "".into()),
+    };
+    for w in &mut words {
+        *w = w
+            .replace("{config}", &config.to_string_lossy())
+            .replace("{cert}", &cert)
+            .replace("{key}", &key)
+            .replace("{port}", &s.port.to_string());
+    }
+    Ok((name, words))
+}
+
+/// The command template of a preset.
+fn preset(spec: &str, s: &Setting) -> Result<String> {
+    let t = match (spec, s.protocol) {
+        ("shoal", proto) => {
+            // WebTorrent is served on the HTTP(S) listeners.
+            let listener = match (proto, s.tls.is_some()) {
+                ("udp", _) => "udp",
+                (_, false) => "http",
+                (_, true) => "https",
+            };
+            let mut t = format!("shoal --{listener} 127.0.0.1:{{port}} --workers 1 --state-file=");
+            if s.tls.is_some() {
+                t.push_str(" --tls-cert {cert} --tls-key {key}");
+            }
+            if !s.keep_alive || !s.shoal_ws.is_empty() {
+                t.push_str(" --config {config}");
+            }
+            t
+        }
+        ("aquatic_udp", "udp") | ("aquatic_http", "http") | ("aquatic_ws", "ws") => {
+            format!("{spec} -c {{config}}")
+        }
+        ("opentracker", "udp") => "opentracker -i 127.0.0.1 -P {port}".into(),
+        ("opentracker", "http") => "opentracker -i 127.0.0.1 -p {port}".into(),
+        ("io-limit", "udp") => format!("{} 127.0.0.1 {{port}}", io_limit_responder()?.display()),
+        _ => bail!("no preset {spec:?} for {}; use NAME=COMMAND", s.protocol),
+    };
+    Ok(t)
+}
+
+/// shoal's config, for what its flags do not cover: keep-alive and the `[ws]` lines.
+fn shoal_config(s: &Setting) -> String {
+    let mut t = String::from(
+        "# written by shoal-bench compare; everything not named here (or on the command \
+         line) is shoal's default (shoal --print-config)\n",
+    );
+    if !s.keep_alive {
+        t.push_str("\n[http]\nkeep_alive = false\n");
+    }
+    if !s.shoal_ws.is_empty() {
+        t.push_str("\n[ws]\n");
+        for kv in s.shoal_ws {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            t.push_str(&format!("{} = {}\n", k.trim(), v.trim()));
+        }
+    }
+    t
+}
+
+/// aquatic's default config (`BIN -p`) with the listen address, one worker of each kind,
+/// TLS and keep-alive set for this comparison.
+fn aquatic_config(bin: &str, s: &Setting) -> Result<String> {
+    let out = Command::new(bin)
+        .arg("-p")
+        .output()
+        .with_context(|| format!("running {bin} -p"))?;
+    let defaults = String::from_utf8_lossy(&out.stdout);
+    let mut set: Vec<(&str, String, bool)> = vec![
+        ("address", format!("\"127.0.0.1:{}\"", s.port), true),
+        ("socket_workers", "1".into(), false),
+        ("swarm_workers", "1".into(), false),
+        ("log_level", "\"error\"".into(), false),
+    ];
+    if s.protocol == "http" {
+        set.push(("keep_alive", s.keep_alive.to_string(), true));
+    }
+    if s.protocol != "udp" {
+        let tls = s.tls.is_some();
+        let path = |p: Option<&PathBuf>| {
+            format!(
+                "\"{}\"",
+                p.map(|p| p.display().to_string()).unwrap_or_default()
+            )
+        };
+        set.push(("enable_tls", tls.to_string(), tls));
+        set.push(("tls_certificate_path", path(s.tls.map(|c| &c.cert)), tls));
+        set.push(("tls_private_key_path", path(s.tls.map(|c| &c.key)), tls));
+    }
+    let pairs: Vec<(&str, &str, bool)> = set.iter().map(|(k, v, r)| (*k, v.as_str(), *r)).collect();
+    set_toml_keys(&defaults, &pairs).with_context(|| format!("the output of {bin} -p"))
+}
+
+/// Replaces the first `key = ...` line of each key; a required key that is missing is an
+/// error (the binary is not the version the presets know).
+pub fn set_toml_keys(text: &str, keys: &[(&str, &str, bool)]) -> Result<String> {
+    let mut done = vec![false; keys.len()];
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let found = keys.iter().enumerate().find(|(i, (k, _, _))| {
+            !done[*i]
+                && line
+                    .trim_start()
+                    .strip_prefix(k)
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+        });
+        match found {
+            Some((i, (k, v, _))) => {
+                done[i] = true;
+                out.push(format!("{k} = {v}"));
+            }
+            None => out.push(line.to_string()),
+        }
+    }
+    for (i, (k, _, required)) in keys.iter().enumerate() {
+        if *required && !done[i] {
+            bail!("no `{k} = ` line");
+        }
+    }
+    Ok(out.join("\n") + "\n")
+}
+
+/// `name` in the first of `bins` that has it, else `name` (for PATH).
+pub fn find_binary(name: &str, bins: &[PathBuf]) -> String {
+    if name.contains('/') {
+        return name.to_string();
+    }
+    for d in bins {
+        let p = d.join(name);
+        if p.is_file() {
+            return p.to_string_lossy().into_owned();
+        }
+    }
+    name.to_string()
+}
+
+/// The I/O-limit responder (bench/io-limit/udp_responder.c), built with `cc -O2` into
+/// target/bench/ when missing or older than its source.
+fn io_limit_responder() -> Result<PathBuf> {
+    let repo = [
+        PathBuf::from("."),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+    ]
+    .into_iter()
+    .find(|r| r.join("bench/io-limit/udp_responder.c").is_file())
+    .context("bench/io-limit/udp_responder.c not found (run from the repository root)")?;
+    let src = repo.join("bench/io-limit/udp_responder.c");
+    let bin = repo.join("target/bench/udp_responder");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&bin).is_none() || modified(&bin) < modified(&src) {
+        std::fs::create_dir_all(repo.join("target/bench"))?;
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        eprintln!(
+            "building the io-limit responder: {cc} -O2 -o {}",
+            bin.display()
+        );
+        let status = Command::new(&cc)
+            .arg("-O2")
+            .arg("-o")
+            .arg(&bin)
+            .arg(&src)
+            .status()
+            .with_context(|| format!("running {cc}"))?;
+        if !status.success() {
+            bail!("{cc} -O2 {} failed ({status})", src.display());
+        }
+    }
+    Ok(bin.strip_prefix(".").map(Path::to_path_buf).unwrap_or(bin))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setting<'a>(protocol: &'static str, dir: &'a Path, tls: Option<&'a Cert>) -> Setting<'a> {
+        Setting {
+            protocol,
+            port: 3200,
+            tls,
+            keep_alive: true,
+            dir,
+            bins: &[],
+            shoal_ws: &[],
+        }
+    }
+
+    #[test]
+    fn shoal_presets_follow_protocol_tls_and_keep_alive() {
+        let dir = std::env::temp_dir();
+        let (_, w) = resolve("shoal", &setting("udp", &dir, None)).unwrap();
+        assert_eq!(
+            w.join(" "),
+            "shoal --udp 127.0.0.1:3200 --workers 1 --state-file="
+        );
+        let cert = Cert {
+            cert: "/c.pem".into(),
+            key: "/k.pem".into(),
+        };
+        let (_, w) = resolve("shoal", &setting("ws", &dir, Some(&cert))).unwrap();
+        assert_eq!(
+            w.join(" "),
+            "shoal --https 127.0.0.1:3200 --workers 1 --state-file= --tls-cert /c.pem --tls-key /k.pem"
+        );
+        let s = Setting {
+            keep_alive: false,
+            ..setting("http", &dir, None)
+        };
+        assert_eq!(shoal_config(&s).lines().last(), Some("keep_alive = false"));
+        assert!(resolve("shoal", &s)
+            .unwrap()
+            .1
+            .contains(&"--config".to_string()));
+        assert!(resolve("io-limit", &setting("http", &dir, None)).is_err());
+    }
+
+    #[test]
+    fn aquatic_config_lines_are_replaced_and_required_ones_checked() {
+        let text =
+            "log_level = \"warn\"\n[network]\n  address = \"0.0.0.0:3000\"\nkeep_alive = true\n";
+        let out = set_toml_keys(
+            text,
+            &[
+                ("address", "\"127.0.0.1:1\"", true),
+                ("keep_alive", "false", true),
+                ("swarm_workers", "1", false),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "log_level = \"warn\"\n[network]\naddress = \"127.0.0.1:1\"\nkeep_alive = false\n"
+        );
+        assert!(set_toml_keys(text, &[("enable_tls", "true", true)]).is_err());
+    }
+}
