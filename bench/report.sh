@@ -28,6 +28,9 @@
 #                   off: shoal, aquatic_http, opentracker
 #   ws-aquatic      aquatic_ws_load_test over wss: shoal, aquatic_ws
 #   ws-idle         IDLE idle WebSocket connections, ws and wss: KiB per connection
+#   udp-baseline    only when BASELINE_SHOAL names another shoal binary (say, the last
+#                   release): the same load as udp-aquatic, shoal against that binary, so a
+#                   change's effect on UDP throughput is measured in one run
 #   headline        the README's table between <!-- numbers:begin --> and <!-- numbers:end -->,
 #                   from the six reports above and the swarm memory example
 #
@@ -37,11 +40,11 @@
 # target/peers with cargo install), opentracker and wrk (apt-get), openssl, cc, and npm for
 # compare-ws.
 # Environment: ROUNDS (3, compare-*), DURATION (10s) and WARMUP (5s) for compare-*,
-# GEN_ROUNDS (3; udp-aquatic: UDP_GEN_ROUNDS, 5), GEN_DURATION (15s) and GEN_WARMUP (5s)
+# GEN_ROUNDS (3; udp-aquatic and udp-baseline: UDP_GEN_ROUNDS, 7), GEN_DURATION (15s) and GEN_WARMUP (5s)
 # for the runs under aquatic's testers and wrk (multiples of 5 s), LEVELS (1,2),
 # HTTP_CLIENTS (64,256,1024), WS_CLIENTS (16,64,256,1024), WRK_CLIENTS (64),
-# TORRENTS (10000), IDLE (10000), BASELINE_DIR (earlier docs/benchmarks, for the
-# "comparison with the previous run" tables of compare-*).
+# TORRENTS (10000), IDLE (10000), BASELINE_SHOAL (udp-baseline), BASELINE_DIR (earlier
+# docs/benchmarks, for the "comparison with the previous run" tables of compare-*).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
@@ -50,7 +53,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-5s}
 GEN_ROUNDS=${GEN_ROUNDS:-3}
-UDP_GEN_ROUNDS=${UDP_GEN_ROUNDS:-5}
+UDP_GEN_ROUNDS=${UDP_GEN_ROUNDS:-7}
 GEN_DURATION=${GEN_DURATION:-15s}
 GEN_WARMUP=${GEN_WARMUP:-5s}
 LEVELS=${LEVELS:-1,2}
@@ -60,7 +63,9 @@ WRK_CLIENTS=${WRK_CLIENTS:-64}
 TORRENTS=${TORRENTS:-10000}
 IDLE=${IDLE:-10000}
 headline_reports=(udp-aquatic http-aquatic http-wrk https-aquatic ws-aquatic ws-idle)
-all=(compare-udp compare-http compare-ws "${headline_reports[@]}" headline)
+all=(compare-udp compare-http compare-ws "${headline_reports[@]}")
+[ -z "${BASELINE_SHOAL:-}" ] || all+=(udp-baseline)
+all+=(headline)
 reports=("$@")
 [ ${#reports[@]} -gt 0 ] || reports=("${all[@]}")
 wants() { [[ " ${reports[*]} " == *" $1 "* ]]; }
@@ -132,6 +137,12 @@ for report in "${reports[@]}"; do
             compare "$report" 3400 --generator aquatic --rounds "$UDP_GEN_ROUNDS" \
                 --tracker shoal --tracker aquatic_udp --tracker io-limit \
                 udp --target 127.0.0.1:3400 "${gen[@]}" ;;
+        udp-baseline)
+            [ -x "${BASELINE_SHOAL:-}" ] || { echo "udp-baseline: BASELINE_SHOAL is not an executable" >&2; exit 2; }
+            compare "$report" 3450 --generator aquatic --rounds "$UDP_GEN_ROUNDS" \
+                --tracker shoal \
+                --tracker "shoal-baseline=$BASELINE_SHOAL --udp 127.0.0.1:{port} --workers 1 --state-file=" \
+                udp --target 127.0.0.1:3450 "${gen[@]}" ;;
         http-aquatic)
             compare "$report" 3500 --generator aquatic --rounds "$GEN_ROUNDS" \
                 --tracker shoal --tracker aquatic_http \
