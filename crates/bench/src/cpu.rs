@@ -3,9 +3,12 @@
 //! A tracker that is faster than the load generator shows up as lower tracker CPU, not as
 //! more responses, so every run reports CPU beside throughput (benchmarking.md). Times are
 //! read at the start and end of the measured window; `/proc/PID/stat` sums all threads of
-//! a process, and `/proc/stat` gives the whole machine, so "others" is what is left once
-//! tracker, load generator and the kernel's `ksoftirqd` threads are taken out (on loopback
-//! their work is the benchmark's own packet delivery, shown apart). The same snapshot
+//! a process, and `/proc/stat` gives the whole machine, so "others" is what is left of the
+//! machine's process time (user, nice, system) once tracker, load generator and the
+//! kernel's `ksoftirqd` threads are taken out (on loopback their work is the benchmark's own
+//! packet delivery, shown apart). Interrupt and softirq time taken outside `ksoftirqd` (the
+//! same packet delivery, inline) and steal (the hypervisor's) belong to no process of this
+//! machine and are not "others": counting them flagged every quiet UDP run as noisy. The same snapshot
 //! serves shoal-bench's own load (the generator is this process) and another program's
 //! (the generator is that process), so `compare` can tell a run disturbed by other work
 //! whichever load it drives.
@@ -38,7 +41,8 @@ pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
-/// Busy CPU seconds of the whole machine (all cores), from `/proc/stat`.
+/// CPU seconds the machine's processes used (all cores: user, nice and system time), from
+/// `/proc/stat`.
 pub fn machine_busy_seconds() -> Option<f64> {
     let text = fs::read_to_string("/proc/stat").ok()?;
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
@@ -47,13 +51,8 @@ pub fn machine_busy_seconds() -> Option<f64> {
         .skip(1)
         .filter_map(|x| x.parse().ok())
         .collect();
-    // user nice system idle iowait irq softirq steal ...; busy = all but idle and iowait.
-    let busy: u64 = v
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != 3 && *i != 4 && *i < 8)
-        .map(|(_, x)| *x)
-        .sum();
+    // user nice system idle iowait irq softirq steal ...: the first three are processes'.
+    let busy: u64 = v.iter().take(3).sum();
     Some(busy as f64 / sys::clock_ticks_per_second() as f64)
 }
 

@@ -12,6 +12,15 @@ use std::fmt::Write;
 use crate::run::RunResult;
 use crate::stats::OpSummary;
 
+/// Now, as `YYYY-MM-DD HH:MM:SS UTC`: the date a report says it was measured.
+pub fn utc_now() -> String {
+    let rfc3339 = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    format!(
+        "{} UTC",
+        rfc3339.trim_end_matches('Z').replacen('T', " ", 1)
+    )
+}
+
 /// `1234567` -> `1,234,567`.
 pub fn thousands(n: u64) -> String {
     let s = n.to_string();

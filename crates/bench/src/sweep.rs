@@ -92,9 +92,12 @@ pub fn run(args: &SweepArgs) -> Result<Vec<RunResult>> {
         )?;
         args.charts.finish(std::slice::from_ref(&chart))?;
         let md = format!(
-            "# {} sweep against {}\n\n{table}\n![latency by clients](latency-by-clients.svg)\n",
+            "# {} sweep against {}\n\nMeasured {} with:\n\n```sh\n{}\n```\n\n{table}\n\
+             ![latency by clients](latency-by-clients.svg)\n",
             args.load.protocol(),
-            args.load.target()
+            args.load.target(),
+            report::utc_now(),
+            std::env::args().collect::<Vec<_>>().join(" "),
         );
         std::fs::write(dir.join("sweep.md"), md)?;
         std::fs::write(

@@ -32,7 +32,7 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
     let tls = target.starts_with("https://") || target.starts_with("wss://");
     // Before pinning, which would leave this process seeing only the bench CPUs.
     let machine = machine_description();
-    let date = utc_now();
+    let date = crate::report::utc_now();
     // Trackers and load generators inherit it: thousands of connections need it.
     if let Err(e) = crate::sys::raise_nofile_limit() {
         eprintln!("warning: could not raise the open-file limit: {e}");
@@ -300,45 +300,4 @@ fn machine_description() -> String {
     };
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!("{cores} × {cpu}, Linux {}", kernel.trim())
-}
-
-/// Now, as `YYYY-MM-DD HH:MM:SS UTC`.
-fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    utc(secs)
-}
-
-/// Seconds since the Unix epoch as a UTC date and time (the civil-from-days algorithm).
-fn utc(secs: u64) -> String {
-    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_dates() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc(1_795_441_335), "2026-11-23 13:42:15 UTC");
-    }
 }
