@@ -28,9 +28,13 @@
 #                   off: shoal, aquatic_http, opentracker
 #   ws-aquatic      aquatic_ws_load_test over wss: shoal, aquatic_ws
 #   ws-idle         IDLE idle WebSocket connections, ws and wss: KiB per connection
+#   sweep-ws        shoal-bench sweep, 1 to 128 WebSocket clients against shoal with its
+#                   embedded defaults (seed 004's table); sweep loads a running tracker,
+#                   so this one starts shoal itself, pinned like the others
 #   udp-baseline    only when BASELINE_SHOAL names another shoal binary (say, the last
 #                   release): the same load as udp-aquatic, shoal against that binary, so a
 #                   change's effect on UDP throughput is measured in one run
+#   ws-baseline     the same for WebTorrent under shoal-bench's own load (WS_BASELINE_CLIENTS)
 #   headline        the README's table between <!-- numbers:begin --> and <!-- numbers:end -->,
 #                   from the six reports above and the swarm memory example
 #
@@ -63,8 +67,8 @@ WRK_CLIENTS=${WRK_CLIENTS:-64}
 TORRENTS=${TORRENTS:-10000}
 IDLE=${IDLE:-10000}
 headline_reports=(udp-aquatic http-aquatic http-wrk https-aquatic ws-aquatic ws-idle)
-all=(compare-udp compare-http compare-ws "${headline_reports[@]}")
-[ -z "${BASELINE_SHOAL:-}" ] || all+=(udp-baseline)
+all=(compare-udp compare-http compare-ws "${headline_reports[@]}" sweep-ws)
+[ -z "${BASELINE_SHOAL:-}" ] || all+=(udp-baseline ws-baseline)
 all+=(headline)
 reports=("$@")
 [ ${#reports[@]} -gt 0 ] || reports=("${all[@]}")
@@ -143,6 +147,12 @@ for report in "${reports[@]}"; do
                 --tracker shoal \
                 --tracker "shoal-baseline=$BASELINE_SHOAL --udp 127.0.0.1:{port} --workers 1 --state-file=" \
                 udp --target 127.0.0.1:3450 "${gen[@]}" ;;
+        ws-baseline)
+            [ -x "${BASELINE_SHOAL:-}" ] || { echo "ws-baseline: BASELINE_SHOAL is not an executable" >&2; exit 2; }
+            compare "$report" 3460 --rounds "$ROUNDS" --clients "${WS_BASELINE_CLIENTS:-16,1024}" \
+                --tracker shoal \
+                --tracker "shoal-baseline=$BASELINE_SHOAL --http 127.0.0.1:{port} --workers 1 --state-file=" \
+                ws --target ws://127.0.0.1:3460 "${load[@]}" ;;
         http-aquatic)
             compare "$report" 3500 --generator aquatic --rounds "$GEN_ROUNDS" \
                 --tracker shoal --tracker aquatic_http \
@@ -165,6 +175,24 @@ for report in "${reports[@]}"; do
         ws-idle)
             compare "$report" 3900 --idle-connections "$IDLE" --idle-modes ws,wss \
                 --tracker shoal --tracker aquatic_ws ws --target ws://127.0.0.1:3900 ;;
+        sweep-ws)
+            config=target/bench/sweep-ws.toml
+            mkdir -p target/bench
+            printf '%s\n' 'workers = 1' '[udp]' 'listen = []' '[http]' \
+                'listen = ["127.0.0.1:4000"]' '[state]' 'file = ""' '[admin]' 'listen = []' > "$config"
+            taskset -c 0 target/release/shoal --config "$config" > target/bench/sweep-ws.log 2>&1 &
+            shoal_pid=$!
+            for _ in $(seq 50); do
+                (exec 3<>/dev/tcp/127.0.0.1/4000) 2>/dev/null && break
+                sleep 0.1
+            done
+            status=0
+            taskset -c 1 $bench sweep --out-dir "docs/benchmarks/$report" --png \
+                ws --target ws://127.0.0.1:4000 --duration 5s --warmup 2s --quiet || status=$?
+            kill "$shoal_pid"
+            wait "$shoal_pid" || true
+            [ "$status" -eq 0 ] || exit "$status"
+            echo "==> docs/benchmarks/$report/" ;;
         headline)
             dirs=()
             for name in "${headline_reports[@]}"; do

@@ -105,22 +105,34 @@ fn answers_connect(addr: SocketAddr) -> Result<bool> {
     Ok(matches!(s.recv_from(&mut buf), Ok((16, _))))
 }
 
-/// Whether a tracker could bind the port now.
+/// Whether the port is free for the next contender: no UDP socket bound to it (UDP), no
+/// socket listening on it (TCP).
+///
+/// For TCP the kernel's own table is read rather than a test bind: the previous contender's
+/// TIME_WAIT connections keep a test bind from succeeding when its listener had neither
+/// SO_REUSEADDR nor SO_REUSEPORT (aquatic_http), although the next tracker binds with
+/// them; and a test bind with SO_REUSEPORT would succeed beside a live listener.
 pub fn port_is_free(udp: bool, port: u16) -> bool {
     if udp {
         return UdpSocket::bind(("127.0.0.1", port)).is_ok();
     }
-    // With SO_REUSEADDR, as trackers bind: the TIME_WAIT connections the previous
-    // contender left do not count, a live listener does.
-    use socket2::{Domain, Socket, Type};
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    Socket::new(Domain::IPV4, Type::STREAM, None)
-        .and_then(|s| {
-            s.set_reuse_address(true)?;
-            s.bind(&addr.into())?;
-            s.listen(1)
-        })
-        .is_ok()
+    !["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .any(|table| std::fs::read_to_string(table).is_ok_and(|text| listening_on(&text, port)))
+}
+
+/// Whether a `/proc/net/tcp`-style table has a socket in state LISTEN (`0A`) on `port`.
+fn listening_on(table: &str, port: u16) -> bool {
+    table.lines().skip(1).any(|line| {
+        let mut fields = line.split_whitespace();
+        let local = fields.nth(1).unwrap_or("");
+        let state = fields.nth(1).unwrap_or("");
+        state == "0A"
+            && local
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                == Some(port)
+    })
 }
 
 /// Waits up to 60 s for the port to be free (the previous contender's connections may
@@ -134,4 +146,25 @@ pub fn wait_port_free(udp: bool, port: u16) -> Result<()> {
         bail!("port {port} is in use; stop whatever listens there first");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_sockets_are_read_from_the_kernel_table() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:0DAC 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1
+   1: 0100007F:0DB6 0100007F:9C40 06 00000000:00000000 03:00000000 00000000     0        0 0 3\n";
+        assert!(listening_on(table, 3500));
+        // TIME_WAIT (06) on 3510 is not a listener.
+        assert!(!listening_on(table, 3510));
+        assert!(!listening_on(table, 80));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(!port_is_free(false, port));
+        drop(listener);
+        assert!(port_is_free(false, port));
+    }
 }
