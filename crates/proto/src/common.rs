@@ -56,6 +56,23 @@ macro_rules! hash20 {
     };
 }
 
+/// What a tracker request asks for, on every protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    Announce,
+    Scrape,
+}
+
+impl Action {
+    /// Its name, as in a path (`/announce`) or a WebTorrent message's `action`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Announce => "announce",
+            Action::Scrape => "scrape",
+        }
+    }
+}
+
 /// The value of one hexadecimal digit (either case): for hex info hashes and for
 /// percent-decoding.
 #[inline]

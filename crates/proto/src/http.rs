@@ -5,7 +5,9 @@
 //! [`RequestError`] whose message goes to the client as a bencoded `failure reason`. Binary
 //! parameters (`info_hash`, `peer_id`) are percent-decoded straight into fixed 20-byte arrays
 //! and everything else borrows from the target, so parsing an announce does not allocate; a
-//! scrape's hashes go into the caller's reusable `Vec`.
+//! scrape's hashes go into the caller's reusable `Vec`. The route and its passkey
+//! (`/announce/<passkey>`, `/<passkey>/announce`) are read by [`crate::path`], the one path
+//! parser of every protocol.
 //!
 //! Parameters a tracker does not need (`supportcrypto`, `corrupt`, `redundant`, ...) are
 //! ignored, as every client sends some. A parameter we do use that is present but malformed
@@ -17,6 +19,10 @@ use std::net::IpAddr;
 use thiserror::Error;
 
 use crate::common::{hex_digit, AnnounceEvent, InfoHash, PeerId};
+use crate::path::{
+    parse_path, split_target, write_path, Action, PasskeyPlace, PathError, TrackerPath,
+    MALFORMED_PASSKEY,
+};
 
 /// Why a request could not be served. The `Display` text is what the client reads in its
 /// `failure reason`.
@@ -24,6 +30,10 @@ use crate::common::{hex_digit, AnnounceEvent, InfoHash, PeerId};
 pub enum RequestError {
     #[error("unknown path: use /announce or /scrape")]
     UnknownPath,
+    /// The path names this action, but its passkey is not one ([`crate::path`] says what
+    /// a passkey may be).
+    #[error("{}", MALFORMED_PASSKEY)]
+    MalformedPasskey(Action),
     #[error("missing parameter: {0}")]
     Missing(&'static str),
     #[error("malformed parameter: {0}")]
@@ -38,56 +48,47 @@ pub enum RequestError {
     TooManyInfoHashes(usize),
 }
 
+impl From<PathError> for RequestError {
+    fn from(e: PathError) -> Self {
+        match e {
+            PathError::UnknownPath => RequestError::UnknownPath,
+            PathError::MalformedPasskey(action) => RequestError::MalformedPasskey(action),
+        }
+    }
+}
+
 /// What a request target asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target<'a> {
-    /// `/announce` or `/announce/<key>`, with the query string (without `?`).
+    /// `/announce`, `/announce/<key>` or `/<key>/announce`, with the query string (without
+    /// `?`). The key is a passkey as [`crate::path`] defines it.
     Announce {
         key: Option<&'a str>,
         query: &'a [u8],
     },
-    /// `/scrape` or `/scrape/<key>` (the usual rewrite of an announce URL), with its query.
+    /// `/scrape`, `/scrape/<key>` or `/<key>/scrape` (the usual rewrites of an announce
+    /// URL), with its query.
     Scrape {
         key: Option<&'a str>,
         query: &'a [u8],
     },
 }
 
-/// Splits a request target into its route and query. The key path segment must be
-/// non-empty printable ASCII without further slashes.
+/// Splits a request target into its route and query. The route is read by the one path
+/// parser every protocol uses ([`crate::path::parse_path`]): `/announce`, `/scrape`, and
+/// either with a passkey, `/announce/<passkey>` or `/<passkey>/announce`.
 pub fn parse_target(target: &[u8]) -> Result<Target<'_>, RequestError> {
-    let (path, query) = match target.iter().position(|&b| b == b'?') {
-        Some(i) => (&target[..i], &target[i + 1..]),
-        None => (target, &target[target.len()..]),
-    };
-    // Fragments never reach a server, but a broken client might send one.
-    let query = match query.iter().position(|&b| b == b'#') {
-        Some(i) => &query[..i],
-        None => query,
-    };
-    let (route, rest) = if let Some(rest) = path.strip_prefix(b"/announce") {
-        (true, rest)
-    } else if let Some(rest) = path.strip_prefix(b"/scrape") {
-        (false, rest)
-    } else {
-        return Err(RequestError::UnknownPath);
-    };
-    let key = match rest {
-        b"" | b"/" => None,
-        [b'/', key @ ..] => {
-            let key = key.strip_suffix(b"/").unwrap_or(key);
-            if key.is_empty() || !key.iter().all(|b| b.is_ascii_graphic() && *b != b'/') {
-                return Err(RequestError::UnknownPath);
-            }
-            // Printable ASCII is valid UTF-8.
-            Some(std::str::from_utf8(key).map_err(|_| RequestError::UnknownPath)?)
-        }
-        _ => return Err(RequestError::UnknownPath),
-    };
-    Ok(if route {
-        Target::Announce { key, query }
-    } else {
-        Target::Scrape { key, query }
+    let (path, query) = split_target(target);
+    let TrackerPath { action, passkey } = parse_path(path)?;
+    Ok(match action {
+        Action::Announce => Target::Announce {
+            key: passkey,
+            query,
+        },
+        Action::Scrape => Target::Scrape {
+            key: passkey,
+            query,
+        },
     })
 }
 
@@ -112,7 +113,7 @@ pub struct AnnounceRequest<'a> {
     /// The address the client claims. A value that is not an IP address (BEP 3 allows a
     /// DNS name) is ignored rather than refused: it is only a hint.
     pub ip: Option<IpAddr>,
-    /// The key segment of `/announce/<key>`, carried for private trackers.
+    /// The passkey of `/announce/<key>` or `/<key>/announce`, carried for private trackers.
     pub path_key: Option<&'a str>,
 }
 
@@ -350,11 +351,11 @@ pub fn percent_encode_all(bytes: &[u8], out: &mut Vec<u8>) {
 /// and [`AnnounceRequest::parse`], for tests, the load generator and the fuzz targets.
 pub fn write_announce_target(req: &AnnounceRequest<'_>, out: &mut Vec<u8>) {
     use std::io::Write;
-    out.extend_from_slice(b"/announce");
-    if let Some(k) = req.path_key {
-        out.push(b'/');
-        out.extend_from_slice(k.as_bytes());
-    }
+    let path = TrackerPath {
+        action: Action::Announce,
+        passkey: req.path_key,
+    };
+    write_path(&path, PasskeyPlace::AfterAction, out);
     out.extend_from_slice(b"?info_hash=");
     percent_encode_all(&req.info_hash.0, out);
     out.extend_from_slice(b"&peer_id=");
@@ -422,9 +423,28 @@ mod tests {
             (b"/announce//", unknown),
             (b"/announce/a/b", unknown),
             (b"", unknown),
+            (b"/s3cret/announce?x", announce(Some("s3cret"), b"x")),
+            (
+                b"/k/scrape/?info_hash=1#f",
+                scrape(Some("k"), b"info_hash=1"),
+            ),
+            (b"/a/b?x", unknown),
+            (
+                b"/announce/a!b?x",
+                Err(RequestError::MalformedPasskey(Action::Announce)),
+            ),
+            (
+                b"/a%20b/scrape",
+                Err(RequestError::MalformedPasskey(Action::Scrape)),
+            ),
         ] {
             assert_eq!(parse_target(target), expected, "{target:?}");
         }
+        assert_eq!(
+            RequestError::MalformedPasskey(Action::Scrape).to_string(),
+            PathError::MalformedPasskey(Action::Scrape).to_string(),
+            "one failure reason on every protocol"
+        );
     }
 
     #[test]

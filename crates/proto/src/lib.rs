@@ -8,6 +8,8 @@
 //!
 //! - [`common`]: the tracker's vocabulary shared by all protocols (info hashes, peer ids,
 //!   events, compact peer addresses).
+//! - [`path`]: the tracker paths sites hand out (`/announce`, `/<passkey>/announce`, ...),
+//!   one parser for HTTP targets, BEP 41 URL data and WebSocket upgrade paths.
 //! - [`udp`]: BEP 15 (UDP tracker protocol) with BEP 41 options.
 //! - [`http`]: BEP 3 / BEP 48 request targets and query strings.
 //! - [`bencode`]: the bencoded responses of the HTTP tracker (BEP 3, 7, 23, 48).
@@ -16,6 +18,7 @@
 pub mod bencode;
 pub mod common;
 pub mod http;
+pub mod path;
 pub mod udp;
 pub mod ws;
 

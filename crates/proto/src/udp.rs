@@ -15,6 +15,7 @@ use bytemuck::{Pod, Zeroable};
 use thiserror::Error;
 
 use crate::common::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
+use crate::path::{parse_path, split_target, PathError, TrackerPath, MAX_PATH_LEN};
 
 /// The magic constant a connect request starts with.
 pub const PROTOCOL_ID: u64 = 0x0417_2710_1980;
@@ -251,6 +252,33 @@ pub fn url_data(tail: &[u8], out: &mut [u8]) -> usize {
         }
     }
     n
+}
+
+/// Bytes of the buffer [`url_data_path`] collects BEP 41 URL data into. Longer than any
+/// path that parses ([`MAX_PATH_LEN`]), so URL data cut short by it held no valid path
+/// before its query.
+pub const URL_PATH_BUFFER: usize = 128;
+const _: () = assert!(URL_PATH_BUFFER > MAX_PATH_LEN);
+
+/// The tracker path in an announce's BEP 41 URL data (`tail` is what follows the 98
+/// bytes), read by the parser every protocol uses ([`crate::path::parse_path`]):
+/// `udp://host:port/<passkey>/announce` arrives as URL data `/<passkey>/announce`. `None`
+/// when there is no URL data at all (a plain BEP 15 announce, padding); the query, if
+/// any, is cut off. `buf` is the caller's, so that nothing is allocated; the passkey
+/// borrows from it.
+pub fn url_data_path<'b>(
+    tail: &[u8],
+    buf: &'b mut [u8; URL_PATH_BUFFER],
+) -> Option<Result<TrackerPath<'b>, PathError>> {
+    if tail.is_empty() {
+        return None;
+    }
+    let n = url_data(tail, buf);
+    if n == 0 {
+        return None;
+    }
+    let data: &'b [u8] = &buf[..n];
+    Some(parse_path(split_target(data).0))
 }
 
 /// Per-torrent figures in a scrape response, in wire order, big-endian, cast in place.
@@ -575,6 +603,41 @@ mod tests {
     }
 
     #[test]
+    fn url_data_paths_carry_the_passkey_however_the_options_are_cut() {
+        use crate::path::Action;
+        let mut buf = [0u8; URL_PATH_BUFFER];
+        let passkey = |tail: &[u8], buf: &mut [u8; URL_PATH_BUFFER]| {
+            url_data_path(tail, buf).map(|r| r.map(|p| (p.action, p.passkey.map(String::from))))
+        };
+        let announce = |k: &str| Some(Ok((Action::Announce, Some(k.to_owned()))));
+        let mut one = Vec::new();
+        write_url_data_option(b"/0123abcd/announce?key=1", &mut one);
+        assert_eq!(passkey(&one, &mut buf), announce("0123abcd"));
+        // The same URL data in small options, as BEP 41 allows, then an end of options.
+        let mut cut = Vec::new();
+        for chunk in [&b"/announce"[..], b"/0123", b"abcd"] {
+            write_url_data_option(chunk, &mut cut);
+        }
+        cut.extend_from_slice(&[0x0, 0x2, 3, b'x', b'y', b'z']);
+        assert_eq!(passkey(&cut, &mut buf), announce("0123abcd"));
+        // No URL data: no path at all.
+        assert_eq!(passkey(&[], &mut buf), None);
+        assert_eq!(passkey(&[0, 0], &mut buf), None);
+        assert_eq!(passkey(&[0x1, 0x1], &mut buf), None);
+        // URL data that is no tracker path, or longer than the buffer.
+        let mut odd = Vec::new();
+        write_url_data_option(b"/dir?passkey=1", &mut odd);
+        assert_eq!(passkey(&odd, &mut buf), Some(Err(PathError::UnknownPath)));
+        let mut long = Vec::new();
+        let path = format!("/announce/{}", "k".repeat(300));
+        write_url_data_option(path.as_bytes(), &mut long);
+        assert_eq!(
+            passkey(&long, &mut buf),
+            Some(Err(PathError::MalformedPasskey(Action::Announce)))
+        );
+    }
+
+    #[test]
     fn truncated_announce_is_answerable_error() {
         let b = announce_bytes();
         match Request::parse(&b[..97]) {
@@ -743,6 +806,8 @@ mod tests {
             let _ = Request::parse(&bytes);
             let _ = Response::parse(&bytes, false);
             let _ = Response::parse(&bytes, true);
+            let mut buf = [0u8; URL_PATH_BUFFER];
+            let _ = url_data_path(&bytes, &mut buf);
         }
     }
 }

@@ -150,21 +150,8 @@ pub struct FailureContext {
     pub info_hash: Option<InfoHash>,
 }
 
-/// The two actions of the protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Announce,
-    Scrape,
-}
-
-impl Action {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Announce => "announce",
-            Action::Scrape => "scrape",
-        }
-    }
-}
+/// The two actions of the protocol: the tracker's own, as on every protocol.
+pub use crate::common::Action;
 
 /// Parses one text message. On error, also returns what could be read of the request.
 pub fn parse_request(bytes: &[u8]) -> Result<Request<'_>, (RequestError, FailureContext)> {

@@ -7,9 +7,10 @@
 //! WebTorrent JSON message), then asks [`Policy::check`] with what it parsed, as a
 //! [`Request`]: the protocol, the action (announce or scrape), the client's source address
 //! (after the HTTP proxy rules; the datagram's address for UDP, never an address the client
-//! claims), the info hash, the peer id (announces only) and the credential the client
-//! presented (the `<key>` of an HTTP `/announce/<key>`; none over UDP and WebTorrent
-//! today). A scrape asks once per info hash. The answer is a [`Verdict`]:
+//! claims), the info hash, the peer id and the bytes left (announces only), and the
+//! passkey the client presented on any protocol (HTTP's path, UDP's BEP 41 URL data, the
+//! WebSocket upgrade path; see [`Request::credential`]). A scrape asks once per info
+//! hash. The answer is a [`Verdict`]:
 //!
 //! - [`Verdict::Admit`]: go on to the store.
 //! - [`Verdict::Refuse`]: answer with the reason, per protocol: a BEP 15 error datagram,
@@ -78,8 +79,15 @@ pub struct Request<'a> {
     pub info_hash: &'a InfoHash,
     /// Announces only.
     pub peer_id: Option<&'a PeerId>,
-    /// The credential the client presented (HTTP's `/announce/<key>`), if any.
+    /// The passkey the client presented, if any, from the one path parser every protocol
+    /// uses (`shoal_proto::path`): HTTP's `/announce/<passkey>` or `/<passkey>/announce`
+    /// (and the same for `/scrape`); UDP announces' BEP 41 URL data with those paths (UDP
+    /// scrapes carry none); the WebSocket upgrade path of a WebTorrent connection, for
+    /// every announce and scrape on it.
     pub credential: Option<&'a str>,
+    /// Announces only: the bytes the client has left to download (a leecher has some).
+    /// `None` for scrapes, and for WebTorrent announces that do not say (no metadata yet).
+    pub left: Option<u64>,
 }
 
 /// What becomes of a request.
@@ -137,6 +145,8 @@ impl Policy {
     /// Decides one request: the rules in order, the first refusal or drop wins.
     #[inline]
     pub fn check(&self, req: &Request<'_>) -> Verdict {
+        #[cfg(test)]
+        seen::record(req);
         if !self.lists(req.info_hash) {
             return Verdict::Refuse(NOT_ALLOWED);
         }
@@ -201,6 +211,46 @@ impl Policy {
     }
 }
 
+/// What [`Policy::check`] was asked, recorded in the library's own unit tests only (it is
+/// compiled out of every other build, so it costs the hot path nothing): the front ends'
+/// handler tests read it to see which credential and `left` each protocol hands over.
+/// Per thread, as each test runs on its own and the handlers answer on the caller's thread.
+#[cfg(test)]
+pub(crate) mod seen {
+    use std::cell::RefCell;
+
+    use super::{Action, Protocol, Request};
+
+    /// One request as the policy saw it (owned).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Seen {
+        pub protocol: Protocol,
+        pub action: Action,
+        pub credential: Option<String>,
+        pub left: Option<u64>,
+    }
+
+    thread_local! {
+        static SEEN: RefCell<Vec<Seen>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn record(req: &Request<'_>) {
+        SEEN.with_borrow_mut(|seen| {
+            seen.push(Seen {
+                protocol: req.protocol,
+                action: req.action,
+                credential: req.credential.map(String::from),
+                left: req.left,
+            })
+        });
+    }
+
+    /// Everything this thread's policy checks saw since the last call.
+    pub fn take() -> Vec<Seen> {
+        SEEN.with_borrow_mut(std::mem::take)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +267,7 @@ mod tests {
             info_hash: &ih(n),
             peer_id: None,
             credential: None,
+            left: None,
         })
     }
 

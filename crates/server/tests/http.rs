@@ -328,6 +328,45 @@ fn the_key_path_segment_is_accepted() {
     assert_eq!(v.int("complete"), 1);
 }
 
+/// Every form of passkey path sites hand out is served (the policy sees the passkey:
+/// `http/handler.rs`'s unit tests), and a passkey outside the charset is told why.
+#[test]
+fn passkeys_before_or_after_the_action_are_served_and_malformed_ones_told_why() {
+    let t = start(|_| {});
+    let a = http(&t);
+    for (n, path) in [
+        "/announce/0123456789abcdef0123456789abcdef",
+        "/0123456789abcdef0123456789abcdef/announce",
+        "/0123456789abcdef0123456789abcdef/announce/",
+        "/A-b.C_d~9/announce",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let n = n as u8 + 1;
+        let target = announce_target(6, n, 9000 + u16::from(n), 1, "");
+        let r = get(a, &target.replace("/announce?", &format!("{path}?")));
+        let v = r.bencode();
+        assert_eq!(v.failure(), None, "{path}: {v:?}");
+        assert_eq!(v.int("incomplete"), i64::from(n), "{path}");
+    }
+    let scrape = format!("/0123abcd/scrape?info_hash={}", enc(&ih(6).0));
+    let r = get(a, &scrape);
+    assert_eq!(r.bencode().failure(), None, "{r:?}");
+    for bad in [
+        "/announce/pass%20key",
+        "/pass!key/announce",
+        "/pass!key/scrape",
+    ] {
+        let target = announce_target(6, 9, 9009, 1, "").replace("/announce?", &format!("{bad}?"));
+        assert!(
+            failure_of(a, &target).starts_with("malformed passkey"),
+            "{bad}"
+        );
+    }
+    assert_eq!(get(a, "/pass/key/announce").status, 404);
+}
+
 #[test]
 fn the_ip_parameter_is_honoured_only_when_allowed() {
     for allowed in [false, true] {

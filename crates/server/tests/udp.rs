@@ -332,6 +332,31 @@ fn trailing_bytes_and_bep41_options_are_accepted() {
     assert_eq!(l, 1);
 }
 
+/// `udp://host:port/<passkey>/announce` (and the other forms) arrive as BEP 41 URL data
+/// and are served; so is URL data that is no tracker path, as options are advisory. That
+/// the policy sees the passkey is `udp/handler.rs`'s unit tests.
+#[test]
+fn passkey_paths_in_bep41_url_data_are_served() {
+    let (_tracker, mut c) = started();
+    for (n, url_data) in [
+        &b"/0123456789abcdef0123456789abcdef/announce"[..],
+        b"/announce/0123456789abcdef0123456789abcdef?key=1",
+        b"/announce/bad!key",
+        b"/some/other/path",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // A torrent of its own each: the client announces alone in it.
+        let req = c.announce_req(10 + n as u8, 1, 1, AnnounceEvent::Started);
+        let mut out = datagram(req);
+        shoal_proto::udp::write_url_data_option(url_data, &mut out);
+        c.send(&out);
+        let (leechers, _, _) = parse_announce(&c.recv().unwrap(), false, req.transaction_id);
+        assert_eq!(leechers, 1, "{}", String::from_utf8_lossy(url_data));
+    }
+}
+
 #[test]
 fn stopped_and_completed_events() {
     let tracker = Tracker::start(config("127.0.0.1:0")).unwrap();

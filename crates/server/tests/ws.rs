@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::ws::{
-    announce, answer, assert_refused, bin, connect, eventually, recv, request, send, silent,
-    with_offers, Client, WAIT,
+    announce, answer, assert_refused, bin, connect, connect_to, eventually, recv, request, send,
+    silent, with_offers, Client, WAIT,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
@@ -96,6 +96,34 @@ async fn announce_replies_with_counts_and_interval() {
     );
     let st = h.ctx.torrents.scrape(&InfoHash(ih(1)));
     assert_eq!((st.seeders, st.leechers, st.completed), (1, 1, 1));
+}
+
+/// A passkey in the WebSocket URL (`ws://host/<passkey>/announce`, `/announce/<passkey>`)
+/// is served like any path, as are paths with none or a malformed one. That the passkey
+/// goes with every announce and scrape is `ws/handler.rs`'s and `ws/upgrade_request.rs`'s
+/// unit tests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passkey_urls_are_served_like_any_path() {
+    let h = start_default();
+    let paths = [
+        "/0123456789abcdef0123456789abcdef/announce",
+        "/announce/0123456789abcdef0123456789abcdef",
+        "/announce/bad!key",
+        "/",
+    ];
+    let mut clients = Vec::new();
+    for (n, path) in paths.into_iter().enumerate() {
+        let mut c = connect_to(h.addr, path).await;
+        let r = request(&mut c, announce(ih(9), pid(n as u8), Some(5), "started")).await;
+        assert_eq!(r["incomplete"].as_u64(), Some(n as u64 + 1), "{path}: {r}");
+        let r = request(
+            &mut c,
+            json!({"action": "scrape", "info_hash": bin(&ih(9))}),
+        )
+        .await;
+        assert!(r["files"].is_object(), "{path}: {r}");
+        clients.push(c);
+    }
 }
 
 /// Two peers in the swarm, a third announces with offers: each offer reaches a different

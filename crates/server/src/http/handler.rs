@@ -7,7 +7,10 @@
 //! WebSocket front end). That keeps every tracker rule testable without sockets and keeps
 //! the connection loop about bytes and timeouts only.
 //!
-//! Every announce and scrape (each of its info hashes) asks the policy before the store.
+//! Every announce and scrape (each of its info hashes) asks the policy before the store,
+//! with the passkey of its path (`/announce/<passkey>` or `/<passkey>/announce`, read by
+//! the path parser every protocol shares) as the credential. A path whose passkey segment
+//! is no passkey gets a bencoded `failure reason` saying what a passkey may be.
 //! Tracker errors (bad parameters, torrents the policy refuses, proxy header problems) are
 //! a bencoded `failure reason` with status 200, which is what clients read; only requests
 //! that are not tracker requests at all get HTTP error statuses. A request the policy
@@ -285,16 +288,8 @@ impl Handler {
         let close = !self.ctx.settings.keep_alive || f.close || (version == 0 && !f.keep_alive);
 
         self.body.clear();
-        let target = match parse_target(path.as_bytes()) {
-            Ok(t) => t,
-            Err(_) => {
-                write_head(out, "404 Not Found", 10, close, "");
-                out.extend_from_slice(b"not found\n");
-                return if close { Next::Close } else { Next::KeepAlive };
-            }
-        };
-        let (action, reply) = match target {
-            Target::Announce { key, query } => {
+        let (action, reply) = match parse_target(path.as_bytes()) {
+            Ok(Target::Announce { key, query }) => {
                 let reply = match &client_ip {
                     Ok(ip) => self.announce(query, key, *ip),
                     Err(e) => {
@@ -304,7 +299,7 @@ impl Handler {
                 };
                 ("announce", reply)
             }
-            Target::Scrape { key, query } => {
+            Ok(Target::Scrape { key, query }) => {
                 match parse_scrape(query, self.ctx.settings.max_scrape_hashes, &mut self.hashes) {
                     Ok(()) if self.hashes.is_empty() => {
                         return self.full_scrape(f.accepts_gzip, close, out);
@@ -317,6 +312,16 @@ impl Handler {
                         ("scrape", Reply::Failed)
                     }
                 }
+            }
+            // A tracker path with a key that is no passkey: the client hears why.
+            Err(e @ RequestError::MalformedPasskey(action)) => {
+                self.failure(e);
+                (action.as_str(), Reply::Failed)
+            }
+            Err(_) => {
+                write_head(out, "404 Not Found", 10, close, "");
+                out.extend_from_slice(b"not found\n");
+                return if close { Next::Close } else { Next::KeepAlive };
             }
         };
         count(action, reply == Reply::Served);
@@ -372,6 +377,7 @@ impl Handler {
             info_hash: &req.info_hash,
             peer_id: Some(&req.peer_id),
             credential: req.path_key,
+            left: Some(req.left),
         }) {
             return reply;
         }
@@ -419,6 +425,7 @@ impl Handler {
                 info_hash: &h,
                 peer_id: None,
                 credential,
+                left: None,
             }) {
                 return reply;
             }
@@ -467,6 +474,7 @@ impl Handler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::seen::{self, Seen};
 
     #[test]
     fn gzip_acceptance_follows_q_values() {
@@ -521,6 +529,66 @@ mod tests {
         let (next, out) = handle(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", b"");
         assert!(matches!(next, Next::Close));
         assert!(out.starts_with(b"HTTP/1.1 400"));
+    }
+
+    const IH: &str = "%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01";
+
+    /// Answers `GET <target>` and returns the response.
+    fn get(target: &str) -> String {
+        let raw = format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n");
+        String::from_utf8_lossy(&handle(raw.as_bytes(), b"").1).into_owned()
+    }
+
+    fn seen(action: policy::Action, credential: Option<&str>, left: Option<u64>) -> Seen {
+        Seen {
+            protocol: Protocol::Http,
+            action,
+            credential: credential.map(String::from),
+            left,
+        }
+    }
+
+    #[test]
+    fn passkeys_of_every_path_form_reach_the_policy() {
+        let query = format!("info_hash={IH}&peer_id=-qB4520-abcdefghijkl&port=1&left=77");
+        let announce = policy::Action::Announce;
+        seen::take();
+        for (path, credential) in [
+            ("/announce", None),
+            ("/announce/", None),
+            ("/announce/0123abcd", Some("0123abcd")),
+            ("/0123abcd/announce", Some("0123abcd")),
+            ("/0123abcd/announce/", Some("0123abcd")),
+        ] {
+            let reply = get(&format!("{path}?{query}"));
+            assert!(reply.contains("8:intervali"), "{path}: {reply}");
+            assert_eq!(
+                seen::take(),
+                vec![seen(announce, credential, Some(77))],
+                "{path}"
+            );
+        }
+        let scrape = policy::Action::Scrape;
+        for (path, credential) in [("/scrape", None), ("/k/scrape", Some("k"))] {
+            let reply = get(&format!(
+                "{path}?info_hash={IH}&info_hash={}",
+                "b".repeat(20)
+            ));
+            assert!(reply.contains("5:files"), "{path}: {reply}");
+            let once = seen(scrape, credential, None);
+            assert_eq!(seen::take(), vec![once.clone(), once], "{path}");
+        }
+    }
+
+    #[test]
+    fn malformed_passkeys_get_a_failure_reason_and_unknown_paths_a_404() {
+        let reply = get(&format!("/announce/a!b?info_hash={IH}"));
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        assert!(reply.contains("failure reason") && reply.contains("malformed passkey"));
+        let reply = get(&format!("/{}/scrape", "k".repeat(65)));
+        assert!(reply.contains("malformed passkey"), "{reply}");
+        assert!(get("/a/b/announce").starts_with("HTTP/1.1 404"));
+        assert!(seen::take().is_empty(), "nothing reached the policy");
     }
 
     #[test]

@@ -4,15 +4,23 @@
 //! It holds no socket, so tests drive it with bytes. Each worker owns one handler and its
 //! scratch buffers (peers chosen, scrape figures), reused for every request: answering
 //! allocates nothing.
+//!
+//! Passkeys (BEP 41): an announce's URL data (`udp://host:port/<passkey>/announce` sends
+//! `/<passkey>/announce`) is read by the path parser every protocol shares
+//! (`shoal_proto::udp::url_data_path`), into a small buffer on the stack, and its passkey
+//! goes to the policy as the credential. URL data that is no tracker path gives no
+//! credential and the announce is served as before: BEP 41 options are advisory, and in
+//! open mode nothing depends on them. Scrape datagrams carry no options in practice (BEP 41
+//! defines them after an announce only), so a UDP scrape has no credential.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use shoal_proto::udp::{
-    AnnounceHeader, AnnounceRequest, ConnectionId, Request, RequestParseError, Response,
-    ScrapeRequest, ScrapeStats, TransactionId,
+    url_data_path, AnnounceHeader, AnnounceRequest, ConnectionId, Request, RequestParseError,
+    Response, ScrapeRequest, ScrapeStats, TransactionId, ANNOUNCE_REQUEST_LEN, URL_PATH_BUFFER,
 };
-use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
+use shoal_proto::{CompactPeerV4, CompactPeerV6};
 use shoal_swarm::{Announce, Family, PeerSink, Store, TorrentStats};
 
 use super::connection_id::ConnectionIds;
@@ -20,7 +28,7 @@ use super::counters::LocalCounters;
 use crate::policy::{self, Policy, Protocol, Verdict};
 
 /// Settings a handler needs, copied out of the config.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct HandlerConfig {
     pub interval: u32,
     pub allow_ip_field: bool,
@@ -105,7 +113,9 @@ impl Handler {
                 }
                 self.counters.announce += 1;
                 action = Some(policy::Action::Announce);
-                self.announce(&r, ip, now, out)
+                // `parse` checked the announce's length; its BEP 41 options follow it.
+                let options = packet.get(ANNOUNCE_REQUEST_LEN..).unwrap_or_default();
+                self.announce(&r, options, ip, now, out)
             }
             Ok(Request::Scrape(r)) => {
                 if !self.proven(r.connection_id, ip, now) {
@@ -155,35 +165,27 @@ impl Handler {
         ok
     }
 
-    /// The policy's verdict on one request from `source`: `Ok` to serve it, or the reply
-    /// to give instead (an error datagram, or none).
+    /// The policy's verdict on `req`: `Ok` to serve it, or the reply to give instead (an
+    /// error datagram, or none).
     #[inline]
     fn admitted(
         &self,
-        action: policy::Action,
-        source: IpAddr,
-        info_hash: &InfoHash,
-        peer_id: Option<&PeerId>,
+        req: &policy::Request<'_>,
         transaction_id: TransactionId,
         out: &mut [u8],
     ) -> Result<(), Option<usize>> {
-        match self.policy.check(&policy::Request {
-            protocol: Protocol::Udp,
-            action,
-            source,
-            info_hash,
-            peer_id,
-            credential: None,
-        }) {
+        match self.policy.check(req) {
             Verdict::Admit => Ok(()),
             Verdict::Refuse(reason) => Err(error(transaction_id, reason, out)),
             Verdict::Drop => Err(None),
         }
     }
 
+    /// Answers announce `r`, whose BEP 41 options are `options`.
     fn announce(
         &mut self,
         r: &AnnounceRequest,
+        options: &[u8],
         ip: IpAddr,
         now: Now,
         out: &mut [u8],
@@ -191,10 +193,22 @@ impl Handler {
         if r.port == 0 {
             return error(r.transaction_id, "invalid port 0", out);
         }
-        let action = policy::Action::Announce;
-        let peer_id = Some(&r.peer_id);
-        if let Err(reply) = self.admitted(action, ip, &r.info_hash, peer_id, r.transaction_id, out)
-        {
+        let mut url = [0u8; URL_PATH_BUFFER];
+        let credential = match url_data_path(options, &mut url) {
+            Some(Ok(path)) => path.passkey,
+            // No URL data, or URL data that is no tracker path: advisory, so served.
+            None | Some(Err(_)) => None,
+        };
+        let req = policy::Request {
+            protocol: Protocol::Udp,
+            action: policy::Action::Announce,
+            source: ip,
+            info_hash: &r.info_hash,
+            peer_id: Some(&r.peer_id),
+            credential,
+            left: Some(r.left),
+        };
+        if let Err(reply) = self.admitted(&req, r.transaction_id, out) {
             return reply;
         }
         let numwant = self.store.numwant(Some(i64::from(r.numwant)));
@@ -207,18 +221,12 @@ impl Handler {
         let (store, now) = (&*self.store, now.store);
         let (stats, is_v4) = match ip {
             IpAddr::V4(v4) => {
-                let addr = CompactPeerV4::new(v4, r.port);
-                (
-                    announce_in(store, r, addr, numwant, now, &mut self.peers_v4),
-                    true,
-                )
+                let a = announce_of(r, CompactPeerV4::new(v4, r.port), numwant, credential);
+                (announce_in(store, &a, now, &mut self.peers_v4), true)
             }
             IpAddr::V6(v6) => {
-                let addr = CompactPeerV6::new(v6, r.port);
-                (
-                    announce_in(store, r, addr, numwant, now, &mut self.peers_v6),
-                    false,
-                )
+                let a = announce_of(r, CompactPeerV6::new(v6, r.port), numwant, credential);
+                (announce_in(store, &a, now, &mut self.peers_v6), false)
             }
         };
         let header = AnnounceHeader {
@@ -248,8 +256,17 @@ impl Handler {
         }
         self.scrape.clear();
         for info_hash in r.info_hashes {
-            let action = policy::Action::Scrape;
-            if let Err(reply) = self.admitted(action, ip, info_hash, None, r.transaction_id, out) {
+            let req = policy::Request {
+                protocol: Protocol::Udp,
+                action: policy::Action::Scrape,
+                source: ip,
+                info_hash,
+                peer_id: None,
+                // Scrape datagrams carry no BEP 41 URL data (see the module docs).
+                credential: None,
+                left: None,
+            };
+            if let Err(reply) = self.admitted(&req, r.transaction_id, out) {
                 return reply;
             }
             let st = self.store.scrape(info_hash);
@@ -264,13 +281,29 @@ impl Handler {
     }
 }
 
-/// Records an announce of `r` from `addr` (either family), the chosen peers into `peers`.
-#[inline]
-fn announce_in<A: Family>(
-    store: &Store,
+/// The store's announce for `r` from `addr` (either family).
+fn announce_of<'a, A>(
     r: &AnnounceRequest,
     addr: A,
     numwant: usize,
+    credential: Option<&'a str>,
+) -> Announce<'a, A> {
+    Announce {
+        info_hash: r.info_hash,
+        peer_id: r.peer_id,
+        addr,
+        event: r.event,
+        left: r.left,
+        numwant,
+        credential,
+    }
+}
+
+/// Records announce `a`, the chosen peers into `peers`.
+#[inline]
+fn announce_in<A: Family>(
+    store: &Store,
+    a: &Announce<'_, A>,
     now: u32,
     peers: &mut Vec<A>,
 ) -> TorrentStats
@@ -278,16 +311,7 @@ where
     Vec<A>: PeerSink<A>,
 {
     peers.clear();
-    let req = Announce {
-        info_hash: r.info_hash,
-        peer_id: r.peer_id,
-        addr,
-        event: r.event,
-        left: r.left,
-        numwant,
-        credential: None,
-    };
-    store.announce(&req, now, peers)
+    store.announce(a, now, peers)
 }
 
 fn error(transaction_id: TransactionId, message: &str, out: &mut [u8]) -> Option<usize> {
@@ -296,4 +320,138 @@ fn error(transaction_id: TransactionId, message: &str, out: &mut [u8]) -> Option
         message: message.as_bytes(),
     }
     .write(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::seen::{self, Seen};
+    use shoal_proto::udp::{
+        write_url_data_option, ACTION_ANNOUNCE, ACTION_CONNECT, ACTION_SCRAPE, PROTOCOL_ID,
+    };
+
+    fn handler() -> Handler {
+        let store = Arc::new(Store::new(crate::Config::default().store_config()));
+        let config = HandlerConfig {
+            max_scrape_hashes: 10,
+            ..HandlerConfig::default()
+        };
+        let ids = ConnectionIds::new([7; 16], 120);
+        Handler::new(store, Arc::new(Policy::default()), ids, config)
+    }
+
+    const SRC: &str = "127.0.0.1:6881";
+
+    /// Sends `packet` and returns the reply's action (`None`: no reply).
+    fn send(h: &mut Handler, packet: &[u8]) -> Option<u32> {
+        let mut out = [0u8; 2048];
+        h.handle(
+            packet,
+            SRC.parse().unwrap(),
+            Now {
+                store: 1,
+                unix: 1000,
+            },
+            &mut out,
+        )?;
+        Some(u32::from_be_bytes(out[..4].try_into().unwrap()))
+    }
+
+    /// A connection id for `SRC`, as a client gets it.
+    fn connect(h: &mut Handler) -> ConnectionId {
+        let p = datagram(ConnectionId(PROTOCOL_ID), ACTION_CONNECT, 16, &[]);
+        let mut out = [0u8; 64];
+        let n = h.handle(
+            &p,
+            SRC.parse().unwrap(),
+            Now {
+                store: 1,
+                unix: 1000,
+            },
+            &mut out,
+        );
+        assert_eq!(n, Some(16));
+        ConnectionId(u64::from_be_bytes(out[8..16].try_into().unwrap()))
+    }
+
+    /// A request datagram at BEP 15's offsets: `len` bytes, the connection id and the
+    /// action, then `fields` (offset, bytes) over zeros.
+    fn datagram(cid: ConnectionId, action: u32, len: usize, fields: &[(usize, &[u8])]) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[..8].copy_from_slice(&cid.0.to_be_bytes());
+        p[8..12].copy_from_slice(&action.to_be_bytes());
+        for (at, bytes) in fields {
+            p[*at..*at + bytes.len()].copy_from_slice(bytes);
+        }
+        p
+    }
+
+    /// An announce (port 6881) of `left` bytes to go, with `url_data` as BEP 41 options.
+    fn announce(cid: ConnectionId, left: u64, url_data: Option<&[u8]>) -> Vec<u8> {
+        let (left, port) = (left.to_be_bytes(), 6881u16.to_be_bytes());
+        let fields: [(usize, &[u8]); 2] = [(64, &left), (96, &port)];
+        let mut p = datagram(cid, ACTION_ANNOUNCE, ANNOUNCE_REQUEST_LEN, &fields);
+        if let Some(data) = url_data {
+            write_url_data_option(data, &mut p);
+        }
+        p
+    }
+
+    fn seen_announce(credential: Option<&str>, left: u64) -> Vec<Seen> {
+        vec![Seen {
+            protocol: Protocol::Udp,
+            action: policy::Action::Announce,
+            credential: credential.map(String::from),
+            left: Some(left),
+        }]
+    }
+
+    #[test]
+    fn bep41_passkeys_reach_the_policy_and_other_url_data_is_still_served() {
+        let mut h = handler();
+        let cid = connect(&mut h);
+        seen::take();
+        let served = Some(ACTION_ANNOUNCE);
+        for (url_data, credential) in [
+            (Some(&b"/0123abcd/announce"[..]), Some("0123abcd")),
+            (Some(&b"/announce/0123abcd?key=9"[..]), Some("0123abcd")),
+            (Some(&b"/announce"[..]), None),
+            (None, None),
+            // Not a tracker path, or a malformed passkey: no credential, still served.
+            (Some(&b"/dir/x/y"[..]), None),
+            (Some(&b"/announce/bad!key"[..]), None),
+        ] {
+            assert_eq!(send(&mut h, &announce(cid, 500, url_data)), served);
+            assert_eq!(seen::take(), seen_announce(credential, 500), "{url_data:?}");
+        }
+        // A seeder's left reaches the policy as it is.
+        send(&mut h, &announce(cid, 0, Some(&b"/k/announce"[..])));
+        assert_eq!(seen::take(), seen_announce(Some("k"), 0));
+    }
+
+    #[test]
+    fn udp_scrapes_have_no_credential_and_unproven_clients_reach_no_policy() {
+        let mut h = handler();
+        let cid = connect(&mut h);
+        // Two info hashes.
+        let p = datagram(cid, ACTION_SCRAPE, 16 + 40, &[(16, &[1u8; 40][..])]);
+        seen::take();
+        assert_eq!(send(&mut h, &p), Some(ACTION_SCRAPE));
+        let scrape = Seen {
+            protocol: Protocol::Udp,
+            action: policy::Action::Scrape,
+            credential: None,
+            left: None,
+        };
+        assert_eq!(seen::take(), vec![scrape.clone(), scrape]);
+        // A wrong connection id never gets as far as the policy.
+        assert_eq!(
+            send(
+                &mut h,
+                &announce(ConnectionId(1), 5, Some(&b"/k/announce"[..]))
+            ),
+            None
+        );
+        assert!(seen::take().is_empty());
+    }
 }

@@ -72,6 +72,9 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let s = &ctx.settings;
+    // The passkey is read from the upgrade path once; every message of the connection
+    // presents it.
+    let passkey = upgrade.passkey().map(Box::from);
     let config = WebSocketConfig::default()
         .read_buffer_size(4096)
         .write_buffer_size(16 << 10)
@@ -89,7 +92,7 @@ where
             kick: kick.clone(),
         },
     );
-    let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical());
+    let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical(), passkey);
     let mut replies: Vec<Utf8Bytes> = Vec::new();
     let mut last_heard = Instant::now();
     let mut ticker = tokio::time::interval_at(Instant::now() + s.ping_interval, s.ping_interval);

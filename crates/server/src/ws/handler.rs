@@ -7,8 +7,9 @@
 //! logic can be read without the connection's timing concerns.
 //!
 //! Announces and scrapes ask the policy first, with the connection's client address as
-//! the source: a refused announce gets a `failure reason`, a refused hash is left out of a
-//! scrape, and a dropped request gets no reply.
+//! the source and the passkey of its upgrade path as the credential (both fixed for the
+//! connection's life): a refused announce gets a `failure reason`, a refused hash is left
+//! out of a scrape, and a dropped request gets no reply.
 
 use std::collections::HashSet;
 
@@ -31,6 +32,9 @@ pub struct ConnState {
     pub id: ConnectionId,
     /// The client's address (what the policy sees as the source).
     pub source: IpAddr,
+    /// The passkey of the upgrade request's path, presented with every announce and
+    /// scrape of the connection.
+    pub credential: Option<Box<str>>,
     /// The (torrent, peer id) pairs this connection has announced, to be removed from
     /// the store when it closes.
     pub peers: HashSet<(InfoHash, PeerId)>,
@@ -42,10 +46,11 @@ pub struct ConnState {
 }
 
 impl ConnState {
-    pub fn new(id: ConnectionId, source: IpAddr) -> Self {
+    pub fn new(id: ConnectionId, source: IpAddr, credential: Option<Box<str>>) -> Self {
         Self {
             id,
             source,
+            credential,
             peers: HashSet::new(),
             strikes: 0,
             targets: Vec::new(),
@@ -75,22 +80,26 @@ fn announcing(info_hash: InfoHash) -> FailureContext {
     }
 }
 
-/// The policy's verdict on one request of `conn`'s client.
+/// The policy's verdict on one request of `conn`'s client: a scrape of `info_hash`, or
+/// (with `announce`) an announce.
 #[inline]
 fn verdict(
     ctx: &WsContext,
-    source: IpAddr,
-    action: policy::Action,
+    conn: &ConnState,
     info_hash: &InfoHash,
-    peer_id: Option<&PeerId>,
+    announce: Option<&ws::Announce<'_>>,
 ) -> policy::Verdict {
     ctx.policy.check(&policy::Request {
         protocol: Protocol::Ws,
-        action,
-        source,
+        action: match announce {
+            Some(_) => policy::Action::Announce,
+            None => policy::Action::Scrape,
+        },
+        source: conn.source,
         info_hash,
-        peer_id,
-        credential: None,
+        peer_id: announce.map(|a| &a.peer_id),
+        credential: conn.credential.as_deref(),
+        left: announce.and_then(|a| a.left),
     })
 }
 
@@ -114,7 +123,7 @@ pub fn handle(
     match ws::parse_request(message) {
         Ok(Request::Announce(a)) => announce(ctx, conn, &a, now, replies),
         Ok(Request::Answer(a)) => answer(ctx, conn, &a, now, replies),
-        Ok(Request::Scrape(s)) => scrape(ctx, conn.source, &s.info_hashes, replies),
+        Ok(Request::Scrape(s)) => scrape(ctx, conn, &s.info_hashes, replies),
         Err((err, context)) => return misbehaved(ctx, conn, &err, context, replies),
     }
     Verdict::Continue
@@ -146,8 +155,7 @@ fn announce(
     replies: &mut Vec<Utf8Bytes>,
 ) {
     let context = announcing(a.info_hash);
-    let action = policy::Action::Announce;
-    match verdict(ctx, conn.source, action, &a.info_hash, Some(&a.peer_id)) {
+    match verdict(ctx, conn, &a.info_hash, Some(a)) {
         policy::Verdict::Admit => {}
         policy::Verdict::Refuse(reason) => {
             count("announce", "refused");
@@ -264,7 +272,12 @@ fn answer(
     }
 }
 
-fn scrape(ctx: &WsContext, source: IpAddr, info_hashes: &[InfoHash], replies: &mut Vec<Utf8Bytes>) {
+fn scrape(
+    ctx: &WsContext,
+    conn: &ConnState,
+    info_hashes: &[InfoHash],
+    replies: &mut Vec<Utf8Bytes>,
+) {
     let context = FailureContext {
         action: Some(ws::Action::Scrape),
         info_hash: None,
@@ -286,7 +299,7 @@ fn scrape(ctx: &WsContext, source: IpAddr, info_hashes: &[InfoHash], replies: &m
             return;
         }
         ctx.torrents.scrape_all(limit, |ih, st| {
-            if verdict(ctx, source, policy::Action::Scrape, &ih, None) == policy::Verdict::Admit {
+            if verdict(ctx, conn, &ih, None) == policy::Verdict::Admit {
                 files.push((ih, stats(st)));
             }
         });
@@ -294,7 +307,7 @@ fn scrape(ctx: &WsContext, source: IpAddr, info_hashes: &[InfoHash], replies: &m
         for ih in info_hashes {
             // Torrents the policy refuses are left out, like unknown ones would not be:
             // the client learns nothing about them. A drop drops the whole message.
-            match verdict(ctx, source, policy::Action::Scrape, ih, None) {
+            match verdict(ctx, conn, ih, None) {
                 policy::Verdict::Admit => files.push((*ih, stats(ctx.torrents.scrape(ih)))),
                 policy::Verdict::Refuse(_) => {}
                 policy::Verdict::Drop => {
@@ -319,5 +332,80 @@ fn stats(st: shoal_swarm::TorrentStats) -> ScrapeStats {
         complete: st.seeders,
         incomplete: st.leechers,
         downloaded: st.completed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::seen::{self, Seen};
+    use std::sync::Arc;
+
+    fn ctx() -> WsContext {
+        WsContext::new(
+            &crate::Config::default(),
+            Arc::new(policy::Policy::default()),
+        )
+    }
+
+    fn seen(action: policy::Action, credential: Option<&str>, left: Option<u64>) -> Seen {
+        Seen {
+            protocol: Protocol::Ws,
+            action,
+            credential: credential.map(String::from),
+            left,
+        }
+    }
+
+    /// Handles `message` on `conn` and returns the replies.
+    fn send(ctx: &WsContext, conn: &mut ConnState, message: &str) -> Vec<String> {
+        let mut replies = Vec::new();
+        assert_eq!(
+            handle(ctx, conn, message.as_bytes(), 1, &mut replies),
+            Verdict::Continue
+        );
+        replies.iter().map(|r| r.as_str().to_owned()).collect()
+    }
+
+    /// An announce of peer `peer` (20 times that letter), without its closing brace.
+    fn announce_of(peer: char) -> String {
+        let peer_id = peer.to_string().repeat(20);
+        format!(
+            r#"{{"action":"announce","info_hash":"aaaaaaaaaaaaaaaaaaaa","peer_id":"{peer_id}","numwant":0"#
+        )
+    }
+
+    #[test]
+    fn the_connections_passkey_goes_with_every_announce_and_scrape() {
+        let ctx = ctx();
+        let ip = "127.0.0.1".parse().unwrap();
+        let mut keyed = ConnState::new(1, ip, Some("0123abcd".into()));
+        let mut open = ConnState::new(2, ip, None);
+        seen::take();
+        let action = policy::Action::Announce;
+        for (conn, peer, credential) in
+            [(&mut keyed, 'b', Some("0123abcd")), (&mut open, 'c', None)]
+        {
+            let message = announce_of(peer);
+            let replies = send(&ctx, conn, &format!(r#"{message},"left":42}}"#));
+            assert!(replies[0].contains("\"interval\""), "{replies:?}");
+            // A client without metadata sends no `left`.
+            send(&ctx, conn, &format!("{message}}}"));
+            assert_eq!(
+                seen::take(),
+                vec![
+                    seen(action, credential, Some(42)),
+                    seen(action, credential, None)
+                ]
+            );
+            let replies = send(
+                &ctx,
+                conn,
+                r#"{"action":"scrape","info_hash":["aaaaaaaaaaaaaaaaaaaa","cccccccccccccccccccc"]}"#,
+            );
+            assert!(replies[0].contains("\"files\""), "{replies:?}");
+            let scrape = seen(policy::Action::Scrape, credential, None);
+            assert_eq!(seen::take(), vec![scrape.clone(), scrape]);
+        }
     }
 }

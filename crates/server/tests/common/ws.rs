@@ -17,7 +17,12 @@ pub type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 pub const WAIT: Duration = Duration::from_secs(5);
 
 pub async fn connect(addr: SocketAddr) -> Client {
-    let (c, resp) = tokio_tungstenite::connect_async(format!("ws://{addr}/announce"))
+    connect_to(addr, "/announce").await
+}
+
+/// A connection whose upgrade request asks for `path` (a passkey path, any path).
+pub async fn connect_to(addr: SocketAddr, path: &str) -> Client {
+    let (c, resp) = tokio_tungstenite::connect_async(format!("ws://{addr}{path}"))
         .await
         .unwrap();
     assert_eq!(resp.status(), 101);
