@@ -79,82 +79,97 @@ fn bytes(d: &Delta) -> (u64, u64, u64, u64) {
     (d.uploaded, d.downloaded, d.uploaded_raw, d.downloaded_raw)
 }
 
-#[test]
-fn a_normal_session_counts_each_difference_once() {
-    let c = client(1);
-    let d = run(
-        &ledger(),
+/// One client's announces, rule by rule: (name, [(peer, time, event, uploaded, downloaded,
+/// left)], expected (uploaded, downloaded, seed seconds, leech seconds, snatched)). Factors
+/// are 1, so the credited bytes equal the raw ones.
+type Session = (
+    &'static str,
+    &'static [(u8, u32, AnnounceEvent, u64, u64, u64)],
+    (u64, u64, u64, u64, bool),
+);
+
+const SESSIONS: &[Session] = &[
+    (
+        "a normal session counts each difference once",
         &[
-            at(c, 0, Started, 0, 0, 1000),
-            at(c, 1800, Regular, 100, 400, 600),
-            at(c, 3600, Completed, 250, 1000, 0),
-            at(c, 5400, Regular, 900, 1000, 0),
-            at(c, 6000, Stopped, 1200, 1000, 0),
+            (1, 0, Started, 0, 0, 1000),
+            (1, 1800, Regular, 100, 400, 600),
+            (1, 3600, Completed, 250, 1000, 0),
+            (1, 5400, Regular, 900, 1000, 0),
+            (1, 6000, Stopped, 1200, 1000, 0),
         ],
-    );
-    assert_eq!(bytes(&d), (1200, 1000, 1200, 1000));
-    assert_eq!((d.leech_seconds, d.seed_seconds), (3600, 2400));
-    assert!(d.completed);
-}
+        (1200, 1000, 600 + 1800, 1800 + 1800, true),
+    ),
+    // No time for the gap across a restart: the client was not running for all of it.
+    (
+        "a silent restart (counters drop) counts the new values from zero",
+        &[
+            (1, 0, Started, 0, 0, 1000),
+            (1, 1800, Regular, 100, 500, 500),
+            (1, 3600, Regular, 30, 200, 300),
+            (1, 5400, Regular, 80, 300, 200),
+        ],
+        (100 + 30 + 50, 500 + 200 + 100, 0, 1800 + 1800, false),
+    ),
+    (
+        "started again under the same peer id is a new session, even with higher counters",
+        &[
+            (1, 0, Started, 0, 0, 1000),
+            (1, 1800, Regular, 100, 500, 500),
+            (1, 1900, Started, 150, 600, 400),
+            (1, 3700, Regular, 170, 700, 300),
+        ],
+        (270, 1200, 0, 3600, false),
+    ),
+    (
+        "a restart under a new peer id is a new client beginning with started",
+        &[
+            (1, 0, Started, 0, 0, 1000),
+            (1, 1800, Regular, 100, 500, 500),
+            (2, 1900, Started, 0, 0, 500),
+            (2, 3700, Regular, 40, 400, 100),
+        ],
+        (140, 900, 0, 1800 + 1800, false),
+    ),
+    (
+        "a repeated started is a retry, not a new session",
+        &[
+            (1, 0, Started, 10, 50, 1000),
+            (1, 60, Started, 30, 90, 900),
+            (1, 1860, Regular, 40, 100, 800),
+        ],
+        (10 + 20 + 10, 100, 0, 1860, false),
+    ),
+    // Leeching 1000 s, seeding 500 s, silent 10 hours (only the cap counts), then a clock
+    // that went back (nothing).
+    (
+        "seed and leech time follow the previous state and stop at the cap",
+        &[
+            (1, 100, Started, 0, 0, 1000),
+            (1, 1100, Completed, 0, 1000, 0),
+            (1, 1600, Regular, 10, 1000, 0),
+            (1, 1600 + 36_000, Regular, 20, 1000, 0),
+            (1, 1000, Regular, 30, 1000, 0),
+        ],
+        (30, 1000, 500 + MAX_GAP as u64, 1000, true),
+    ),
+];
 
 #[test]
-fn a_restart_mid_download_neither_loses_nor_double_counts() {
-    let c = client(1);
-    // Restart without a word: the counters drop, the new values are since the restart.
-    let silent = run(
-        &ledger(),
-        &[
-            at(c, 0, Started, 0, 0, 1000),
-            at(c, 1800, Regular, 100, 500, 500),
-            at(c, 3600, Regular, 30, 200, 300),
-            at(c, 5400, Regular, 80, 300, 200),
-        ],
-    );
-    assert_eq!(bytes(&silent), (180, 800, 180, 800));
-    // No time for the gap across the restart: the client was not running for all of it.
-    assert_eq!(silent.leech_seconds, 1800 + 1800);
-
-    // Restart that announces `started` again with the same peer id, counters since the
-    // restart (here higher than before: still a new session).
-    let restarted = run(
-        &ledger(),
-        &[
-            at(c, 0, Started, 0, 0, 1000),
-            at(c, 1800, Regular, 100, 500, 500),
-            at(c, 1900, Started, 150, 600, 400),
-            at(c, 3700, Regular, 170, 700, 300),
-        ],
-    );
-    assert_eq!(bytes(&restarted), (100 + 170, 500 + 700, 270, 1200));
-    assert_eq!(restarted.leech_seconds, 1800 + 1800);
-
-    // Restart under a new peer id: a new client that begins with `started`.
-    let l = ledger();
-    let d = run(
-        &l,
-        &[
-            at(c, 0, Started, 0, 0, 1000),
-            at(c, 1800, Regular, 100, 500, 500),
-            at(client(2), 1900, Started, 0, 0, 500),
-            at(client(2), 3700, Regular, 40, 400, 100),
-        ],
-    );
-    assert_eq!(bytes(&d), (140, 900, 140, 900));
-}
-
-#[test]
-fn a_repeated_started_is_a_retry_not_a_new_session() {
-    let c = client(1);
-    let d = run(
-        &ledger(),
-        &[
-            at(c, 0, Started, 10, 50, 1000),
-            at(c, 60, Started, 30, 90, 900),
-            at(c, 1860, Regular, 40, 100, 800),
-        ],
-    );
-    assert_eq!(bytes(&d), (40, 100, 40, 100));
-    assert_eq!(d.leech_seconds, 1860);
+fn sessions_are_credited_by_the_rules() {
+    for &(name, rows, (up, down, seed, leech, snatched)) in SESSIONS {
+        let announces: Vec<_> = rows
+            .iter()
+            .map(|&(n, now, event, up, down, left)| at(client(n), now, event, up, down, left))
+            .collect();
+        let d = run(&ledger(), &announces);
+        assert_eq!(bytes(&d), (up, down, up, down), "{name}");
+        assert_eq!(
+            (d.seed_seconds, d.leech_seconds, d.completed),
+            (seed, leech, snatched),
+            "{name}"
+        );
+    }
 }
 
 #[test]
@@ -203,35 +218,35 @@ fn accounts_of_other_users_and_torrents_stay_apart() {
 
 #[test]
 fn freeleech_and_double_upload_apply_per_delta_rounding_down() {
-    let c = AccountedAnnounce {
-        download_factor: 0.0,
-        upload_factor: 2.0,
-        ..client(1)
-    };
-    let d = run(
-        &ledger(),
-        &[
-            at(c, 0, Started, 0, 0, 10),
-            at(c, 10, Regular, 300, 5000, 10),
-        ],
-    );
-    assert_eq!(bytes(&d), (600, 0, 300, 5000));
-
-    let half = AccountedAnnounce {
-        download_factor: 0.5,
-        upload_factor: 1.5,
-        ..client(1)
-    };
-    let d = run(
-        &ledger(),
-        &[
-            at(half, 0, Started, 0, 0, 10),
-            at(half, 10, Regular, 1, 3, 10),
-            at(half, 20, Regular, 2, 6, 10),
-        ],
-    );
-    // 1 * 1.5 = 1 and 1 * 1.5 = 1 (not 3 * 1.5 = 4); 3 * 0.5 = 1, twice.
-    assert_eq!(bytes(&d), (2, 2, 2, 6));
+    type Rows = &'static [(u32, AnnounceEvent, u64, u64)];
+    let cases: [(f64, f64, Rows, _); 2] = [
+        // Freeleech and double upload.
+        (
+            0.0,
+            2.0,
+            &[(0, Started, 0, 0), (10, Regular, 300, 5000)],
+            (600, 0, 300, 5000),
+        ),
+        // Per delta: 1 * 1.5 = 1 twice (not 3 * 1.5 = 4); 3 * 0.5 = 1 twice.
+        (
+            0.5,
+            1.5,
+            &[(0, Started, 0, 0), (10, Regular, 1, 3), (20, Regular, 2, 6)],
+            (2, 2, 2, 6),
+        ),
+    ];
+    for (download_factor, upload_factor, rows, expected) in cases {
+        let c = AccountedAnnounce {
+            download_factor,
+            upload_factor,
+            ..client(1)
+        };
+        let announces: Vec<_> = rows
+            .iter()
+            .map(|&(now, event, up, down)| at(c, now, event, up, down, 10))
+            .collect();
+        assert_eq!(bytes(&run(&ledger(), &announces)), expected);
+    }
 }
 
 #[test]
@@ -311,27 +326,6 @@ fn a_client_first_seen_without_started_sets_its_baseline() {
     let l = ledger();
     let d = run(&l, &[at(c, 0, Started, 16, 32, 0)]);
     assert_eq!(bytes(&d), (16, 32, 16, 32));
-}
-
-#[test]
-fn seed_and_leech_time_follow_the_previous_state_and_stop_at_the_cap() {
-    let c = client(1);
-    let d = run(
-        &ledger(),
-        &[
-            at(c, 100, Started, 0, 0, 1000),
-            // Leeching for 1000 s.
-            at(c, 1100, Completed, 0, 1000, 0),
-            // Seeding for 500 s.
-            at(c, 1600, Regular, 10, 1000, 0),
-            // Silent for 10 hours: only the cap counts.
-            at(c, 1600 + 36_000, Regular, 20, 1000, 0),
-            // A clock that went back credits nothing.
-            at(c, 1000, Regular, 30, 1000, 0),
-        ],
-    );
-    assert_eq!(d.leech_seconds, 1000);
-    assert_eq!(d.seed_seconds, 500 + u64::from(MAX_GAP));
 }
 
 #[test]
