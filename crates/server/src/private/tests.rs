@@ -397,8 +397,10 @@ enum Step {
     Announce { completed: bool, seeding: bool },
     /// The client sends `stopped` and pauses (its counters start over).
     Stop,
-    /// The client crashes and restarts without a word (its counters start over).
-    Crash,
+    /// The client crashes and restarts (its counters start over); `silent`: it does not
+    /// announce `started` again, and uploads less than before until its next announce, so
+    /// that the restart shows (a counter went down).
+    Crash { silent: bool },
     /// The clock moves on.
     Tick(u32),
     /// The database writer drains the ledger; `fails`: the write fails and is restored.
@@ -411,7 +413,7 @@ fn step() -> impl Strategy<Value = (usize, Step)> {
         4 => (any::<bool>(), any::<bool>())
             .prop_map(|(completed, seeding)| Step::Announce { completed, seeding }),
         1 => Just(Step::Stop),
-        1 => Just(Step::Crash),
+        1 => any::<bool>().prop_map(|silent| Step::Crash { silent }),
         2 => (0u32..250).prop_map(Step::Tick),
         1 => any::<bool>().prop_map(|fails| Step::Drain { fails }),
     ];
@@ -432,6 +434,8 @@ struct Model {
     last: Option<(u32, bool, u64, u64)>,
     /// Its last announce was its `started`.
     just_started: bool,
+    /// After a silent restart: `uploaded` stays below this until the next announce.
+    below: Option<u64>,
 }
 
 /// Adds a written batch to what the database holds.
@@ -500,6 +504,7 @@ proptest! {
             };
             match step {
                 Step::Transfer { up, down } => {
+                    let up = m.below.map_or(up, |limit| up.min(limit - 1 - m.up));
                     m.up += up;
                     m.down += down;
                 }
@@ -514,6 +519,7 @@ proptest! {
                     report(m, event == Completed);
                     l.record(&announce(m, event, seeding));
                     m.just_started = !m.open;
+                    m.below = None;
                     m.open = true;
                     m.last = Some((now, seeding, m.up, m.down));
                 }
@@ -525,8 +531,14 @@ proptest! {
                 }
                 // A crash right after `started` looks like a retry of it (see the rules);
                 // real clients do not restart within one announce, so the model does not.
-                Step::Crash if m.open && !m.just_started => *m = Model::default(),
-                Step::Stop | Step::Crash => {}
+                Step::Crash { silent: false } if m.open && !m.just_started => {
+                    *m = Model::default();
+                }
+                Step::Crash { silent: true } if m.open && m.last.is_some_and(|l| l.2 > 0) => {
+                    let reported = m.last.map_or(0, |l| l.2);
+                    *m = Model { open: true, below: Some(reported), ..Model::default() };
+                }
+                Step::Stop | Step::Crash { .. } => {}
                 Step::Tick(secs) => now += secs,
                 Step::Drain { fails } => {
                     let batch = l.drain();
