@@ -536,7 +536,13 @@ proptest! {
                 }
                 Step::Crash { silent: true } if m.open && m.last.is_some_and(|l| l.2 > 0) => {
                     let reported = m.last.map_or(0, |l| l.2);
-                    *m = Model { open: true, below: Some(reported), ..Model::default() };
+                    // The ledger's last announce of it is unchanged: `just_started` stays.
+                    *m = Model {
+                        open: true,
+                        below: Some(reported),
+                        just_started: m.just_started,
+                        ..Model::default()
+                    };
                 }
                 Step::Stop | Step::Crash { .. } => {}
                 Step::Tick(secs) => now += secs,
