@@ -29,6 +29,7 @@ pub mod config;
 pub mod http;
 pub mod listen;
 pub mod policy;
+pub mod private;
 pub mod privileges;
 pub mod reload;
 pub mod state;

@@ -1,0 +1,563 @@
+//! The accounting rules, named after what each test pins down, and a property test that the
+//! ledger's totals equal what a model of real clients reported.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use shoal_proto::{AnnounceEvent, PeerId};
+
+use super::credit::{apply_factor, AccountedAnnounce, Delta};
+use super::ledger::{Ledger, LedgerConfig};
+
+use AnnounceEvent::{Completed, None as Regular, Started, Stopped};
+
+const MAX_GAP: u32 = 3600;
+
+fn ledger() -> Ledger {
+    Ledger::new(LedgerConfig {
+        shards: 4,
+        max_gap: MAX_GAP,
+        peer_ttl: 2 * MAX_GAP,
+    })
+}
+
+fn peer(n: u8) -> PeerId {
+    PeerId([n; 20])
+}
+
+/// One client (user 1 on torrent 7 unless changed), factors 1.
+fn client(peer_n: u8) -> AccountedAnnounce {
+    AccountedAnnounce {
+        user_id: 1,
+        torrent_id: 7,
+        peer_id: peer(peer_n),
+        uploaded: 0,
+        downloaded: 0,
+        left: 1000,
+        event: Regular,
+        now: 0,
+        download_factor: 1.0,
+        upload_factor: 1.0,
+    }
+}
+
+/// `base` announcing `event` at `now` with counters (`up`, `down`) and `left`.
+fn at(
+    base: AccountedAnnounce,
+    now: u32,
+    event: AnnounceEvent,
+    up: u64,
+    down: u64,
+    left: u64,
+) -> AccountedAnnounce {
+    AccountedAnnounce {
+        now,
+        event,
+        uploaded: up,
+        downloaded: down,
+        left,
+        ..base
+    }
+}
+
+/// The one pending delta of user 1 on torrent 7 (an empty one if none).
+fn drained_one(ledger: &Ledger) -> Delta {
+    let batch = ledger.drain();
+    assert!(batch.len() <= 1, "one account expected: {batch:?}");
+    batch.first().copied().unwrap_or(Delta::new(1, 7))
+}
+
+/// Records each announce in turn and returns the account's drained sum.
+fn run(ledger: &Ledger, announces: &[AccountedAnnounce]) -> Delta {
+    for a in announces {
+        ledger.record(a);
+    }
+    drained_one(ledger)
+}
+
+fn bytes(d: &Delta) -> (u64, u64, u64, u64) {
+    (d.uploaded, d.downloaded, d.uploaded_raw, d.downloaded_raw)
+}
+
+/// One client's announces, rule by rule: (name, [(peer, time, event, uploaded, downloaded,
+/// left)], expected (uploaded, downloaded, seed seconds, leech seconds, snatched)). Factors
+/// are 1, so the credited bytes equal the raw ones.
+type Session = (
+    &'static str,
+    &'static [(u8, u32, AnnounceEvent, u64, u64, u64)],
+    (u64, u64, u64, u64, bool),
+);
+
+const SESSIONS: &[Session] = &[
+    (
+        "a normal session counts each difference once",
+        &[
+            (1, 0, Started, 0, 0, 1000),
+            (1, 1800, Regular, 100, 400, 600),
+            (1, 3600, Completed, 250, 1000, 0),
+            (1, 5400, Regular, 900, 1000, 0),
+            (1, 6000, Stopped, 1200, 1000, 0),
+        ],
+        (1200, 1000, 600 + 1800, 1800 + 1800, true),
+    ),
+    // No time for the gap across a restart: the client was not running for all of it.
+    (
+        "a silent restart (counters drop) counts the new values from zero",
+        &[
+            (1, 0, Started, 0, 0, 1000),
+            (1, 1800, Regular, 100, 500, 500),
+            (1, 3600, Regular, 30, 200, 300),
+            (1, 5400, Regular, 80, 300, 200),
+        ],
+        (100 + 30 + 50, 500 + 200 + 100, 0, 1800 + 1800, false),
+    ),
+    (
+        "started again under the same peer id is a new session, even with higher counters",
+        &[
+            (1, 0, Started, 0, 0, 1000),
+            (1, 1800, Regular, 100, 500, 500),
+            (1, 1900, Started, 150, 600, 400),
+            (1, 3700, Regular, 170, 700, 300),
+        ],
+        (270, 1200, 0, 3600, false),
+    ),
+    (
+        "a restart under a new peer id is a new client beginning with started",
+        &[
+            (1, 0, Started, 0, 0, 1000),
+            (1, 1800, Regular, 100, 500, 500),
+            (2, 1900, Started, 0, 0, 500),
+            (2, 3700, Regular, 40, 400, 100),
+        ],
+        (140, 900, 0, 1800 + 1800, false),
+    ),
+    (
+        "a repeated started is a retry, not a new session",
+        &[
+            (1, 0, Started, 10, 50, 1000),
+            (1, 60, Started, 30, 90, 900),
+            (1, 1860, Regular, 40, 100, 800),
+        ],
+        (10 + 20 + 10, 100, 0, 1860, false),
+    ),
+    // Leeching 1000 s, seeding 500 s, silent 10 hours (only the cap counts), then a clock
+    // that went back (nothing).
+    (
+        "seed and leech time follow the previous state and stop at the cap",
+        &[
+            (1, 100, Started, 0, 0, 1000),
+            (1, 1100, Completed, 0, 1000, 0),
+            (1, 1600, Regular, 10, 1000, 0),
+            (1, 1600 + 36_000, Regular, 20, 1000, 0),
+            (1, 1000, Regular, 30, 1000, 0),
+        ],
+        (30, 1000, 500 + MAX_GAP as u64, 1000, true),
+    ),
+];
+
+#[test]
+fn sessions_are_credited_by_the_rules() {
+    for &(name, rows, (up, down, seed, leech, snatched)) in SESSIONS {
+        let announces: Vec<_> = rows
+            .iter()
+            .map(|&(n, now, event, up, down, left)| at(client(n), now, event, up, down, left))
+            .collect();
+        let d = run(&ledger(), &announces);
+        assert_eq!(bytes(&d), (up, down, up, down), "{name}");
+        assert_eq!(
+            (d.seed_seconds, d.leech_seconds, d.completed),
+            (seed, leech, snatched),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn two_clients_of_one_user_on_one_torrent_add_to_one_account() {
+    let (a, b) = (client(1), client(2));
+    let l = ledger();
+    let d = run(
+        &l,
+        &[
+            at(a, 0, Started, 0, 0, 0),
+            at(b, 10, Started, 0, 0, 1000),
+            at(a, 1800, Regular, 700, 0, 0),
+            at(b, 1810, Regular, 5, 300, 700),
+            at(b, 3610, Regular, 6, 900, 100),
+            at(a, 3600, Regular, 1000, 0, 0),
+        ],
+    );
+    assert_eq!(bytes(&d), (1006, 900, 1006, 900));
+    assert_eq!((d.seed_seconds, d.leech_seconds), (3600, 3600));
+    assert_eq!(l.peers(), 2);
+}
+
+#[test]
+fn accounts_of_other_users_and_torrents_stay_apart() {
+    let l = ledger();
+    let other_user = AccountedAnnounce {
+        user_id: 2,
+        ..client(1)
+    };
+    let other_torrent = AccountedAnnounce {
+        torrent_id: 8,
+        ..client(1)
+    };
+    for c in [client(1), other_user, other_torrent] {
+        l.record(&at(c, 0, Started, 0, 0, 10));
+        l.record(&at(c, 10, Regular, c.user_id * 100 + c.torrent_id, 0, 10));
+    }
+    let mut batch = l.drain();
+    batch.sort_by_key(|d| (d.user_id, d.torrent_id));
+    let got: Vec<_> = batch
+        .iter()
+        .map(|d| (d.user_id, d.torrent_id, d.uploaded))
+        .collect();
+    assert_eq!(got, [(1, 7, 107), (1, 8, 108), (2, 7, 207)]);
+}
+
+#[test]
+fn freeleech_and_double_upload_apply_per_delta_rounding_down() {
+    type Rows = &'static [(u32, AnnounceEvent, u64, u64)];
+    let cases: [(f64, f64, Rows, _); 2] = [
+        // Freeleech and double upload.
+        (
+            0.0,
+            2.0,
+            &[(0, Started, 0, 0), (10, Regular, 300, 5000)],
+            (600, 0, 300, 5000),
+        ),
+        // Per delta: 1 * 1.5 = 1 twice (not 3 * 1.5 = 4); 3 * 0.5 = 1 twice.
+        (
+            0.5,
+            1.5,
+            &[(0, Started, 0, 0), (10, Regular, 1, 3), (20, Regular, 2, 6)],
+            (2, 2, 2, 6),
+        ),
+    ];
+    for (download_factor, upload_factor, rows, expected) in cases {
+        let c = AccountedAnnounce {
+            download_factor,
+            upload_factor,
+            ..client(1)
+        };
+        let announces: Vec<_> = rows
+            .iter()
+            .map(|&(now, event, up, down)| at(c, now, event, up, down, 10))
+            .collect();
+        assert_eq!(bytes(&run(&ledger(), &announces)), expected);
+    }
+}
+
+#[test]
+fn factors_that_make_no_sense_never_wrap_an_account() {
+    assert_eq!(apply_factor(u64::MAX, 1.0), u64::MAX);
+    assert_eq!(apply_factor(1000, -1.0), 0);
+    assert_eq!(apply_factor(1000, f64::NAN), 0);
+    assert_eq!(apply_factor(u64::MAX, 3.0), u64::MAX);
+    assert_eq!(apply_factor(1001, 0.5), 500);
+}
+
+#[test]
+fn completed_counts_one_snatch_per_user_and_torrent() {
+    let l = ledger();
+    let (a, b) = (client(1), client(2));
+    let first = l.record(&at(a, 0, Completed, 0, 0, 0));
+    assert!(first.delta.completed);
+    // Repeated, and from another client of the same user: no second snatch.
+    assert!(!l.record(&at(a, 10, Completed, 0, 0, 0)).delta.completed);
+    assert!(!l.record(&at(b, 20, Completed, 0, 0, 0)).delta.completed);
+    assert!(drained_one(&l).completed);
+    assert!(!l.record(&at(a, 10, Completed, 0, 0, 0)).delta.completed);
+    assert!(l.drain().is_empty(), "a repeat adds nothing to drain");
+
+    // A snatch the database already holds is not counted again.
+    let l = ledger();
+    l.remember_snatch(1, 7);
+    assert!(!l.record(&at(a, 0, Completed, 0, 0, 0)).delta.completed);
+    // Another user on the same torrent still snatches.
+    let other = AccountedAnnounce { user_id: 2, ..a };
+    assert!(l.record(&at(other, 0, Completed, 0, 0, 0)).delta.completed);
+}
+
+#[test]
+fn stopped_counts_the_last_delta_and_forgets_the_client() {
+    let l = ledger();
+    let c = client(1);
+    let d = run(
+        &l,
+        &[
+            at(c, 0, Started, 0, 0, 1000),
+            at(c, 1800, Regular, 100, 200, 800),
+            at(c, 2000, Stopped, 150, 260, 740),
+        ],
+    );
+    assert_eq!(bytes(&d), (150, 260, 150, 260));
+    assert_eq!(d.leech_seconds, 2000);
+    assert_eq!(l.peers(), 0);
+    // Its next session begins with `started`, counters from zero.
+    let d = run(
+        &l,
+        &[
+            at(c, 9000, Started, 0, 0, 740),
+            at(c, 9100, Regular, 1, 2, 738),
+        ],
+    );
+    assert_eq!(bytes(&d), (1, 2, 1, 2));
+    // A stopped from a client never seen counts nothing and leaves nothing behind.
+    let l = ledger();
+    assert!(l.record(&at(c, 0, Stopped, 500, 500, 0)).delta.is_empty());
+    assert_eq!((l.peers(), l.pending_accounts()), (0, 0));
+}
+
+#[test]
+fn a_client_first_seen_without_started_sets_its_baseline() {
+    let l = ledger();
+    let c = client(1);
+    let first = l.record(&at(c, 0, Regular, 5000, 7000, 0));
+    assert!(!first.known);
+    assert!(first.delta.is_empty(), "{first:?}");
+    assert_eq!(l.pending_accounts(), 0);
+    let d = run(&l, &[at(c, 1800, Regular, 5600, 7000, 0)]);
+    assert_eq!(bytes(&d), (600, 0, 600, 0));
+    assert_eq!(d.seed_seconds, 1800);
+
+    // With `started`, the counters are the new session's: counted from zero.
+    let l = ledger();
+    let d = run(&l, &[at(c, 0, Started, 16, 32, 0)]);
+    assert_eq!(bytes(&d), (16, 32, 16, 32));
+}
+
+#[test]
+fn drain_empties_and_restore_loses_nothing() {
+    let l = ledger();
+    let c = client(1);
+    l.record(&at(c, 0, Started, 0, 0, 1000));
+    l.record(&at(c, 100, Completed, 10, 1000, 0));
+    let failed = l.drain();
+    assert_eq!(failed.len(), 1);
+    assert!(l.drain().is_empty(), "drain leaves nothing pending");
+    // More arrives while the write fails; the batch comes back and merges with it.
+    l.record(&at(c, 200, Regular, 15, 1000, 0));
+    l.restore(failed);
+    assert_eq!(l.pending_accounts(), 1);
+    let d = drained_one(&l);
+    assert_eq!(bytes(&d), (15, 1000, 15, 1000));
+    assert_eq!((d.leech_seconds, d.seed_seconds), (100, 100));
+    assert!(d.completed);
+    // Restoring into an empty ledger recreates the accounts.
+    let l2 = ledger();
+    l2.restore(vec![d]);
+    assert_eq!(l2.drain(), vec![d]);
+}
+
+#[test]
+fn expire_forgets_silent_clients_only() {
+    let l = ledger();
+    let (a, b) = (client(1), client(2));
+    l.record(&at(a, 0, Started, 0, 0, 10));
+    l.record(&at(b, 5000, Started, 0, 0, 10));
+    assert_eq!(l.expire(2 * MAX_GAP), 0);
+    assert_eq!(l.expire(2 * MAX_GAP + 1), 1);
+    assert_eq!(l.peers(), 1);
+    // The expired client, back: its counters are a new baseline.
+    assert_eq!(
+        l.record(&at(a, 9000, Regular, 100, 100, 10)).delta.uploaded,
+        0
+    );
+}
+
+#[test]
+fn recording_from_many_threads_adds_up() {
+    let l = ledger();
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            let l = &l;
+            s.spawn(move || {
+                let c = client(t);
+                l.record(&at(c, 0, Started, 0, 0, 10));
+                for i in 1..=1000u64 {
+                    l.record(&at(c, i as u32, Regular, i, 2 * i, 10));
+                }
+            });
+        }
+    });
+    let d = drained_one(&l);
+    assert_eq!(bytes(&d), (4000, 8000, 4000, 8000));
+    assert_eq!(d.leech_seconds, 4000);
+}
+
+/// A step of the model: what one of the simulated clients does next.
+#[derive(Clone, Debug)]
+enum Step {
+    /// The client moves bytes (not yet reported).
+    Transfer { up: u64, down: u64 },
+    /// The client announces: `started` if its session is not open, else a regular or
+    /// `completed` announce; `seeding` sets `left`.
+    Announce { completed: bool, seeding: bool },
+    /// The client sends `stopped` and pauses (its counters start over).
+    Stop,
+    /// The client crashes and restarts (its counters start over); `silent`: it does not
+    /// announce `started` again, and uploads less than before until its next announce, so
+    /// that the restart shows (a counter went down).
+    Crash { silent: bool },
+    /// The clock moves on.
+    Tick(u32),
+    /// The database writer drains the ledger; `fails`: the write fails and is restored.
+    Drain { fails: bool },
+}
+
+fn step() -> impl Strategy<Value = (usize, Step)> {
+    let step = prop_oneof![
+        3 => (0u64..5000, 0u64..5000).prop_map(|(up, down)| Step::Transfer { up, down }),
+        4 => (any::<bool>(), any::<bool>())
+            .prop_map(|(completed, seeding)| Step::Announce { completed, seeding }),
+        1 => Just(Step::Stop),
+        1 => any::<bool>().prop_map(|silent| Step::Crash { silent }),
+        2 => (0u32..250).prop_map(Step::Tick),
+        1 => any::<bool>().prop_map(|fails| Step::Drain { fails }),
+    ];
+    (0usize..CLIENTS.len(), step)
+}
+
+/// (user, torrent, peer): users 1 and 2, torrents 7 and 8, user 1 with two clients on 7.
+const CLIENTS: [(u64, u64, u8); 4] = [(1, 7, 1), (1, 7, 2), (1, 8, 3), (2, 7, 4)];
+
+/// What a simulated client has done, as the client itself knows it.
+#[derive(Clone, Copy, Default)]
+struct Model {
+    up: u64,
+    down: u64,
+    /// The session is open (its `started` was sent).
+    open: bool,
+    /// (time, seeding, counters) at its last announce in this session.
+    last: Option<(u32, bool, u64, u64)>,
+    /// Its last announce was its `started`.
+    just_started: bool,
+    /// After a silent restart: `uploaded` stays below this until the next announce.
+    below: Option<u64>,
+}
+
+/// Adds a written batch to what the database holds.
+fn write(batch: Vec<Delta>, into: &mut HashMap<(u64, u64), Delta>) {
+    for d in batch {
+        into.entry((d.user_id, d.torrent_id))
+            .or_insert(Delta::new(d.user_id, d.torrent_id))
+            .merge(&d);
+    }
+}
+
+/// Integer factors (exact), per account: (download, upload).
+fn factors(user: u64, torrent: u64) -> (f64, f64) {
+    match (user, torrent) {
+        (1, 7) => (1.0, 1.0),
+        (1, 8) => (0.0, 2.0),
+        _ => (2.0, 0.0),
+    }
+}
+
+proptest! {
+    /// The ledger's totals, over any sequence of client behaviour and failed writes, equal
+    /// the sums of what the clients reported in each session, computed from the clients'
+    /// side (not from the ledger's rules).
+    #[test]
+    fn totals_equal_what_the_clients_reported(steps in prop::collection::vec(step(), 0..200)) {
+        const GAP: u32 = 100;
+        let l = Ledger::new(LedgerConfig { shards: 2, max_gap: GAP, peer_ttl: u32::MAX });
+        let mut models = [Model::default(); CLIENTS.len()];
+        let mut expected: HashMap<(u64, u64), Delta> = HashMap::new();
+        let mut written: HashMap<(u64, u64), Delta> = HashMap::new();
+        let mut now = 0u32;
+        for (i, step) in steps {
+            let (user, torrent, peer_n) = CLIENTS[i];
+            let m = &mut models[i];
+            let (download_factor, upload_factor) = factors(user, torrent);
+            let announce = |m: &Model, event, seeding: bool| AccountedAnnounce {
+                user_id: user,
+                torrent_id: torrent,
+                peer_id: peer(peer_n),
+                uploaded: m.up,
+                downloaded: m.down,
+                left: if seeding { 0 } else { 1 },
+                event,
+                now,
+                download_factor,
+                upload_factor,
+            };
+            // What the client reported since its last announce of this session, and the
+            // time since then, as the client sees it.
+            let mut report = |m: &Model, completed: bool| {
+                let e = expected.entry((user, torrent)).or_insert(Delta::new(user, torrent));
+                let (up, down) = match m.last {
+                    Some((_, _, up, down)) => (m.up - up, m.down - down),
+                    None => (m.up, m.down),
+                };
+                e.uploaded_raw += up;
+                e.downloaded_raw += down;
+                e.uploaded += up * upload_factor as u64;
+                e.downloaded += down * download_factor as u64;
+                if let Some((then, seeding, _, _)) = m.last {
+                    let secs = u64::from((now - then).min(GAP));
+                    if seeding { e.seed_seconds += secs } else { e.leech_seconds += secs }
+                }
+                e.completed |= completed;
+            };
+            match step {
+                Step::Transfer { up, down } => {
+                    let up = m.below.map_or(up, |limit| up.min(limit - 1 - m.up));
+                    m.up += up;
+                    m.down += down;
+                }
+                Step::Announce { completed, seeding } => {
+                    let event = if !m.open {
+                        Started
+                    } else if completed {
+                        Completed
+                    } else {
+                        Regular
+                    };
+                    report(m, event == Completed);
+                    l.record(&announce(m, event, seeding));
+                    m.just_started = !m.open;
+                    m.below = None;
+                    m.open = true;
+                    m.last = Some((now, seeding, m.up, m.down));
+                }
+                Step::Stop if m.open => {
+                    let seeding = m.last.is_some_and(|(_, s, _, _)| s);
+                    report(m, false);
+                    l.record(&announce(m, Stopped, seeding));
+                    *m = Model::default();
+                }
+                // A crash right after `started` looks like a retry of it (see the rules);
+                // real clients do not restart within one announce, so the model does not.
+                Step::Crash { silent: false } if m.open && !m.just_started => {
+                    *m = Model::default();
+                }
+                Step::Crash { silent: true } if m.open && m.last.is_some_and(|l| l.2 > 0) => {
+                    let reported = m.last.map_or(0, |l| l.2);
+                    // The ledger's last announce of it is unchanged: `just_started` stays.
+                    *m = Model {
+                        open: true,
+                        below: Some(reported),
+                        just_started: m.just_started,
+                        ..Model::default()
+                    };
+                }
+                Step::Stop | Step::Crash { .. } => {}
+                Step::Tick(secs) => now += secs,
+                Step::Drain { fails } => {
+                    let batch = l.drain();
+                    if fails {
+                        l.restore(batch);
+                    } else {
+                        write(batch, &mut written);
+                    }
+                }
+            }
+        }
+        write(l.drain(), &mut written);
+        expected.retain(|_, d| !d.is_empty());
+        prop_assert_eq!(written, expected);
+    }
+}
