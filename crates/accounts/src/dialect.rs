@@ -1,0 +1,248 @@
+//! The three SQL dialects: which one a URL names, and every statement the crate sends, written
+//! once and spelled for each dialect when the database is opened.
+//!
+//! The statements differ in two places only: placeholders (`$1` for PostgreSQL, `?` for the
+//! others) and upserts (`ON CONFLICT ... excluded.x` for SQLite and PostgreSQL, `ON DUPLICATE
+//! KEY UPDATE ... VALUES(x)` for MariaDB/MySQL). Everything else is the common SQL all three
+//! accept, so one text per statement stays the reference and the dialects cannot drift.
+
+use crate::error::Error;
+
+/// Which database server (or file) the accounts live in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+impl Dialect {
+    /// The dialect a database URL names: `sqlite:`, `postgres:`/`postgresql:`, `mysql:`/`mariadb:`.
+    pub fn of_url(url: &str) -> Result<Dialect, Error> {
+        let scheme = url.split(':').next().unwrap_or_default();
+        match scheme.to_ascii_lowercase().as_str() {
+            "sqlite" => Ok(Dialect::Sqlite),
+            "postgres" | "postgresql" => Ok(Dialect::Postgres),
+            "mysql" | "mariadb" => Ok(Dialect::MySql),
+            _ => Err(Error::UnknownScheme(crate::error::masked_url(url))),
+        }
+    }
+
+    /// The dialect's name in messages and in the migrations directory.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+            Dialect::MySql => "mysql",
+        }
+    }
+
+    /// `sql` (written with `?` placeholders) as this dialect spells it.
+    fn spell(self, sql: &str) -> String {
+        if self != Dialect::Postgres {
+            return sql.to_owned();
+        }
+        let mut spelled = String::with_capacity(sql.len() + 8);
+        let mut n = 0;
+        for c in sql.chars() {
+            if c == '?' {
+                n += 1;
+                spelled.push('$');
+                spelled.push_str(&n.to_string());
+            } else {
+                spelled.push(c);
+            }
+        }
+        spelled
+    }
+
+    /// `INSERT INTO table (columns) VALUES (?, ...)` that, on a conflict with `key`, sets each of
+    /// `set` to `<set>` where `{old}` and `{new}` name the stored and the offered value.
+    fn upsert(self, table: &str, columns: &[&str], key: &str, set: &[(&str, &str)]) -> String {
+        let marks = vec!["?"; columns.len()].join(", ");
+        let head = format!(
+            "INSERT INTO {table} ({}) VALUES ({marks})",
+            columns.join(", ")
+        );
+        let assign = |column: &str, value: &str| -> String {
+            let (old, new) = match self {
+                Dialect::MySql => (column.to_owned(), format!("VALUES({column})")),
+                _ => (format!("{table}.{column}"), format!("excluded.{column}")),
+            };
+            let value = value.replace("{old}", &old).replace("{new}", &new);
+            format!("{column} = {value}")
+        };
+        let sets: Vec<String> = set.iter().map(|(c, v)| assign(c, v)).collect();
+        let tail = match self {
+            Dialect::MySql => format!(" ON DUPLICATE KEY UPDATE {}", sets.join(", ")),
+            _ => format!(" ON CONFLICT ({key}) DO UPDATE SET {}", sets.join(", ")),
+        };
+        self.spell(&(head + &tail))
+    }
+}
+
+/// Every statement, spelled for one dialect. Bind order is the order of the `?` in each text.
+#[derive(Debug)]
+pub struct Statements {
+    pub select_users: String,
+    pub select_torrents: String,
+    pub select_clients: String,
+    pub user_by_id: String,
+    /// Binds: passkey, enabled, can_download, download_factor, upload_factor, id.
+    pub update_user: String,
+    /// Binds as `update_user`.
+    pub insert_user: String,
+    pub delete_user: String,
+    pub torrent_by_hash: String,
+    pub torrent_by_id: String,
+    pub last_torrent_id: String,
+    /// Binds: info_hash, info_hash_v2, download_factor, upload_factor, id.
+    pub update_torrent: String,
+    /// Binds as `update_torrent`.
+    pub insert_torrent: String,
+    pub delete_torrent: String,
+    pub insert_client: String,
+    pub delete_client: String,
+    /// Binds: info hash, user id. Answers (user_id, torrent_id or NULL), no row if no user.
+    pub delta_target: String,
+    /// Binds: uploaded, downloaded, seed_seconds, leech_seconds, user id.
+    pub add_user_totals: String,
+    /// Binds: user_id, torrent_id, uploaded, downloaded, seed_seconds, leech_seconds, now.
+    pub add_user_torrent: String,
+    /// Binds: now, user_id, torrent_id. Changes a row only the first time.
+    pub mark_snatched: String,
+    pub count_snatch: String,
+    pub user_totals: String,
+    pub user_torrent_rows: String,
+}
+
+/// The accounting counters that a write adds to, in `users` and `user_torrents` alike.
+const COUNTERS: [&str; 4] = ["uploaded", "downloaded", "seed_seconds", "leech_seconds"];
+
+impl Statements {
+    pub fn new(dialect: Dialect) -> Statements {
+        let d = dialect;
+        let adds = COUNTERS.map(|c| format!("{c} = {c} + ?")).join(", ");
+        let mut sum: Vec<(&str, &str)> = COUNTERS.iter().map(|c| (*c, "{old} + {new}")).collect();
+        sum.push(("updated_at", "{new}"));
+        Statements {
+            select_users: d.spell(
+                "SELECT id, passkey, enabled, can_download, download_factor, upload_factor \
+                 FROM users ORDER BY id",
+            ),
+            select_torrents: d.spell(
+                "SELECT id, info_hash, info_hash_v2, download_factor, upload_factor \
+                 FROM torrents ORDER BY id",
+            ),
+            select_clients: d.spell("SELECT prefix FROM clients ORDER BY prefix"),
+            user_by_id: d.spell("SELECT id FROM users WHERE id = ?"),
+            update_user: d.spell(
+                "UPDATE users SET passkey = ?, enabled = ?, can_download = ?, \
+                 download_factor = ?, upload_factor = ? WHERE id = ?",
+            ),
+            insert_user: d.spell(
+                "INSERT INTO users (passkey, enabled, can_download, download_factor, \
+                 upload_factor, id) VALUES (?, ?, ?, ?, ?, ?)",
+            ),
+            delete_user: d.spell("DELETE FROM users WHERE id = ?"),
+            torrent_by_hash: d.spell("SELECT id FROM torrents WHERE info_hash = ?"),
+            torrent_by_id: d.spell("SELECT id FROM torrents WHERE id = ?"),
+            last_torrent_id: d.spell("SELECT MAX(id) FROM torrents"),
+            update_torrent: d.spell(
+                "UPDATE torrents SET info_hash = ?, info_hash_v2 = ?, download_factor = ?, \
+                 upload_factor = ? WHERE id = ?",
+            ),
+            insert_torrent: d.spell(
+                "INSERT INTO torrents (info_hash, info_hash_v2, download_factor, upload_factor, \
+                 id) VALUES (?, ?, ?, ?, ?)",
+            ),
+            delete_torrent: d.spell("DELETE FROM torrents WHERE info_hash = ?"),
+            insert_client: d.upsert("clients", &["prefix"], "prefix", &[("prefix", "{old}")]),
+            delete_client: d.spell("DELETE FROM clients WHERE prefix = ?"),
+            delta_target: d.spell(
+                "SELECT u.id AS user_id, t.id AS torrent_id FROM users u \
+                 LEFT JOIN torrents t ON t.info_hash = ? WHERE u.id = ?",
+            ),
+            add_user_totals: d.spell(&format!("UPDATE users SET {adds} WHERE id = ?")),
+            add_user_torrent: d.upsert(
+                "user_torrents",
+                &[
+                    "user_id",
+                    "torrent_id",
+                    "uploaded",
+                    "downloaded",
+                    "seed_seconds",
+                    "leech_seconds",
+                    "updated_at",
+                ],
+                "user_id, torrent_id",
+                &sum,
+            ),
+            mark_snatched: d.spell(
+                "UPDATE user_torrents SET completed_at = ? \
+                 WHERE user_id = ? AND torrent_id = ? AND completed_at IS NULL",
+            ),
+            count_snatch: d.spell("UPDATE users SET completed = completed + 1 WHERE id = ?"),
+            user_totals: d.spell(
+                "SELECT uploaded, downloaded, completed, seed_seconds, leech_seconds \
+                 FROM users WHERE id = ?",
+            ),
+            user_torrent_rows: d.spell(
+                "SELECT ut.torrent_id, t.info_hash, ut.uploaded, ut.downloaded, \
+                 ut.seed_seconds, ut.leech_seconds, ut.completed_at, ut.updated_at \
+                 FROM user_torrents ut JOIN torrents t ON t.id = ut.torrent_id \
+                 WHERE ut.user_id = ? ORDER BY ut.torrent_id",
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Dialect, Statements};
+
+    #[test]
+    fn urls_name_their_dialect() {
+        assert_eq!(Dialect::of_url("sqlite://a.db").unwrap(), Dialect::Sqlite);
+        assert_eq!(
+            Dialect::of_url("postgresql://h/d").unwrap(),
+            Dialect::Postgres
+        );
+        assert_eq!(Dialect::of_url("mariadb://h/d").unwrap(), Dialect::MySql);
+        let refused = Dialect::of_url("redis://u:secret@h/0")
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("expected sqlite://PATH"), "{refused}");
+        assert!(!refused.contains("secret"), "{refused}");
+    }
+
+    #[test]
+    fn postgres_placeholders_are_numbered() {
+        let pg = Statements::new(Dialect::Postgres);
+        assert_eq!(
+            pg.mark_snatched,
+            "UPDATE user_torrents SET completed_at = $1 \
+             WHERE user_id = $2 AND torrent_id = $3 AND completed_at IS NULL"
+        );
+        assert!(!Statements::new(Dialect::MySql).mark_snatched.contains('$'));
+    }
+
+    #[test]
+    fn upserts_add_to_the_stored_counters() {
+        let sqlite = Statements::new(Dialect::Sqlite).add_user_torrent;
+        assert!(
+            sqlite.contains("ON CONFLICT (user_id, torrent_id) DO UPDATE SET"),
+            "{sqlite}"
+        );
+        assert!(sqlite.contains("uploaded = user_torrents.uploaded + excluded.uploaded"));
+        assert!(sqlite.contains("updated_at = excluded.updated_at"));
+        let mysql = Statements::new(Dialect::MySql).add_user_torrent;
+        assert!(mysql.contains("ON DUPLICATE KEY UPDATE"), "{mysql}");
+        assert!(
+            mysql.contains("uploaded = uploaded + VALUES(uploaded)"),
+            "{mysql}"
+        );
+        let pg = Statements::new(Dialect::Postgres).add_user_torrent;
+        assert!(pg.contains("VALUES ($1, $2, $3, $4, $5, $6, $7)"), "{pg}");
+    }
+}
