@@ -218,13 +218,8 @@ impl Store {
         let seeder = req.left == 0 || req.event == AnnounceEvent::Completed;
         let mut slot = self.torrents.lock(&req.info_hash);
         let hasher = self.torrents.hasher();
-        let torrent = if stopped {
-            match slot.get() {
-                Some(t) => t,
-                None => return TorrentStats::default(),
-            }
-        } else {
-            slot.get_or_insert_default()
+        let Some(torrent) = slot.for_announce(stopped) else {
+            return TorrentStats::default();
         };
         torrent.last_announce = now;
         let peer = Peer {

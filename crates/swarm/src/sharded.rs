@@ -147,4 +147,19 @@ impl<T> Slot<'_, T> {
             }
         }
     }
+
+    /// The torrent an announce works on: inserted if absent, except for a `stopped`
+    /// announce, which only ever leaves a swarm and must not create an empty torrent (the
+    /// caller answers it with zeros).
+    #[inline]
+    pub fn for_announce(&mut self, stopped: bool) -> Option<&mut T>
+    where
+        T: Default,
+    {
+        if stopped {
+            self.get()
+        } else {
+            Some(self.get_or_insert_default())
+        }
+    }
 }

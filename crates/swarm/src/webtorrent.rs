@@ -211,13 +211,8 @@ impl WebTorrentStore {
         out.clear();
         let stopped = req.event == AnnounceEvent::Stopped;
         let mut slot = self.torrents.lock(&req.info_hash);
-        let torrent = if stopped {
-            match slot.get() {
-                Some(t) => t,
-                None => return WsAnnounceOutcome::default(),
-            }
-        } else {
-            slot.get_or_insert_default()
+        let Some(torrent) = slot.for_announce(stopped) else {
+            return WsAnnounceOutcome::default();
         };
         torrent.last_announce = now;
         let mut outcome = WsAnnounceOutcome::default();
