@@ -27,7 +27,7 @@ use crate::passkeys::Passkeys;
 use crate::report::{median, thousands};
 use crate::run::RunResult;
 
-use super::results::{describe, Comparison};
+use super::results::{describe, Comparison, Contender, Point};
 
 /// The admin token the `shoal-private` preset configures and the admin calls present.
 pub const ADMIN_TOKEN: &str = "shoal-bench";
@@ -191,42 +191,53 @@ fn per_second(r: &RunResult) -> Option<(f64, f64)> {
     Some((rate(EXTRA_FLUSHES), rate(EXTRA_DELTAS)))
 }
 
-/// The report's section on database writes of private contenders (empty when there are
-/// none): medians over rounds at each point.
+/// Median over `c`'s runs at `p` of `f`, where defined.
+fn median_at(c: &Contender, p: Point, f: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
+    let mut v: Vec<f64> = c
+        .runs
+        .iter()
+        .filter(|r| r.point == p)
+        .filter_map(|r| f(&r.result))
+        .collect();
+    (!v.is_empty()).then(|| median(&mut v))
+}
+
+/// The report's section on private contenders (empty when there are none): their database
+/// writes, and their responses per tracker CPU-second against the first open contender's
+/// (the issue's bar for private mode is 0.9x open mode); medians over rounds.
 pub fn database_section(cmp: &Comparison) -> String {
+    let is_private = |c: &Contender| c.runs.iter().any(|r| per_second(&r.result).is_some());
+    let open = cmp.contenders.iter().find(|c| !is_private(c));
+    let per_cpu = |r: &RunResult| r.responses_per_tracker_cpu_second;
     let mut rows = String::new();
-    for c in &cmp.contenders {
+    for c in cmp.contenders.iter().filter(|c| is_private(c)) {
         for p in cmp.points() {
-            let rates: Vec<(f64, f64)> = c
-                .runs
-                .iter()
-                .filter(|r| r.point == p)
-                .filter_map(|r| per_second(&r.result))
-                .collect();
-            if rates.is_empty() {
+            let Some(flushes) = median_at(c, p, |r| per_second(r).map(|w| w.0)) else {
                 continue;
-            }
-            let mut flushes: Vec<f64> = rates.iter().map(|r| r.0).collect();
-            let mut deltas: Vec<f64> = rates.iter().map(|r| r.1).collect();
+            };
+            let deltas = median_at(c, p, |r| per_second(r).map(|w| w.1)).unwrap_or(0.0);
+            let ratio = open
+                .and_then(|o| Some(median_at(c, p, per_cpu)? / median_at(o, p, per_cpu)?))
+                .map_or("-".into(), |x| format!("{x:.3}x"));
             let _ = writeln!(
                 rows,
-                "| {} | {} | {:.2} | {} |",
+                "| {} | {} | {flushes:.2} | {} | {ratio} |",
                 c.name,
                 describe(p),
-                median(&mut flushes),
-                thousands(median(&mut deltas).round() as u64)
+                thousands(deltas.round() as u64)
             );
         }
     }
     if rows.is_empty() {
         return rows;
     }
+    let open = open.map_or("an open contender".into(), |o| o.name.clone());
     format!(
-        "\n## Database writes (private mode, median over rounds)\n\n\
-         From the tracker's `{FLUSHES}` and `{DELTAS}` before and after each run (warm-up \
-         included).\n\n\
-         | Contender | Load | Write transactions/s | Accounting rows written/s |\n\
-         |---|---|---|---|\n{rows}"
+        "\n## Private mode (median over rounds)\n\n\
+         Database writes from the tracker's `{FLUSHES}` and `{DELTAS}` before and after each \
+         run (warm-up included); responses per tracker CPU-second against {open}'s.\n\n\
+         | Contender | Load | Write transactions/s | Accounting rows written/s | \
+         Responses per tracker CPU-second vs {open} |\n|---|---|---|---|---|\n{rows}"
     )
 }
 
@@ -337,8 +348,20 @@ mod tests {
         );
         record(run, before, after, Duration::from_secs(2));
         assert_eq!(per_second(run), Some((2.0, 10_000.0)));
+        // The private contender answers 0.9 times the responses per tracker CPU-second of
+        // the open one (listed first), in every round.
+        for (c, per_cpu) in cmp.contenders.iter_mut().zip([900.0, 1000.0]) {
+            for r in &mut c.runs {
+                r.result.responses_per_tracker_cpu_second = Some(per_cpu);
+            }
+        }
+        cmp.contenders.swap(0, 1);
         let section = database_section(&cmp);
-        assert!(section.contains("| 2.00 | 10,000 |"), "{section}");
+        assert!(
+            section.contains("| shoal | 1 workers | 2.00 | 10,000 | 0.900x |"),
+            "{section}"
+        );
+        assert!(section.contains("vs aquatic_ws"), "{section}");
     }
 
     /// The admin calls against a listener that answers like shoal's: the bearer token,
