@@ -46,9 +46,7 @@ struct RawRequest<'a> {
     info_hash: Option<HashField>,
     peer_id: Option<PeerIdField>,
     numwant: Option<Number>,
-    #[allow(dead_code)]
     uploaded: Option<Number>,
-    #[allow(dead_code)]
     downloaded: Option<Number>,
     left: Option<Number>,
     #[serde(borrow)]
@@ -77,6 +75,10 @@ pub struct Announce<'a> {
     pub event: AnnounceEvent,
     /// Bytes left; `None` when the client does not know yet (no metadata).
     pub left: Option<u64>,
+    /// Bytes uploaded since the client started the torrent (0 when absent).
+    pub uploaded: u64,
+    /// Bytes downloaded since the client started the torrent (0 when absent).
+    pub downloaded: u64,
     /// Peers wanted; `None` if not given.
     pub numwant: Option<u64>,
     pub offers: Vec<Offer<'a>>,
@@ -239,6 +241,8 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request<'_>, (RequestError, Failure
                 peer_id,
                 event,
                 left: raw.left.map(|Number(n)| to_u64(n)),
+                uploaded: raw.uploaded.map_or(0, |Number(n)| to_u64(n)),
+                downloaded: raw.downloaded.map_or(0, |Number(n)| to_u64(n)),
                 numwant: raw.numwant.map(|Number(n)| to_u64(n)),
                 offers: raw
                     .offers

@@ -52,6 +52,14 @@ pub struct Args {
     /// Admin listener (metrics, status page, API) on this address.
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<SocketAddr>,
+    /// Private-tracker mode: passkeys required, registered torrents only, per-user
+    /// accounting (config `[private] enabled`).
+    #[arg(long)]
+    pub private: bool,
+    /// The private tracker's database: sqlite://PATH, postgres://... or mysql://...
+    /// (config `[private] database`).
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -83,6 +91,12 @@ impl Args {
         }
         if let Some(a) = self.admin {
             config.admin.listen = vec![a];
+        }
+        if self.private {
+            config.private.enabled = true;
+        }
+        if let Some(url) = &self.database {
+            config.private.database = url.clone();
         }
         if let Some(l) = &self.log_level {
             config.log_level = l.clone();

@@ -12,6 +12,10 @@ use anyhow::{bail, Context};
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+mod private;
+
+pub use private::PrivateConfig;
+
 /// The documented default configuration, as printed by `shoal --print-config`.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("default_config.toml");
 
@@ -30,6 +34,7 @@ pub struct Config {
     pub state: StateConfig,
     pub admin: AdminConfig,
     pub privileges: PrivilegesConfig,
+    pub private: PrivateConfig,
 }
 
 /// Snapshots of the swarm store (see `state.rs`).
@@ -217,6 +222,7 @@ impl Default for Config {
             state: StateConfig::default(),
             admin: AdminConfig::default(),
             privileges: PrivilegesConfig::default(),
+            private: PrivateConfig::default(),
         }
     }
 }
@@ -345,6 +351,7 @@ impl Config {
         {
             bail!("access_list.path must be set when access_list.mode is not \"off\"");
         }
+        self.private.validate()?;
         let ws = &self.ws;
         if ws.max_message_size < 1024 || ws.max_frame_size < 1024 {
             bail!("ws.max_message_size and ws.max_frame_size must be at least 1024");
@@ -457,6 +464,11 @@ impl Config {
     /// is new).
     pub fn connection_id_key_file(&self) -> Option<&Path> {
         set(&self.udp.connection_id_key_file)
+    }
+
+    /// The private tracker's database URL (see [`PrivateConfig::database_url`]).
+    pub fn private_database(&self) -> String {
+        self.private.database_url(self.state_file())
     }
 
     /// The admin token file; `None` when unset.

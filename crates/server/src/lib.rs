@@ -69,6 +69,8 @@ pub struct Tracker {
     reload: Arc<Reload>,
     admin: Option<AdminServer>,
     sampler: Option<Sampler>,
+    /// Private mode's accounting writer.
+    writer: Option<private::writer::Writer>,
 }
 
 impl Tracker {
@@ -79,7 +81,30 @@ impl Tracker {
         privileges::enter_jail_dir(&config.privileges)?;
         // Before any front end starts, so their facade metrics are recorded.
         admin::metrics::install();
-        let policy = Arc::new(Policy::from_config(&config)?);
+        let mut config = config;
+        let accounts = if config.private.enabled {
+            // A document of every torrent for every client is no private tracker's.
+            config.http.full_scrape = false;
+            config.ws.full_scrape = false;
+            let accounts = Arc::new(private::Accounts::open(&config)?);
+            let (users, torrents, clients) = accounts.members.counts();
+            tracing::info!(
+                "private mode: {users} users, {torrents} torrents, {clients} client prefixes \
+                 from {}",
+                accounts.database_url()
+            );
+            Some(accounts)
+        } else {
+            None
+        };
+        let mut policy = Policy::from_config(&config)?;
+        if let Some(a) = &accounts {
+            policy = policy.with_private(policy::PrivateRule {
+                members: a.members.clone(),
+                ledger: a.ledger.clone(),
+            });
+        }
+        let policy = Arc::new(policy);
         let (store, restored) = match config.state_file() {
             Some(path) => state::restore(path, config.store_config()),
             None => (Store::new(config.store_config()), Restored::Missing),
@@ -137,6 +162,7 @@ impl Tracker {
             udp_counters: udp.as_ref().map(|u| u.counters.clone()).unwrap_or_default(),
             ws: ws.clone(),
             policy: policy.clone(),
+            accounts: accounts.clone(),
             snapshots: state_file.clone(),
             reload: reload.clone(),
             token,
@@ -166,6 +192,13 @@ impl Tracker {
                 .context("spawning the cleaner")?
         };
         let sampler = Sampler::start(view)?;
+        let writer = match accounts {
+            Some(a) => Some(private::writer::Writer::start(
+                a,
+                Duration::from_secs(config.private.flush_interval),
+            )?),
+            None => None,
+        };
         let snapshots = match state_file {
             Some(file) => Some(Snapshots::start(
                 file,
@@ -190,6 +223,7 @@ impl Tracker {
             reload,
             admin,
             sampler: Some(sampler),
+            writer,
         })
     }
 
@@ -327,6 +361,10 @@ impl Tracker {
         }
         if let Some(c) = self.cleaner.take() {
             let _ = c.join();
+        }
+        // After the front ends: nothing is recorded once the final write begins.
+        if let Some(w) = self.writer.take() {
+            w.stop();
         }
         if let Some(snapshots) = self.snapshots.take() {
             snapshots.stop();

@@ -21,15 +21,20 @@
 //!   closed without a response, a WebTorrent message gets no reply), for clients not worth
 //!   a reply.
 //!
-//! Rules are asked in a fixed order and the first verdict other than `Admit` wins. Today
-//! there is one rule, the access list ([`access_list`]); the next ones (passkeys, client
-//! allow-lists, rate limits, block lists) go into [`Policy::check`] after it, so that every
-//! protocol gets them at once. Documents built for no client in particular (the cached
-//! HTTP full scrape) ask [`Policy::lists`], the rules about the torrent alone.
+//! Rules are asked in a fixed order and the first verdict other than `Admit` wins: the
+//! access list ([`access_list`]), then, in private mode, the private rule
+//! ([`private_rule`]: passkey, user, registered torrent, client prefix, and the accounting
+//! of an admitted announce). The next ones (rate limits, block lists) go into
+//! [`Policy::check`] too, so that every protocol gets them at once. An admitted request
+//! may be served from another swarm than the hash it named ([`Verdict::AdmitAs`]: a
+//! hybrid torrent's v2 hash joins its v1 swarm). Documents built for no client in
+//! particular (the cached HTTP full scrape) ask [`Policy::lists`], the rules about the
+//! torrent alone; private mode turns the full scrape off.
 //!
 //! # Cost
 //!
-//! `check` is on the UDP hot path: it is `#[inline]`, allocates nothing and takes no lock;
+//! `check` is on the UDP hot path: it is `#[inline]`, allocates nothing and, in open mode,
+//! takes no lock;
 //! the access list in force is one `ArcSwap` load (the list is swapped whole on reload or
 //! edit, so readers never wait), exactly what the store's own check cost before the seam.
 //!
@@ -40,66 +45,22 @@
 //! admin API). On error the list in force stays.
 
 pub mod access_list;
+pub mod private_rule;
+pub mod request;
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::bail;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
-use shoal_proto::{InfoHash, PeerId};
+use shoal_proto::InfoHash;
 
 pub use access_list::{AccessList, AccessListError, AccessMode};
+pub use private_rule::PrivateRule;
+pub use request::{Action, Counters, Protocol, Request, Verdict};
 
 use crate::config::{AccessModeConfig, Config};
-
-/// The protocol a request came in by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
-    Udp,
-    Http,
-    Ws,
-}
-
-/// What a request asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    Announce,
-    Scrape,
-}
-
-/// What a rule sees of a request, as the front end parsed it.
-#[derive(Clone, Copy, Debug)]
-pub struct Request<'a> {
-    pub protocol: Protocol,
-    pub action: Action,
-    /// The client's address (after the HTTP proxy rules; never one the client claims).
-    pub source: IpAddr,
-    pub info_hash: &'a InfoHash,
-    /// Announces only.
-    pub peer_id: Option<&'a PeerId>,
-    /// The passkey the client presented, if any, from the one path parser every protocol
-    /// uses (`shoal_proto::path`): HTTP's `/announce/<passkey>` or `/<passkey>/announce`
-    /// (and the same for `/scrape`); UDP announces' BEP 41 URL data with those paths (UDP
-    /// scrapes carry none); the WebSocket upgrade path of a WebTorrent connection, for
-    /// every announce and scrape on it.
-    pub credential: Option<&'a str>,
-    /// Announces only: the bytes the client has left to download (a leecher has some).
-    /// `None` for scrapes, and for WebTorrent announces that do not say (no metadata yet).
-    pub left: Option<u64>,
-}
-
-/// What becomes of a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Served: on to the store.
-    Admit,
-    /// Answered with this reason (sent to the client) instead of being served.
-    Refuse(&'static str),
-    /// Not answered at all.
-    Drop,
-}
 
 /// The reason sent for a torrent the access list refuses.
 pub const NOT_ALLOWED: &str = "torrent not allowed";
@@ -111,6 +72,8 @@ pub struct Policy {
     access_file: PathBuf,
     /// Serialises edits of the access-list file.
     editing: Mutex<()>,
+    /// Private mode's rule (passkeys, registered torrents, accounting); `None` when open.
+    private: Option<PrivateRule>,
 }
 
 impl Default for Policy {
@@ -128,7 +91,21 @@ impl Policy {
             access: ArcSwap::from_pointee(list),
             access_file,
             editing: Mutex::new(()),
+            private: None,
         }
+    }
+
+    /// This policy with private mode's rule after the access list.
+    pub fn with_private(self, rule: PrivateRule) -> Self {
+        Self {
+            private: Some(rule),
+            ..self
+        }
+    }
+
+    /// Whether private mode is on.
+    pub fn is_private(&self) -> bool {
+        self.private.is_some()
     }
 
     /// The policy `config` asks for (reads the access-list file unless the list is off).
@@ -150,7 +127,10 @@ impl Policy {
         if !self.lists(req.info_hash) {
             return Verdict::Refuse(NOT_ALLOWED);
         }
-        Verdict::Admit
+        match &self.private {
+            Some(rule) => rule.check(req),
+            None => Verdict::Admit,
+        }
     }
 
     /// The rules about the torrent alone: whether a document built for every client (the
@@ -219,7 +199,7 @@ impl Policy {
 pub(crate) mod seen {
     use std::cell::RefCell;
 
-    use super::{Action, Protocol, Request};
+    use super::request::{Action, Protocol, Request};
 
     /// One request as the policy saw it (owned).
     #[derive(Clone, Debug, PartialEq, Eq)]
@@ -240,7 +220,7 @@ pub(crate) mod seen {
                 protocol: req.protocol,
                 action: req.action,
                 credential: req.credential.map(String::from),
-                left: req.left,
+                left: req.left(),
             })
         });
     }
@@ -267,7 +247,7 @@ mod tests {
             info_hash: &ih(n),
             peer_id: None,
             credential: None,
-            left: None,
+            counters: None,
         })
     }
 

@@ -454,7 +454,6 @@ mod tests {
                 event: AnnounceEvent::Started,
                 left: 1,
                 numwant: 0,
-                credential: None,
             },
             shoal_swarm::clock::now(),
             &mut out,

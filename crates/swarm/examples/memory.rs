@@ -58,7 +58,6 @@ fn main() {
                 event: AnnounceEvent::Started,
                 left: if rng.bool() { 0 } else { 1 },
                 numwant: 0,
-                credential: None,
             },
             0,
             &mut out,

@@ -67,7 +67,7 @@ pub struct TorrentStats {
 /// One announce, as the store needs it. The front end has already validated it (port,
 /// address) and resolved the address it is recorded under.
 #[derive(Clone, Copy, Debug)]
-pub struct Announce<'a, A> {
+pub struct Announce<A> {
     pub info_hash: InfoHash,
     pub peer_id: PeerId,
     pub addr: A,
@@ -76,9 +76,6 @@ pub struct Announce<'a, A> {
     pub left: u64,
     /// Peers wanted, as resolved by [`Store::numwant`].
     pub numwant: usize,
-    /// The credential the client presented (the `<key>` of an HTTP `/announce/<key>`), for
-    /// private trackers; the open tracker accepts every announce whatever it says.
-    pub credential: Option<&'a str>,
 }
 
 /// One torrent's state.
@@ -190,7 +187,7 @@ impl Store {
     /// Records an IPv4 announce and writes up to `numwant` IPv4 peers into `out`.
     pub fn announce_v4(
         &self,
-        req: &Announce<'_, CompactPeerV4>,
+        req: &Announce<CompactPeerV4>,
         now: u32,
         out: &mut impl PeerSink<CompactPeerV4>,
     ) -> TorrentStats {
@@ -200,7 +197,7 @@ impl Store {
     /// Records an IPv6 announce and writes up to `numwant` IPv6 peers into `out`.
     pub fn announce_v6(
         &self,
-        req: &Announce<'_, CompactPeerV6>,
+        req: &Announce<CompactPeerV6>,
         now: u32,
         out: &mut impl PeerSink<CompactPeerV6>,
     ) -> TorrentStats {
@@ -210,7 +207,7 @@ impl Store {
     /// The announce, for either family.
     pub fn announce<A: Family>(
         &self,
-        req: &Announce<'_, A>,
+        req: &Announce<A>,
         now: u32,
         out: &mut impl PeerSink<A>,
     ) -> TorrentStats {

@@ -22,7 +22,7 @@ fn v4(n: u32) -> CompactPeerV4 {
     CompactPeerV4::new(Ipv4Addr::from(0x0a00_0000 + n), 6881)
 }
 
-fn ann(info: u8, peer: u32, left: u64, event: AnnounceEvent) -> Announce<'static, CompactPeerV4> {
+fn ann(info: u8, peer: u32, left: u64, event: AnnounceEvent) -> Announce<CompactPeerV4> {
     Announce {
         info_hash: ih(info),
         peer_id: pid(peer),
@@ -30,11 +30,10 @@ fn ann(info: u8, peer: u32, left: u64, event: AnnounceEvent) -> Announce<'static
         event,
         left,
         numwant: 50,
-        credential: None,
     }
 }
 
-fn announce(store: &Store, a: &Announce<'_, CompactPeerV4>) -> (TorrentStats, Vec<CompactPeerV4>) {
+fn announce(store: &Store, a: &Announce<CompactPeerV4>) -> (TorrentStats, Vec<CompactPeerV4>) {
     let mut out = Vec::new();
     let st = store.announce_v4(a, 10, &mut out);
     (st, out)
@@ -149,7 +148,6 @@ fn families_are_kept_apart() {
         event: AnnounceEvent::Started,
         left: 100,
         numwant: 50,
-        credential: None,
     };
     let mut out6: Vec<CompactPeerV6> = Vec::new();
     let st = store.announce_v6(&a6, 10, &mut out6);

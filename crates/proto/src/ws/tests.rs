@@ -31,6 +31,7 @@ fn parses_a_seeders_first_completed_announce() {
     assert_eq!(a.peer_id, PeerId(pid));
     assert_eq!(a.event, AnnounceEvent::Completed);
     assert_eq!(a.left, Some(0));
+    assert_eq!((a.uploaded, a.downloaded), (0, 1048576));
     assert_eq!(a.numwant, Some(50));
     assert!(a.is_seeder());
     assert!(a.offers.is_empty());

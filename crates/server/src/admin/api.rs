@@ -11,6 +11,8 @@
 //! | `POST /api/reload`                | access list, token file, front ends' hooks      |
 //! | `POST /api/snapshot`              | writes a snapshot now                           |
 //!
+//! Private mode's calls (users, torrents, clients, reload, flush) are in `private_api.rs`.
+//!
 //! Errors are JSON too: `{"error": "..."}` with a 4xx or 5xx status.
 
 use std::net::SocketAddr;
@@ -19,6 +21,7 @@ use hyper::{Method, Response, StatusCode};
 use serde_json::{json, Value};
 use shoal_proto::InfoHash;
 
+use super::private_api;
 use super::reply::{json, Body, Call};
 use super::samples::{survey, TopTorrent};
 use super::tallies::TALLIES;
@@ -35,6 +38,9 @@ fn error(status: StatusCode, message: impl std::fmt::Display) -> Response<Body> 
 pub fn route(call: &Call, rest: &str, view: &TrackerView) -> Response<Body> {
     let m = &call.method;
     let parts: Vec<&str> = rest.split('/').collect();
+    if let Some(r) = private_api::route(call, &parts, view.accounts.as_deref()) {
+        return r;
+    }
     match (parts.as_slice(), m) {
         (["stats"], &Method::GET) => json(StatusCode::OK, &stats(view)),
         (["torrents"], &Method::GET) => top(call, view),

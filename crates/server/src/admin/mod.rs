@@ -13,6 +13,7 @@
 pub mod api;
 pub mod metrics;
 pub mod page;
+pub mod private_api;
 pub mod reply;
 pub mod sampler;
 pub mod samples;

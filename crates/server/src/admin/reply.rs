@@ -17,7 +17,12 @@ pub struct Call {
     pub path: String,
     pub query: String,
     pub authorization: Option<String>,
+    /// The request body (at most [`MAX_BODY`] bytes; the API's PUTs carry JSON).
+    pub body: Bytes,
 }
+
+/// The largest request body the admin listener reads.
+pub const MAX_BODY: usize = 64 * 1024;
 
 /// A plain-text response.
 pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {

@@ -146,7 +146,6 @@ mod tests {
                         event: AnnounceEvent::Started,
                         left: u64::from(p % 2),
                         numwant: 0,
-                        credential: None,
                     },
                     0,
                     &mut out,

@@ -22,7 +22,9 @@ use hyper::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
-use super::reply::{json, text, Body, Call};
+use http_body_util::{BodyExt, Limited};
+
+use super::reply::{json, text, Body, Call, MAX_BODY};
 use super::view::TrackerView;
 use super::{api, metrics, page};
 
@@ -129,15 +131,26 @@ async fn accept_loop(
 }
 
 async fn answer(req: Request<Incoming>, view: Arc<TrackerView>) -> Response<Body> {
+    let (head, body) = req.into_parts();
+    let body = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body over {MAX_BODY} bytes, or cut short\n"),
+            )
+        }
+    };
     let call = Call {
-        method: req.method().clone(),
-        path: req.uri().path().to_string(),
-        query: req.uri().query().unwrap_or("").to_string(),
-        authorization: req
-            .headers()
+        method: head.method.clone(),
+        path: head.uri.path().to_string(),
+        query: head.uri.query().unwrap_or("").to_string(),
+        authorization: head
+            .headers
             .get(hyper::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
+        body,
     };
     match tokio::task::spawn_blocking(move || route(&call, &view)).await {
         Ok(r) => r,

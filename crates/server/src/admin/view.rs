@@ -11,6 +11,7 @@ use super::samples::Samples;
 use super::token::AdminToken;
 use crate::config::Config;
 use crate::policy::Policy;
+use crate::private::Accounts;
 use crate::reload::Reload;
 use crate::state::StateFile;
 use crate::udp::counters::{self, LocalCounters, WorkerCounters};
@@ -27,6 +28,8 @@ pub struct TrackerView {
     pub ws: Arc<WsContext>,
     /// The access list (queried and edited by the API).
     pub policy: Arc<Policy>,
+    /// Private mode's database, tables and ledger (`None` when open).
+    pub accounts: Option<Arc<Accounts>>,
     /// The snapshot file, when snapshots are on.
     pub snapshots: Option<Arc<StateFile>>,
     /// What `POST /api/reload` runs (the same steps as SIGHUP).

@@ -148,16 +148,20 @@ enum Reply {
     Dropped,
 }
 
-/// The store's announce for `req` from `addr`.
-fn announce_of<'a, A>(req: &AnnounceRequest<'a>, addr: A, numwant: usize) -> Announce<'a, A> {
+/// The store's announce for `req` into `swarm`, from `addr`.
+fn announce_of<A>(
+    req: &AnnounceRequest<'_>,
+    swarm: InfoHash,
+    addr: A,
+    numwant: usize,
+) -> Announce<A> {
     Announce {
-        info_hash: req.info_hash,
+        info_hash: swarm,
         peer_id: req.peer_id,
         addr,
         event: req.event,
         left: req.left,
         numwant,
-        credential: req.path_key,
     }
 }
 
@@ -203,7 +207,7 @@ listed!(CompactPeerV6, CompactV6, DictV6);
 #[inline]
 fn announce_in<'b, A: Listed>(
     store: &Store,
-    a: &Announce<'_, A>,
+    a: &Announce<A>,
     now: u32,
     lists: &'b mut PeerLists<A>,
     compact: bool,
@@ -346,18 +350,19 @@ impl Handler {
         write_failure(&mut self.body, &msg[..n]);
     }
 
-    /// Asks the policy about `req`: `None` to serve it; else how the request ended (a
-    /// refusal's reason is written into the body as a bencoded failure).
+    /// Asks the policy about `req`: the swarm to serve it from, or how the request ended
+    /// (a refusal's reason is written into the body as a bencoded failure).
     #[inline]
-    fn refused_by_policy(&mut self, req: &policy::Request<'_>) -> Option<Reply> {
+    fn admitted(&mut self, req: &policy::Request<'_>) -> Result<InfoHash, Reply> {
         match self.ctx.policy.check(req) {
-            Verdict::Admit => None,
+            Verdict::Admit => Ok(*req.info_hash),
+            Verdict::AdmitAs(swarm) => Ok(swarm),
             Verdict::Refuse(reason) => {
                 self.body.clear();
                 write_failure(&mut self.body, reason.as_bytes());
-                Some(Reply::Failed)
+                Err(Reply::Failed)
             }
-            Verdict::Drop => Some(Reply::Dropped),
+            Verdict::Drop => Err(Reply::Dropped),
         }
     }
 
@@ -370,17 +375,23 @@ impl Handler {
                 return Reply::Failed;
             }
         };
-        if let Some(reply) = self.refused_by_policy(&policy::Request {
+        let swarm = match self.admitted(&policy::Request {
             protocol: Protocol::Http,
             action: policy::Action::Announce,
             source: client_ip,
             info_hash: &req.info_hash,
             peer_id: Some(&req.peer_id),
             credential: req.path_key,
-            left: Some(req.left),
+            counters: Some(policy::Counters {
+                uploaded: req.uploaded,
+                downloaded: req.downloaded,
+                left: Some(req.left),
+                event: req.event,
+            }),
         }) {
-            return reply;
-        }
+            Ok(swarm) => swarm,
+            Err(reply) => return reply,
+        };
         let s = &self.ctx;
         let ip = match req.ip {
             Some(claimed) if s.settings.allow_ip_field => claimed,
@@ -392,11 +403,11 @@ impl Handler {
         let (store, compact, with_ids) = (&*s.store, req.compact, !req.no_peer_id);
         let (st, peers) = match ip {
             IpAddr::V4(v4) => {
-                let a = announce_of(&req, CompactPeerV4::new(v4, req.port), numwant);
+                let a = announce_of(&req, swarm, CompactPeerV4::new(v4, req.port), numwant);
                 announce_in(store, &a, now, &mut self.v4, compact, with_ids)
             }
             IpAddr::V6(v6) => {
-                let a = announce_of(&req, CompactPeerV6::new(v6, req.port), numwant);
+                let a = announce_of(&req, swarm, CompactPeerV6::new(v6, req.port), numwant);
                 announce_in(store, &a, now, &mut self.v6, compact, with_ids)
             }
         };
@@ -418,18 +429,19 @@ impl Handler {
         self.files.clear();
         for i in 0..self.hashes.len() {
             let h = self.hashes[i];
-            if let Some(reply) = self.refused_by_policy(&policy::Request {
+            let swarm = match self.admitted(&policy::Request {
                 protocol: Protocol::Http,
                 action: policy::Action::Scrape,
                 source: client_ip,
                 info_hash: &h,
                 peer_id: None,
                 credential,
-                left: None,
+                counters: None,
             }) {
-                return reply;
-            }
-            let st = self.ctx.store.scrape(&h);
+                Ok(swarm) => swarm,
+                Err(reply) => return reply,
+            };
+            let st = self.ctx.store.scrape(&swarm);
             self.files.push((
                 h,
                 ScrapeFile {

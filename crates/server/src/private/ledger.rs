@@ -36,6 +36,11 @@ pub struct LedgerConfig {
     /// record; if the peer comes back its counters are only a new baseline. Keep it at
     /// least `max_gap`.
     pub peer_ttl: u32,
+    /// The most accounts with pending sums (while the database is unreachable). Past it,
+    /// an announce of an account with none pending is not recorded at all ("deferred"):
+    /// the peer's record keeps its previous counters, so its next recorded announce
+    /// carries the bytes (counters are cumulative), unless the client restarts meanwhile.
+    pub max_pending: usize,
 }
 
 impl LedgerConfig {
@@ -46,6 +51,7 @@ impl LedgerConfig {
             shards: 64,
             max_gap: interval.saturating_mul(2),
             peer_ttl: interval.saturating_mul(4),
+            max_pending: 1_000_000,
         }
     }
 }
@@ -98,6 +104,16 @@ impl Shard {
     }
 }
 
+/// One peer's record, taken out of the ledger to survive a restart (see
+/// [`Ledger::peer_records`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SavedPeer {
+    pub user_id: u64,
+    pub torrent_id: u64,
+    pub peer_id: PeerId,
+    pub record: PeerRecord,
+}
+
 /// What [`Ledger::record`] did with one announce (for metrics and tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Recorded {
@@ -105,12 +121,16 @@ pub struct Recorded {
     pub delta: Delta,
     /// Whether the ledger knew the peer before (false: the announce set its baseline).
     pub known: bool,
+    /// Not recorded: the pending sums are at their bound (see [`LedgerConfig::max_pending`]).
+    pub deferred: bool,
 }
 
 /// Per (user, torrent) sums of every recorded announce, waiting for the database.
 pub struct Ledger {
     shards: Box<[Mutex<Shard>]>,
     shard_mask: usize,
+    /// `config.max_pending` per shard.
+    pending_cap: usize,
     hasher: Hasher,
     config: LedgerConfig,
 }
@@ -122,6 +142,7 @@ impl Ledger {
         Self {
             shards: (0..n).map(|_| Mutex::new(Shard::default())).collect(),
             shard_mask: n - 1,
+            pending_cap: config.max_pending.div_ceil(n).max(1),
             hasher: Hasher::default(),
             config,
         }
@@ -156,6 +177,13 @@ impl Ledger {
         let gap = self.config.max_gap;
         let mut guard = self.shard(&account).lock();
         let shard = &mut *guard;
+        if shard.pending.len() >= self.pending_cap && !shard.pending.contains_key(&account) {
+            return Recorded {
+                delta: Delta::new(a.user_id, a.torrent_id),
+                known: shard.peers.contains_key(&key),
+                deferred: true,
+            };
+        }
         // One lookup per announce: the entry is read, compared and replaced in place.
         let (mut delta, known) = if a.event == AnnounceEvent::Stopped {
             let previous = shard.peers.remove(&key);
@@ -177,7 +205,11 @@ impl Ledger {
         if !delta.is_empty() {
             shard.add(&delta);
         }
-        Recorded { delta, known }
+        Recorded {
+            delta,
+            known,
+            deferred: false,
+        }
     }
 
     /// Marks (user, torrent) as already snatched, so that a later `completed` is not counted
@@ -223,6 +255,36 @@ impl Ledger {
                 before - peers.len()
             })
             .sum()
+    }
+
+    /// Every peer record (for the file that carries them over a restart).
+    pub fn peer_records(&self) -> Vec<SavedPeer> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            out.extend(shard.lock().peers.iter().map(|(k, record)| SavedPeer {
+                user_id: k.account.user_id,
+                torrent_id: k.account.torrent_id,
+                peer_id: k.peer_id,
+                record: *record,
+            }));
+        }
+        out
+    }
+
+    /// Puts saved peer records back (at start, before any announce): each peer's next
+    /// announce is then compared with its last one before the restart.
+    pub fn restore_peers(&self, peers: impl IntoIterator<Item = SavedPeer>) {
+        for p in peers {
+            let account = Account {
+                user_id: p.user_id,
+                torrent_id: p.torrent_id,
+            };
+            let key = PeerKey {
+                account,
+                peer_id: p.peer_id,
+            };
+            self.shard(&account).lock().peers.insert(key, p.record);
+        }
     }
 
     /// Peers whose previous announce the ledger remembers.

@@ -77,11 +77,17 @@
 //! pending sums; if the write fails, [`ledger::Ledger::restore`] adds them back, merged
 //! with what arrived meanwhile, for the next attempt.
 
+pub mod accounts;
 pub mod credit;
 pub mod ledger;
+pub mod ledger_file;
+pub mod members;
+pub mod writer;
 
-pub use credit::{AccountedAnnounce, Delta};
-pub use ledger::{Ledger, LedgerConfig, Recorded};
+pub use accounts::Accounts;
+pub use credit::{AccountedAnnounce, Delta, PeerRecord};
+pub use ledger::{Ledger, LedgerConfig, Recorded, SavedPeer};
+pub use members::{Member, Members, Registered};
 
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,7 @@ fn ledger() -> Ledger {
         shards: 4,
         max_gap: MAX_GAP,
         peer_ttl: 2 * MAX_GAP,
+        max_pending: usize::MAX,
     })
 }
 
@@ -463,7 +464,7 @@ proptest! {
     #[test]
     fn totals_equal_what_the_clients_reported(steps in prop::collection::vec(step(), 0..200)) {
         const GAP: u32 = 100;
-        let l = Ledger::new(LedgerConfig { shards: 2, max_gap: GAP, peer_ttl: u32::MAX });
+        let l = Ledger::new(LedgerConfig { shards: 2, max_gap: GAP, peer_ttl: u32::MAX, max_pending: usize::MAX });
         let mut models = [Model::default(); CLIENTS.len()];
         let mut expected: HashMap<(u64, u64), Delta> = HashMap::new();
         let mut written: HashMap<(u64, u64), Delta> = HashMap::new();

@@ -20,7 +20,7 @@ use shoal_proto::udp::{
     url_data_path, AnnounceHeader, AnnounceRequest, ConnectionId, Request, RequestParseError,
     Response, ScrapeRequest, ScrapeStats, TransactionId, ANNOUNCE_REQUEST_LEN, URL_PATH_BUFFER,
 };
-use shoal_proto::{CompactPeerV4, CompactPeerV6};
+use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
 use shoal_swarm::{Announce, Family, PeerSink, Store, TorrentStats};
 
 use super::connection_id::ConnectionIds;
@@ -173,9 +173,10 @@ impl Handler {
         req: &policy::Request<'_>,
         transaction_id: TransactionId,
         out: &mut [u8],
-    ) -> Result<(), Option<usize>> {
+    ) -> Result<InfoHash, Option<usize>> {
         match self.policy.check(req) {
-            Verdict::Admit => Ok(()),
+            Verdict::Admit => Ok(*req.info_hash),
+            Verdict::AdmitAs(swarm) => Ok(swarm),
             Verdict::Refuse(reason) => Err(error(transaction_id, reason, out)),
             Verdict::Drop => Err(None),
         }
@@ -206,11 +207,17 @@ impl Handler {
             info_hash: &r.info_hash,
             peer_id: Some(&r.peer_id),
             credential,
-            left: Some(r.left),
+            counters: Some(policy::Counters {
+                uploaded: r.uploaded,
+                downloaded: r.downloaded,
+                left: Some(r.left),
+                event: r.event,
+            }),
         };
-        if let Err(reply) = self.admitted(&req, r.transaction_id, out) {
-            return reply;
-        }
+        let swarm = match self.admitted(&req, r.transaction_id, out) {
+            Ok(swarm) => swarm,
+            Err(reply) => return reply,
+        };
         let numwant = self.store.numwant(Some(i64::from(r.numwant)));
         let claimed = Ipv4Addr::from(r.ip);
         let ip = if self.config.allow_ip_field && !claimed.is_unspecified() {
@@ -221,11 +228,11 @@ impl Handler {
         let (store, now) = (&*self.store, now.store);
         let (stats, is_v4) = match ip {
             IpAddr::V4(v4) => {
-                let a = announce_of(r, CompactPeerV4::new(v4, r.port), numwant, credential);
+                let a = announce_of(r, swarm, CompactPeerV4::new(v4, r.port), numwant);
                 (announce_in(store, &a, now, &mut self.peers_v4), true)
             }
             IpAddr::V6(v6) => {
-                let a = announce_of(r, CompactPeerV6::new(v6, r.port), numwant, credential);
+                let a = announce_of(r, swarm, CompactPeerV6::new(v6, r.port), numwant);
                 (announce_in(store, &a, now, &mut self.peers_v6), false)
             }
         };
@@ -264,12 +271,13 @@ impl Handler {
                 peer_id: None,
                 // Scrape datagrams carry no BEP 41 URL data (see the module docs).
                 credential: None,
-                left: None,
+                counters: None,
             };
-            if let Err(reply) = self.admitted(&req, r.transaction_id, out) {
-                return reply;
-            }
-            let st = self.store.scrape(info_hash);
+            let swarm = match self.admitted(&req, r.transaction_id, out) {
+                Ok(swarm) => swarm,
+                Err(reply) => return reply,
+            };
+            let st = self.store.scrape(&swarm);
             self.scrape
                 .push(ScrapeStats::new(st.seeders, st.completed, st.leechers));
         }
@@ -281,21 +289,15 @@ impl Handler {
     }
 }
 
-/// The store's announce for `r` from `addr` (either family).
-fn announce_of<'a, A>(
-    r: &AnnounceRequest,
-    addr: A,
-    numwant: usize,
-    credential: Option<&'a str>,
-) -> Announce<'a, A> {
+/// The store's announce for `r` into `swarm`, from `addr` (either family).
+fn announce_of<A>(r: &AnnounceRequest, swarm: InfoHash, addr: A, numwant: usize) -> Announce<A> {
     Announce {
-        info_hash: r.info_hash,
+        info_hash: swarm,
         peer_id: r.peer_id,
         addr,
         event: r.event,
         left: r.left,
         numwant,
-        credential,
     }
 }
 
@@ -303,7 +305,7 @@ fn announce_of<'a, A>(
 #[inline]
 fn announce_in<A: Family>(
     store: &Store,
-    a: &Announce<'_, A>,
+    a: &Announce<A>,
     now: u32,
     peers: &mut Vec<A>,
 ) -> TorrentStats

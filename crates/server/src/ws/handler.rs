@@ -99,7 +99,12 @@ fn verdict(
         info_hash,
         peer_id: announce.map(|a| &a.peer_id),
         credential: conn.credential.as_deref(),
-        left: announce.and_then(|a| a.left),
+        counters: announce.map(|a| policy::Counters {
+            uploaded: a.uploaded,
+            downloaded: a.downloaded,
+            left: a.left,
+            event: a.event,
+        }),
     })
 }
 
@@ -156,7 +161,9 @@ fn announce(
 ) {
     let context = announcing(a.info_hash);
     match verdict(ctx, conn, &a.info_hash, Some(a)) {
-        policy::Verdict::Admit => {}
+        // A v2 hash stays its own swarm here: relayed offers name the hash their receivers
+        // announced, and WebTorrent clients announce one hash per torrent.
+        policy::Verdict::Admit | policy::Verdict::AdmitAs(_) => {}
         policy::Verdict::Refuse(reason) => {
             count("announce", "refused");
             replies.push(failure(reason, context));
@@ -299,7 +306,10 @@ fn scrape(
             return;
         }
         ctx.torrents.scrape_all(limit, |ih, st| {
-            if verdict(ctx, conn, &ih, None) == policy::Verdict::Admit {
+            if matches!(
+                verdict(ctx, conn, &ih, None),
+                policy::Verdict::Admit | policy::Verdict::AdmitAs(_)
+            ) {
                 files.push((ih, stats(st)));
             }
         });
@@ -308,7 +318,9 @@ fn scrape(
             // Torrents the policy refuses are left out, like unknown ones would not be:
             // the client learns nothing about them. A drop drops the whole message.
             match verdict(ctx, conn, ih, None) {
-                policy::Verdict::Admit => files.push((*ih, stats(ctx.torrents.scrape(ih)))),
+                policy::Verdict::Admit | policy::Verdict::AdmitAs(_) => {
+                    files.push((*ih, stats(ctx.torrents.scrape(ih))))
+                }
                 policy::Verdict::Refuse(_) => {}
                 policy::Verdict::Drop => {
                     count("scrape", "dropped");

@@ -21,7 +21,6 @@ pub fn add_peer(
             event: AnnounceEvent::Started,
             left,
             numwant: 0,
-            credential: None,
         },
         shoal_swarm::clock::now(),
         &mut out,

@@ -127,6 +127,55 @@ impl Client {
         answered
     }
 
+    /// Announces once with what the client reports and BEP 41 URL data (`url`, e.g.
+    /// `/<passkey>/announce`); returns the reply's (leechers, seeders, peer ports), or the
+    /// error datagram's text.
+    pub fn announce_reporting(
+        &mut self,
+        a: &Ann,
+        uploaded: u64,
+        downloaded: u64,
+        url: Option<&str>,
+    ) -> Result<(u32, u32, Vec<u16>), String> {
+        let tid = self.next_tid();
+        let mut out = Vec::new();
+        Request::Announce(AnnounceRequest {
+            connection_id: self.cid,
+            transaction_id: TransactionId(tid),
+            info_hash: a.info_hash,
+            peer_id: a.peer_id,
+            downloaded,
+            left: a.left,
+            uploaded,
+            event: a.event,
+            ip: [0; 4],
+            key: 0,
+            numwant: a.numwant,
+            port: a.port,
+        })
+        .write(&mut out);
+        if let Some(url) = url {
+            // BEP 41: option 2 (URL data) in chunks of at most 255 bytes, then end of options.
+            for chunk in url.as_bytes().chunks(255) {
+                out.extend_from_slice(&[2, chunk.len() as u8]);
+                out.extend_from_slice(chunk);
+            }
+            out.push(0);
+        }
+        self.socket.send_to(&out, self.tracker).unwrap();
+        let mut buf = [0u8; 8192];
+        let (n, _) = self.socket.recv_from(&mut buf).map_err(|e| e.to_string())?;
+        match Response::parse(&buf[..n], false).map_err(|e| format!("{e:?}"))? {
+            Response::AnnounceV4 { header, peers } => {
+                assert_eq!(header.transaction_id.0, tid);
+                let ports = peers.iter().map(|p| p.port()).collect();
+                Ok((header.leechers, header.seeders, ports))
+            }
+            Response::Error { message, .. } => Err(String::from_utf8_lossy(message).into_owned()),
+            other => Err(format!("unexpected {other:?}")),
+        }
+    }
+
     /// Announces once and returns the reply's (leechers, seeders, peer ports).
     pub fn announce(&mut self, a: &Ann) -> Option<(u32, u32, Vec<u16>)> {
         let tid = self.next_tid();

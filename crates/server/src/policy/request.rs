@@ -1,0 +1,101 @@
+//! What the front ends hand the policy ([`Request`]) and what it answers ([`Verdict`]): the
+//! types of the seam, in a file of their own so that the rules beside it and the policy
+//! that runs them both use them without one importing the other.
+
+use std::net::IpAddr;
+
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+
+/// The protocol a request came in by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Udp,
+    Http,
+    Ws,
+}
+
+impl Protocol {
+    /// The name used in metrics labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Udp => "udp",
+            Protocol::Http => "http",
+            Protocol::Ws => "ws",
+        }
+    }
+}
+
+/// What a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Announce,
+    Scrape,
+}
+
+/// What an announce reports about the client's transfer (BEP 3's `uploaded`, `downloaded`,
+/// `left` and `event`), for the rules that account for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counters {
+    /// Bytes uploaded since the client started the torrent.
+    pub uploaded: u64,
+    /// Bytes downloaded since the client started the torrent.
+    pub downloaded: u64,
+    /// Bytes left to download (a leecher has some). `None` for WebTorrent announces that do
+    /// not say (no metadata yet).
+    pub left: Option<u64>,
+    pub event: AnnounceEvent,
+}
+
+/// What a rule sees of a request, as the front end parsed it.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub protocol: Protocol,
+    pub action: Action,
+    /// The client's address (after the HTTP proxy rules; never one the client claims).
+    pub source: IpAddr,
+    pub info_hash: &'a InfoHash,
+    /// Announces only.
+    pub peer_id: Option<&'a PeerId>,
+    /// The passkey the client presented, if any, from the one path parser every protocol
+    /// uses (`shoal_proto::path`): HTTP's `/announce/<passkey>` or `/<passkey>/announce`
+    /// (and the same for `/scrape`); UDP announces' BEP 41 URL data with those paths (UDP
+    /// scrapes carry none); the WebSocket upgrade path of a WebTorrent connection, for
+    /// every announce and scrape on it.
+    pub credential: Option<&'a str>,
+    /// Announces only: what the client reports.
+    pub counters: Option<Counters>,
+}
+
+impl Request<'_> {
+    /// The bytes the client has left (announces that say so only).
+    pub fn left(&self) -> Option<u64> {
+        self.counters.and_then(|c| c.left)
+    }
+}
+
+/// What becomes of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Served: on to the store.
+    Admit,
+    /// Served, from the swarm of this info hash rather than the one announced: a hybrid
+    /// torrent's v2 hash joins its v1 swarm (private mode; answers still name the hash the
+    /// client asked about).
+    AdmitAs(InfoHash),
+    /// Answered with this reason (sent to the client) instead of being served.
+    Refuse(&'static str),
+    /// Not answered at all.
+    Drop,
+}
+
+impl Verdict {
+    /// The swarm to serve `asked` from, if admitted.
+    #[inline]
+    pub fn swarm(self, asked: &InfoHash) -> Option<InfoHash> {
+        match self {
+            Verdict::Admit => Some(*asked),
+            Verdict::AdmitAs(swarm) => Some(swarm),
+            Verdict::Refuse(_) | Verdict::Drop => None,
+        }
+    }
+}

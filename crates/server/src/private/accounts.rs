@@ -1,0 +1,343 @@
+//! The private tracker's side of the database: what is loaded at start, every change the
+//! admin API makes, and the batched writes of the accounting (by the [`super::writer`]
+//! thread, by `POST /api/private/flush`, and once more at shutdown).
+//!
+//! # Threads
+//!
+//! The database crate is async (sqlx); the tracker's callers are not (the admin API answers
+//! on blocking threads, the writer is a thread of its own). So `Accounts` owns a small
+//! tokio runtime (one worker, "accounts") that every database operation runs on, and
+//! callers wait for the answer over a channel ([`Accounts::run`]). The announce path never
+//! comes here: it reads [`Members`] and records into the [`Ledger`].
+//!
+//! # Order of an edit
+//!
+//! The database first, then the tables in force: an edit that the database refused
+//! changes nothing, and one that succeeded survives a reload. Edits and reloads are
+//! serialised (`editing`), so that a reload never loses an edit made while it read.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use parking_lot::Mutex;
+use shoal_accounts::{ClientPrefix, Database, Torrent, User, UserStats, Written};
+use shoal_proto::InfoHash;
+use shoal_swarm::clock;
+
+use super::credit::Delta;
+use super::ledger::{Ledger, LedgerConfig};
+use super::ledger_file::{self, LedgerFile};
+use super::members::{Member, Members, Registered};
+use crate::config::Config;
+
+/// The bound on one database operation: a write during an outage fails after this and is
+/// retried at the next flush, rather than holding the writer.
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What one flush did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flushed {
+    /// Accounts whose sums went into the batch.
+    pub accounts: usize,
+    /// What the database did with them.
+    pub written: Written,
+}
+
+/// The database, the tables in force and the ledger, with everything that changes them.
+pub struct Accounts {
+    runtime: tokio::runtime::Runtime,
+    db: Database,
+    pub members: Arc<Members>,
+    pub ledger: Arc<Ledger>,
+    editing: Mutex<()>,
+    /// Serialises flushes (the writer, the admin API and shutdown).
+    flushing: Mutex<()>,
+    /// The ledger file, when there is a state file to put it beside.
+    ledger_file: Option<PathBuf>,
+    /// A ledger file was read at start and must be deleted once what it restored is written.
+    restored_file: AtomicBool,
+}
+
+impl Accounts {
+    /// Connects to the configured database (creating an SQLite file and its schema on
+    /// first start), loads users, torrents and client prefixes, and restores the ledger
+    /// file if the last run left one.
+    pub fn open(config: &Config) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("accounts")
+            .enable_all()
+            .build()
+            .context("starting the accounts runtime")?;
+        let url = config.private_database();
+        let db = runtime
+            .block_on(Database::connect(&url))
+            .context("opening the private tracker's database")?
+            .with_operation_timeout(OPERATION_TIMEOUT);
+        let loaded = runtime
+            .block_on(db.load())
+            .context("loading users, torrents and clients")?;
+        let members = Arc::new(Members::new(&loaded, config.private.client_allow_list));
+        let ledger = Arc::new(Ledger::new(LedgerConfig {
+            max_pending: config.private.max_pending_accounts,
+            ..LedgerConfig::for_interval(config.announce.interval)
+        }));
+        let ledger_file = config.state_file().map(ledger_file::path_for);
+        let mut restored = false;
+        if let Some(path) = &ledger_file {
+            match LedgerFile::load(path, clock::now(), clock::unix_now()) {
+                Ok(Some(file)) => {
+                    tracing::info!(
+                        "ledger file {}: {} client records, {} unwritten sums restored",
+                        path.display(),
+                        file.peers.len(),
+                        file.pending.len()
+                    );
+                    ledger.restore_peers(file.peers);
+                    ledger.restore(file.pending);
+                    restored = true;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(
+                    "ignoring the ledger file {}: {e:#} (clients' next announces set new \
+                     baselines)",
+                    path.display()
+                ),
+            }
+        }
+        let accounts = Self {
+            runtime,
+            db,
+            members,
+            ledger,
+            editing: Mutex::new(()),
+            flushing: Mutex::new(()),
+            ledger_file,
+            restored_file: AtomicBool::new(restored),
+        };
+        accounts.publish_counts();
+        Ok(accounts)
+    }
+
+    /// Runs a database operation on the accounts runtime and waits for it (from any thread
+    /// that is not itself running async code).
+    fn run<T: Send + 'static>(
+        &self,
+        operation: impl Future<Output = Result<T, shoal_accounts::Error>> + Send + 'static,
+    ) -> Result<T, shoal_accounts::Error> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let _ = tx.send(operation.await);
+        });
+        rx.recv().unwrap_or_else(|_| {
+            Err(shoal_accounts::Error::Query(
+                "the accounts runtime stopped".into(),
+            ))
+        })
+    }
+
+    fn publish_counts(&self) {
+        let (users, torrents, clients) = self.members.counts();
+        metrics::gauge!("shoal_private_users").set(users as f64);
+        metrics::gauge!("shoal_private_torrents").set(torrents as f64);
+        metrics::gauge!("shoal_private_clients").set(clients as f64);
+    }
+
+    /// The database URL, password masked (for logs and the status page).
+    pub fn database_url(&self) -> &str {
+        self.db.url()
+    }
+
+    /// Adds or updates a user: the database, then the tables in force.
+    pub fn put_user(&self, user: User) -> Result<(), shoal_accounts::Error> {
+        let _guard = self.editing.lock();
+        let db = self.db.clone();
+        let stored = user.clone();
+        self.run(async move { db.put_user(&stored).await })?;
+        self.members.put_user(&user.passkey, Member::from(&user));
+        self.publish_counts();
+        Ok(())
+    }
+
+    /// A user's passkey and settings, as in force.
+    pub fn user(&self, id: i64) -> Option<(String, Member)> {
+        self.members.user_by_id(id)
+    }
+
+    /// Removes a user; whether there was one.
+    pub fn delete_user(&self, id: i64) -> Result<bool, shoal_accounts::Error> {
+        let _guard = self.editing.lock();
+        let db = self.db.clone();
+        let existed = self.run(async move { db.delete_user(id).await })?;
+        let in_force = self.members.remove_user(id);
+        self.publish_counts();
+        Ok(existed || in_force)
+    }
+
+    /// The registered torrent announced as `info_hash`, as in force.
+    pub fn torrent(&self, info_hash: &InfoHash) -> Option<Registered> {
+        self.members.torrent(info_hash)
+    }
+
+    /// Registers a torrent or updates one; returns it as now in force.
+    pub fn put_torrent(&self, torrent: Torrent) -> Result<Registered, shoal_accounts::Error> {
+        let _guard = self.editing.lock();
+        let db = self.db.clone();
+        let stored = torrent.clone();
+        let id = self.run(async move { db.put_torrent(&stored).await })?;
+        let registered = Registered::from(&Torrent {
+            id: Some(id),
+            ..torrent
+        });
+        self.members.put_torrent(registered);
+        self.publish_counts();
+        Ok(registered)
+    }
+
+    /// Removes the torrent with this v1 hash; whether there was one.
+    pub fn delete_torrent(&self, info_hash: InfoHash) -> Result<bool, shoal_accounts::Error> {
+        let _guard = self.editing.lock();
+        let db = self.db.clone();
+        let existed = self.run(async move { db.delete_torrent(&info_hash.0).await })?;
+        let in_force = self.members.remove_torrent(&info_hash);
+        self.publish_counts();
+        Ok(existed || in_force)
+    }
+
+    /// Adds (`add`) or removes an allowed client prefix; whether anything changed in the
+    /// database.
+    pub fn edit_client(
+        &self,
+        prefix: ClientPrefix,
+        add: bool,
+    ) -> Result<bool, shoal_accounts::Error> {
+        let _guard = self.editing.lock();
+        let db = self.db.clone();
+        let stored = prefix.clone();
+        let changed = self.run(async move {
+            if add {
+                db.put_client(&stored).await.map(|()| true)
+            } else {
+                db.delete_client(&stored).await
+            }
+        })?;
+        self.members.edit_client(&prefix, add);
+        self.publish_counts();
+        Ok(changed)
+    }
+
+    /// Loads everything from the database again and puts it in force at once.
+    pub fn reload(&self) -> Result<(usize, usize, usize), shoal_accounts::Error> {
+        let _guard = self.editing.lock();
+        let db = self.db.clone();
+        let loaded = self.run(async move { db.load().await })?;
+        self.members.replace(&loaded);
+        self.publish_counts();
+        Ok(self.members.counts())
+    }
+
+    /// A user's totals and per-torrent rows, from the database.
+    pub fn user_stats(&self, id: i64) -> Result<Option<UserStats>, shoal_accounts::Error> {
+        let db = self.db.clone();
+        self.run(async move { db.user_stats(id).await })
+    }
+
+    /// Writes every pending sum in one transaction. On failure the sums go back into the
+    /// ledger (merged with what arrived meanwhile) for the next flush.
+    pub fn flush(&self) -> Result<Flushed, shoal_accounts::Error> {
+        let _guard = self.flushing.lock();
+        let batch = self.ledger.drain();
+        let rows: Vec<shoal_accounts::Delta> =
+            batch.iter().filter_map(|d| self.row_of(d)).collect();
+        let db = self.db.clone();
+        let result = self.run(async move { db.write(&rows).await });
+        let accounts = batch.len();
+        match result {
+            Ok(written) => {
+                metrics::counter!("shoal_private_flushes_total", "result" => "ok").increment(1);
+                metrics::counter!("shoal_private_deltas_written_total")
+                    .increment(written.applied as u64);
+                metrics::gauge!("shoal_private_last_write_timestamp_seconds")
+                    .set(clock::unix_now() as f64);
+                if self.restored_file.swap(false, Ordering::Relaxed) {
+                    if let Some(path) = &self.ledger_file {
+                        let _ = std::fs::remove_file(path);
+                    }
+                }
+                self.publish_pending();
+                Ok(Flushed { accounts, written })
+            }
+            Err(e) => {
+                metrics::counter!("shoal_private_flushes_total", "result" => "error").increment(1);
+                self.ledger.restore(batch);
+                self.publish_pending();
+                Err(e)
+            }
+        }
+    }
+
+    fn publish_pending(&self) {
+        metrics::gauge!("shoal_private_pending_accounts")
+            .set(self.ledger.pending_accounts() as f64);
+    }
+
+    /// The database row for a ledger sum (`None` for a torrent id this process never knew,
+    /// which only a ledger file from another database could hold).
+    fn row_of(&self, d: &Delta) -> Option<shoal_accounts::Delta> {
+        let Some(hash) = self.members.torrent_hash(d.torrent_id as i64) else {
+            metrics::counter!("shoal_private_sums_dropped_total").increment(1);
+            tracing::warn!(
+                "dropping accounting for unknown torrent id {} (user {})",
+                d.torrent_id,
+                d.user_id
+            );
+            return None;
+        };
+        Some(shoal_accounts::Delta {
+            user_id: d.user_id as i64,
+            torrent: hash.0,
+            uploaded: d.uploaded,
+            downloaded: d.downloaded,
+            seed_seconds: d.seed_seconds,
+            leech_seconds: d.leech_seconds,
+            completed: d.completed,
+        })
+    }
+
+    /// At shutdown, after the front ends stopped: one last flush, then the ledger file with
+    /// every client's record and whatever the flush could not write.
+    pub fn close(&self) {
+        if let Err(e) = self.flush() {
+            tracing::error!(
+                "final accounting write failed: {e}; {} sums kept in the ledger file",
+                self.ledger.pending_accounts()
+            );
+        }
+        let Some(path) = &self.ledger_file else {
+            if self.ledger.pending_accounts() > 0 {
+                tracing::error!(
+                    "no state file: {} unwritten accounting sums are lost",
+                    self.ledger.pending_accounts()
+                );
+            }
+            return;
+        };
+        let file = LedgerFile {
+            peers: self.ledger.peer_records(),
+            pending: self.ledger.drain(),
+        };
+        match file.save(path, clock::now(), clock::unix_now()) {
+            Ok(()) => tracing::info!(
+                "ledger file {}: {} client records, {} unwritten sums",
+                path.display(),
+                file.peers.len(),
+                file.pending.len()
+            ),
+            Err(e) => tracing::error!("writing the ledger file failed: {e:#}"),
+        }
+    }
+}

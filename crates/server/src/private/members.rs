@@ -1,0 +1,270 @@
+//! Who may use a private tracker, in memory: users by passkey, registered torrents by info
+//! hash (a hybrid torrent's v2 hash pointing at its v1 entry), and the allowed client
+//! prefixes. This is what the announce path reads instead of the database.
+//!
+//! # Shape
+//!
+//! Every announce of every front end reads these tables, from every worker thread, while
+//! the admin API edits them now and then. So the tables are `DashMap`s (sharded read-write
+//! locks: a read takes one shard's read lock, and edits of one user or torrent never stop
+//! the others), held in one [`Tables`] behind an `ArcSwap` so that a reload from the
+//! database replaces everything at once: announces see the old tables or the new ones,
+//! never a half-loaded mix. Single edits change the tables in force in place. Edits and
+//! reloads are serialised by the caller ([`super::accounts::Accounts`]) so that an edit is
+//! never lost to a concurrent reload.
+//!
+//! Keys hash with the swarm store's seeded hasher: passkeys and info hashes are chosen by
+//! clients, and a fixed hash would let them pile entries onto one bucket.
+//!
+//! # Ids
+//!
+//! The ledger counts per (user id, torrent id); the database writes per (user id, v1 info
+//! hash). [`Members::torrent_hash`] maps an id back, and keeps mappings of torrents removed
+//! since (deltas gathered before the removal are still written, to the user's totals).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use shoal_accounts::{ClientPrefix, Loaded, Torrent, User};
+use shoal_proto::{InfoHash, PeerId};
+use shoal_swarm::sharded::Hasher;
+
+/// What the announce path needs of a user.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Member {
+    pub id: i64,
+    pub enabled: bool,
+    pub can_download: bool,
+    pub download_factor: f64,
+    pub upload_factor: f64,
+}
+
+impl From<&User> for Member {
+    fn from(u: &User) -> Self {
+        Self {
+            id: u.id,
+            enabled: u.enabled,
+            can_download: u.can_download,
+            download_factor: u.download_factor,
+            upload_factor: u.upload_factor,
+        }
+    }
+}
+
+/// What the announce path needs of a registered torrent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Registered {
+    /// The database's torrent id (the ledger's account key).
+    pub id: i64,
+    /// The v1 info hash: the swarm every announce of this torrent joins, under either hash.
+    pub swarm: InfoHash,
+    /// The truncated v2 info hash, for a hybrid or v2 torrent.
+    pub v2: Option<InfoHash>,
+    pub download_factor: f64,
+    pub upload_factor: f64,
+}
+
+impl From<&Torrent> for Registered {
+    fn from(t: &Torrent) -> Self {
+        Self {
+            id: t.id.unwrap_or_default(),
+            swarm: InfoHash(t.info_hash),
+            v2: t.info_hash_v2.map(InfoHash),
+            download_factor: t.download_factor,
+            upload_factor: t.upload_factor,
+        }
+    }
+}
+
+/// One generation of the user and torrent tables (replaced whole by a reload).
+#[derive(Default)]
+struct Tables {
+    /// By passkey.
+    users: DashMap<Box<str>, Member, Hasher>,
+    /// Passkey by user id, to find a user's old key when it changes or the user goes.
+    keys: DashMap<i64, Box<str>, Hasher>,
+    /// By v1 hash and, for hybrid torrents, by v2 hash too.
+    torrents: DashMap<InfoHash, Registered, Hasher>,
+}
+
+/// Allowed peer-id prefixes (bytes), sorted.
+type Clients = Vec<Box<[u8]>>;
+
+fn clients_of(loaded: &Loaded) -> Clients {
+    let mut clients: Clients = loaded
+        .clients
+        .iter()
+        .map(|c| c.0.as_bytes().into())
+        .collect();
+    clients.sort();
+    clients
+}
+
+impl Tables {
+    fn from_loaded(loaded: &Loaded) -> Self {
+        let t = Tables::default();
+        for user in &loaded.users {
+            t.put_user(&user.passkey, Member::from(user));
+        }
+        for torrent in &loaded.torrents {
+            t.put_torrent(Registered::from(torrent));
+        }
+        t
+    }
+
+    fn put_user(&self, passkey: &str, member: Member) {
+        if let Some(old) = self.keys.insert(member.id, passkey.into()) {
+            if &*old != passkey {
+                self.users.remove(&old);
+            }
+        }
+        self.users.insert(passkey.into(), member);
+    }
+
+    fn remove_user(&self, id: i64) -> bool {
+        match self.keys.remove(&id) {
+            Some((_, key)) => {
+                self.users.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn put_torrent(&self, t: Registered) {
+        if let Some(old) = self.torrents.get(&t.swarm).map(|e| *e) {
+            if let Some(old_v2) = old.v2.filter(|h| Some(*h) != t.v2) {
+                self.torrents.remove(&old_v2);
+            }
+        }
+        self.torrents.insert(t.swarm, t);
+        if let Some(v2) = t.v2 {
+            self.torrents.insert(v2, t);
+        }
+    }
+
+    fn remove_torrent(&self, swarm: &InfoHash) -> bool {
+        match self.torrents.remove(swarm) {
+            Some((_, t)) => {
+                if let Some(v2) = t.v2 {
+                    self.torrents.remove(&v2);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The users, torrents and client prefixes in force.
+pub struct Members {
+    tables: ArcSwap<Tables>,
+    clients: ArcSwap<Clients>,
+    /// Whether peer ids must start with a listed prefix (`private.client_allow_list`).
+    client_allow_list: bool,
+    /// v1 hash by torrent id, for every torrent registered since start (see the module docs).
+    ids: Mutex<HashMap<i64, InfoHash>>,
+}
+
+impl Members {
+    /// The tables for `loaded`.
+    pub fn new(loaded: &Loaded, client_allow_list: bool) -> Self {
+        let m = Self {
+            tables: ArcSwap::from_pointee(Tables::default()),
+            clients: ArcSwap::from_pointee(Clients::new()),
+            client_allow_list,
+            ids: Mutex::new(HashMap::new()),
+        };
+        m.replace(loaded);
+        m
+    }
+
+    /// Replaces every table with `loaded` (a reload from the database).
+    pub fn replace(&self, loaded: &Loaded) {
+        self.remember_ids(loaded.torrents.iter().map(Registered::from));
+        self.tables.store(Arc::new(Tables::from_loaded(loaded)));
+        self.clients.store(Arc::new(clients_of(loaded)));
+    }
+
+    fn remember_ids(&self, torrents: impl Iterator<Item = Registered>) {
+        let mut ids = self.ids.lock();
+        for t in torrents {
+            ids.insert(t.id, t.swarm);
+        }
+    }
+
+    /// The user holding `passkey`.
+    #[inline]
+    pub fn user(&self, passkey: &str) -> Option<Member> {
+        self.tables.load().users.get(passkey).map(|m| *m)
+    }
+
+    /// The registered torrent announced as `info_hash` (its v1 or its v2 hash).
+    #[inline]
+    pub fn torrent(&self, info_hash: &InfoHash) -> Option<Registered> {
+        self.tables.load().torrents.get(info_hash).map(|t| *t)
+    }
+
+    /// Whether a client with this peer id may announce.
+    #[inline]
+    pub fn client_allowed(&self, peer_id: &PeerId) -> bool {
+        !self.client_allow_list || self.clients.load().iter().any(|p| peer_id.0.starts_with(p))
+    }
+
+    /// The user with this id and their passkey, if registered.
+    pub fn user_by_id(&self, id: i64) -> Option<(String, Member)> {
+        let tables = self.tables.load();
+        let key = tables.keys.get(&id)?.to_string();
+        let member = tables.users.get(key.as_str()).map(|m| *m)?;
+        Some((key, member))
+    }
+
+    /// Adds or replaces a user (a changed passkey replaces the old one).
+    pub fn put_user(&self, passkey: &str, member: Member) {
+        self.tables.load().put_user(passkey, member);
+    }
+
+    /// Removes a user; whether there was one.
+    pub fn remove_user(&self, id: i64) -> bool {
+        self.tables.load().remove_user(id)
+    }
+
+    /// Adds or replaces a torrent.
+    pub fn put_torrent(&self, t: Registered) {
+        self.remember_ids(std::iter::once(t));
+        self.tables.load().put_torrent(t);
+    }
+
+    /// Removes the torrent whose v1 hash is `swarm`; whether there was one.
+    pub fn remove_torrent(&self, swarm: &InfoHash) -> bool {
+        self.tables.load().remove_torrent(swarm)
+    }
+
+    /// Adds (`add`) or removes an allowed client prefix.
+    pub fn edit_client(&self, prefix: &ClientPrefix, add: bool) {
+        let bytes: Box<[u8]> = prefix.0.as_bytes().into();
+        self.clients.rcu(|old| {
+            let mut clients: Clients = old.iter().filter(|p| **p != bytes).cloned().collect();
+            if add {
+                clients.push(bytes.clone());
+                clients.sort();
+            }
+            clients
+        });
+    }
+
+    /// The v1 hash of the torrent with this id (also of a torrent removed since start).
+    pub fn torrent_hash(&self, id: i64) -> Option<InfoHash> {
+        self.ids.lock().get(&id).copied()
+    }
+
+    /// Users, registered torrents (v1 hashes) and client prefixes in force.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let t = self.tables.load();
+        let torrents = t.torrents.iter().filter(|e| *e.key() == e.swarm).count();
+        (t.users.len(), torrents, self.clients.load().len())
+    }
+}
