@@ -3,7 +3,7 @@
 #   1. client.test.mjs  - the bittorrent-tracker npm client: announce, offers relayed, answer
 #                         relayed, scrape, stopped (node --test, ~16 s)
 #   private.test.mjs    - the same client against shoal in private mode: served with a
-#                         passkey URL, refused without one (node --test, ~12 s; only when
+#                         passkey URL, refused without one (node --test, ~27 s; only when
 #                         SHOAL_WS_CMD is not set: it starts shoal itself)
 #   2. run-browser.sh   - two headless Chromium pages exchange a file over WebRTC through the
 #                         tracker, in a private network namespace (needs root/sudo, ~11 s)

@@ -153,11 +153,12 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// The sum of a Prometheus counter's series (`name value` or `name{labels} value`) in a
-/// `/metrics` text; 0 when it has none.
+/// `/metrics` text, but for those labelled `result="error"` (shoal counts failed writes
+/// of the accounting under the flushes too); 0 when it has none.
 pub fn counter(metrics: &str, name: &str) -> u64 {
     metrics
         .lines()
-        .filter(|l| !l.starts_with('#'))
+        .filter(|l| !l.starts_with('#') && !l.contains("result=\"error\""))
         .filter_map(|l| {
             let rest = l.strip_prefix(name)?;
             if !(rest.starts_with(' ') || rest.starts_with('{')) {
@@ -322,7 +323,8 @@ mod tests {
     fn counters_are_summed_over_their_series() {
         let text = "# HELP shoal_private_flushes_total flushes\n\
             # TYPE shoal_private_flushes_total counter\n\
-            shoal_private_flushes_total 12\n\
+            shoal_private_flushes_total{result=\"ok\"} 12\n\
+            shoal_private_flushes_total{result=\"error\"} 4\n\
             shoal_private_flushes_total_other 99\n\
             shoal_private_deltas_written_total{database=\"sqlite\"} 300\n\
             shoal_private_deltas_written_total{database=\"x\"} 5\n";
