@@ -29,7 +29,7 @@ use clap::Args;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::net::{self, Dialer, Stream};
-use crate::passkeys::Passkeys;
+use crate::passkeys::{of_peer, Passkeys};
 use crate::run::{RunArgs, RunResult};
 use crate::stats::{ErrorKind, Op, Stats};
 use crate::tcp_load::{ConnectionRun, TcpArgs, TcpLoad};
@@ -97,8 +97,8 @@ struct Shared {
 
 /// Every passkey's paths, written once: `/<passkey>/announce` and `/<passkey>/scrape`.
 struct PasskeyPaths {
-    announce: Passkeys,
-    scrape: Passkeys,
+    announce: Vec<String>,
+    scrape: Vec<String>,
 }
 
 /// What the answer to a request must look like.
@@ -310,8 +310,8 @@ fn write_scrape(req: &mut String, sh: &Shared, peer: u32, hashes: &[InfoHash]) {
 /// carries the passkey of simulated peer `peer`.
 fn push_path(req: &mut String, sh: &Shared, action: Action, peer: u32) {
     match (&sh.passkeys, action) {
-        (Some(keys), Action::Announce) => req.push_str(keys.announce.of(peer)),
-        (Some(keys), Action::Scrape) => req.push_str(keys.scrape.of(peer)),
+        (Some(keys), Action::Announce) => req.push_str(of_peer(&keys.announce, peer)),
+        (Some(keys), Action::Scrape) => req.push_str(of_peer(&keys.scrape, peer)),
         (None, Action::Announce) => req.push_str(&sh.announce_path),
         (None, Action::Scrape) => req.push_str(&sh.scrape_path),
     }

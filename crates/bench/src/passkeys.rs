@@ -79,20 +79,26 @@ impl Passkeys {
 
     /// The key of simulated peer `peer` (or of connection `peer`, for WebTorrent).
     pub fn of(&self, peer: u32) -> &str {
-        &self.keys[peer as usize % self.keys.len()]
+        of_peer(&self.keys, peer)
     }
 
-    /// Each key's path for `action` (`/<passkey>/announce`), in the keys' order, so that
-    /// [`Passkeys::of`] picks a peer's path as it picks its key.
-    pub fn paths(&self, action: Action) -> Self {
-        let keys = self.keys.iter().map(|k| passkey_path(k, action)).collect();
-        Self { keys }
+    /// Each key's path for `action` (`/<passkey>/announce`), in the keys' order: a
+    /// generator writes them once, and [`of_peer`] picks a peer's as [`Passkeys::of`]
+    /// picks its key.
+    pub fn paths(&self, action: Action) -> Vec<String> {
+        self.keys.iter().map(|k| passkey_path(k, action)).collect()
     }
 
     /// The length of the longest key, in bytes.
     pub fn longest(&self) -> usize {
         self.keys.iter().map(String::len).max().unwrap_or(0)
     }
+}
+
+/// What simulated peer `peer` uses of one entry per key (its key, or that key's path):
+/// entry `peer mod n`. `per_key` is never empty (a passkeys file has a key).
+pub fn of_peer(per_key: &[String], peer: u32) -> &str {
+    &per_key[peer as usize % per_key.len()]
 }
 
 /// Appends `/<passkey>/announce` or `/<passkey>/scrape`: the path sites hand out.
@@ -191,7 +197,7 @@ mod tests {
         );
         let p = Passkeys::parse("a\nb\n").unwrap().paths(Action::Announce);
         assert_eq!(
-            [p.of(0), p.of(1), p.of(2)],
+            [of_peer(&p, 0), of_peer(&p, 1), of_peer(&p, 2)],
             ["/a/announce", "/b/announce", "/a/announce"]
         );
     }

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::net::Dialer;
-use crate::passkeys::Passkeys;
+use crate::passkeys::{of_peer, Passkeys};
 use crate::run::{RunArgs, RunResult};
 use crate::stats::{ErrorKind, Op, Stats};
 use crate::tcp_load::{ConnectionRun, TcpArgs, TcpLoad};
@@ -84,7 +84,7 @@ pub fn run(args: &WsArgs) -> Result<RunResult> {
 struct Shared {
     dialer: Dialer,
     /// `--passkeys`: the URL path of connection k is the k-th key's `/<passkey>/announce`.
-    passkeys: Option<Passkeys>,
+    passkeys: Option<Vec<String>>,
     args: WsArgs,
 }
 
@@ -101,7 +101,7 @@ async fn connection(sh: Arc<Shared>, mut c: ConnectionRun) -> Stats {
     let mut workload = Workload::new(&args.workload, c.k, c.n);
     let timeout = args.run.timeout;
     let path = match &sh.passkeys {
-        Some(paths) => paths.of(c.k as u32),
+        Some(paths) => of_peer(paths, c.k as u32),
         None => &sh.dialer.ep.path,
     };
     let url = format!("ws://{}{path}", sh.dialer.ep.addr);
