@@ -370,9 +370,15 @@ mod tests {
     fn the_private_preset_has_a_fresh_database_an_admin_listener_and_its_token() {
         let dir = std::env::temp_dir().join(format!("shoal-bench-preset-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        let old = [
+            "shoal-private.db",
+            "shoal-private.db-wal",
+            "shoal-private.state",
+        ];
+        for file in old {
+            std::fs::write(dir.join(file), "an old run's").unwrap();
+        }
         let db = dir.join("shoal-private.db");
-        std::fs::write(&db, "an old run's database").unwrap();
-        std::fs::write(dir.join("shoal-private.db-wal"), "").unwrap();
         let (name, w) = resolve("shoal-private", &setting("http", &dir, None)).unwrap();
         assert_eq!(name, "shoal-private");
         let config = dir.join("shoal-private.toml");
@@ -386,7 +392,7 @@ mod tests {
                 config.display()
             )
         );
-        assert!(!db.exists() && !dir.join("shoal-private.db-wal").exists());
+        assert!(old.iter().all(|file| !dir.join(file).exists()));
         let text = std::fs::read_to_string(&config).unwrap();
         assert!(
             text.ends_with("\n[admin]\ntoken = \"shoal-bench\"\n"),
