@@ -93,7 +93,7 @@ impl PrivateRule {
         if left > 0 && !user.can_download {
             return Err(cannot);
         }
-        self.ledger.record(&AccountedAnnounce {
+        let recorded = self.ledger.record(&AccountedAnnounce {
             user_id: user.id as u64,
             torrent_id: torrent.id as u64,
             peer_id: *peer_id,
@@ -105,6 +105,9 @@ impl PrivateRule {
             download_factor: user.download_factor * torrent.download_factor,
             upload_factor: user.upload_factor * torrent.upload_factor,
         });
+        if recorded.deferred {
+            metrics::counter!("shoal_private_deferred_total").increment(1);
+        }
         Ok(verdict)
     }
 }
