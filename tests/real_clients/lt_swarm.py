@@ -184,8 +184,8 @@ class Pump:
 
 
 class Tracker:
-    """The tracker under test, a child process writing to DIR/tracker.log; stopped by its
-    PID. `start` returns None (after failing the check "tracker starts") if it cannot
+    """The tracker under test, a child process writing to DIR/tracker.log (or another
+    `log_name`, for a test that starts it again); stopped by its PID. `start` returns None (after failing the check "tracker starts") if it cannot
     be spawned."""
 
     def __init__(self, proc, log_file):
@@ -193,11 +193,11 @@ class Tracker:
         self.log_file = log_file
 
     @classmethod
-    def start(cls, res, cmd, log_dir):
+    def start(cls, res, cmd, log_dir, log_name="tracker.log"):
         env = dict(os.environ)
         env.pop("RUST_BACKTRACE", None)
         log("tracker: " + " ".join(cmd))
-        log_file = open(os.path.join(log_dir, "tracker.log"), "w+")
+        log_file = open(os.path.join(log_dir, log_name), "w+")
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file,
                                     stderr=subprocess.STDOUT, env=env)
