@@ -87,6 +87,16 @@ def hashes(ti):
     return str(ih.v1), (str(ih.v2)[:40] if ih.has_v2() else None)
 
 
+def reported(st):
+    """(uploaded, downloaded) as libtorrent announces them for this torrent_status: its
+    session counters (torrent::announce_with_tracker: uploaded = total_payload_upload,
+    downloaded = total_payload_download less the bytes of pieces that failed the hash check
+    and, unless report_true_downloaded is set, less redundant bytes); these counters start
+    at zero when the torrent is added or resumed."""
+    downloaded = st.total_payload_download - st.total_failed_bytes - st.total_redundant_bytes
+    return st.total_payload_upload, max(0, downloaded)
+
+
 class PrivatePump(Pump):
     """lt_swarm's Pump that also records what the private tests look at: an announce's
     event and hash version, a reply's version, a refusal's failure reason."""
@@ -315,11 +325,11 @@ class Swarm:
 
     def stop(self, names, timeout_s=20):
         """Stops these clients the way a client stops a torrent, and makes sure the tracker
-        has what they reported: freezes their transfers, reads libtorrent's session counters
-        (what it reports as uploaded/downloaded), pauses them (a stopped announce per hash
-        version) and waits for the tracker's reply to each stopped announce. Returns
-        {name: (total_payload_upload, total_payload_download)}, or None if some stopped
-        announce was not answered in time."""
+        has what they reported: freezes their transfers, reads what libtorrent reports as
+        uploaded and downloaded (see `reported`), pauses them (a stopped announce per hash
+        version, carrying those figures) and waits for the tracker's reply to each stopped
+        announce. Returns {name: (uploaded, downloaded)}, or None if some stopped announce
+        was not answered in time."""
         for name in names:
             h = self.handle(name)
             h.set_download_limit(1)
@@ -327,8 +337,7 @@ class Swarm:
         self.wait(lambda: None, 1.0)
         moved = {}
         for name in names:
-            st = self.handle(name).status()
-            moved[name] = (st.total_payload_upload, st.total_payload_download)
+            moved[name] = reported(self.handle(name).status())
         since = len(self.pump.events)
         for name in names:
             self.handle(name).pause()
