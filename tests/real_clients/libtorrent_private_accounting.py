@@ -31,13 +31,12 @@ import argparse
 import os
 import signal
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from libtorrent_private import PIECE, PrivateTracker, Swarm, hashes, make_torrent, new_passkey  # noqa: E402
-from lt_swarm import Results, log, write_payload  # noqa: E402
+from libtorrent_private import PIECE, Swarm, hashes, make_torrent, new_passkey, run_test  # noqa: E402
+from lt_swarm import log, write_payload  # noqa: E402
 
 SCENARIOS = ["transfer", "freeleech", "restart"]
 
@@ -204,16 +203,7 @@ def accounting(res, tracker, args, base, first_user=10):
 
 def main():
     args = options(__doc__)
-    res = Results()
-    tmp = tempfile.TemporaryDirectory(prefix="shoal-lt-private-acct-")
-    tracker = PrivateTracker(res, tmp.name)
-    try:
-        if res.check("shoal starts in private mode (SQLite) and its admin API answers", tracker.start()):
-            accounting(res, tracker, args, tmp.name)
-    finally:
-        tracker.stop()
-        tmp.cleanup()
-    return res.summary()
+    return run_test("shoal-lt-private-acct-", lambda res, tracker, directory: accounting(res, tracker, args, directory))
 
 
 if __name__ == "__main__":

@@ -22,18 +22,26 @@ exits non-zero on any failure.
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 import db_servers  # noqa: E402
-from libtorrent_private import PrivateTracker, check_no_passkeys, lt  # noqa: E402
+from libtorrent_private import run_test  # noqa: E402
 from libtorrent_private_accounting import Scenario, accounting, options  # noqa: E402
 from lt_swarm import Results, log  # noqa: E402
 
 NAMES = {"postgres": "PostgreSQL", "mariadb": "MariaDB"}
 CLIENTS = ("seeder", "leecher")
+
+
+def server_step(res, what, step):
+    """Stops or starts the database server; False (after a failed check) if it cannot."""
+    try:
+        step()
+        return True
+    except db_servers.ServerError as e:
+        return res.check(f"outage: {what}", False, str(e))
 
 
 def outage(res, tracker, server, hold_s=6.0):
@@ -44,17 +52,13 @@ def outage(res, tracker, server, hold_s=6.0):
     def during(swarm):
         since = len(swarm.pump.events)
         progress = swarm.progress("leecher")
-        try:
-            server.stop()
-        except db_servers.ServerError as e:
-            res.check(f"outage: {name} stops", False, str(e))
+        if not server_step(res, f"{name} stops", server.stop):
             return False
         log(f"outage: {name} stopped with the leecher at {progress:.0%}")
         t0 = time.monotonic()
         flush, flush_s, forced = None, None, 0
         while time.monotonic() - t0 < hold_s:
-            for client in CLIENTS:
-                swarm.handle(client).force_reannounce(0, -1, lt.reannounce_flags_t.ignore_min_interval)
+            swarm.reannounce(CLIENTS)
             forced += 1
             swarm.wait(lambda: None, 1.5)
             if flush is None:
@@ -70,10 +74,7 @@ def outage(res, tracker, server, hold_s=6.0):
         moved_on = swarm.progress("leecher")
         res.check("outage: the transfer went on meanwhile", moved_on > progress,
                   f"progress {progress:.1%} -> {moved_on:.1%}")
-        try:
-            server.start()
-        except db_servers.ServerError as e:
-            res.check(f"outage: {name} starts again", False, str(e))
+        if not server_step(res, f"{name} starts again", server.start):
             return False
         log(f"outage: {name} is back after {time.monotonic() - t0:.1f} s")
         return True
@@ -82,34 +83,28 @@ def outage(res, tracker, server, hold_s=6.0):
 
 
 def main(kind="postgres"):
-    args = options(__doc__.replace("PostgreSQL", NAMES[kind]), extra_scenarios=["outage"])
-    res = Results()
-    tmp = tempfile.TemporaryDirectory(prefix=f"shoal-lt-private-{kind}-")
-    server, tracker = None, None
+    name = NAMES[kind]
+    args = options(__doc__.replace("PostgreSQL", name), extra_scenarios=["outage"])
     try:
-        try:
-            server = db_servers.start(kind)
-            database = server.create_database("shoal_lt")
-        except (db_servers.ServerError, OSError, subprocess.SubprocessError) as e:
-            res.check(f"{NAMES[kind]} is installed and started on a free loopback port", False, str(e))
-            return res.summary()
-        res.check(f"{NAMES[kind]} is installed and started on a free loopback port", True, database)
-        tracker = PrivateTracker(res, tmp.name, database=database)
-        if res.check(f"shoal starts in private mode on {NAMES[kind]} and its admin API answers", tracker.start()):
-            accounting(res, tracker, args, tmp.name)
-            if "outage" in args.which:
-                s = Scenario(res, tracker, args, tmp.name, "outage", 50, hybrid=True, size_mib=args.size_mib + 2)
-                if s.registered:
-                    s.check_accounts(s.run("udp", "http", rate=512 << 10, at=0.2,
-                                           during=outage(res, tracker, server)))
-            check_no_passkeys(res, tracker, tracker.passkeys)
+        server = db_servers.start(kind)
+    except (db_servers.ServerError, OSError, subprocess.SubprocessError) as e:
+        res = Results()
+        res.check(f"{name} is installed and started on a free loopback port", False, str(e))
+        return res.summary()
+    log(f"{name} on 127.0.0.1:{server.port}, data in {server.dir}")
+
+    def body(res, tracker, directory):
+        accounting(res, tracker, args, directory)
+        if "outage" in args.which:
+            s = Scenario(res, tracker, args, directory, "outage", 50, hybrid=True, size_mib=args.size_mib + 2)
+            if s.registered:
+                s.check_accounts(s.run("udp", "http", rate=512 << 10, at=0.2, during=outage(res, tracker, server)))
+
+    try:
+        database = server.create_database("shoal_lt")
+        return run_test(f"shoal-lt-private-{kind}-", body, database=database, where=name)
     finally:
-        if tracker is not None:
-            tracker.stop()
-        if server is not None:
-            server.close()
-        tmp.cleanup()
-    return res.summary()
+        server.close()
 
 
 if __name__ == "__main__":

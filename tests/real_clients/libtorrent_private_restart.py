@@ -18,13 +18,12 @@ failure.
 """
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from libtorrent_private import PrivateTracker, check_no_passkeys, lt  # noqa: E402
+from libtorrent_private import run_test  # noqa: E402
 from libtorrent_private_accounting import Scenario, options  # noqa: E402
-from lt_swarm import Results, log  # noqa: E402
+from lt_swarm import log  # noqa: E402
 
 CLIENTS = ("seeder", "leecher")
 
@@ -32,8 +31,7 @@ CLIENTS = ("seeder", "leecher")
 def reannounce(swarm, what, timeout_s=15):
     """Both clients announce now; True once each got a reply to it."""
     since = len(swarm.pump.events)
-    for name in CLIENTS:
-        swarm.handle(name).force_reannounce(0, -1, lt.reannounce_flags_t.ignore_min_interval)
+    swarm.reannounce(CLIENTS)
     got = swarm.wait(lambda: all(swarm.pump.find(n, "tracker_reply_alert", since=since) for n in CLIENTS), timeout_s)
     errors = [f.get("reason") for n, k, f in swarm.pump.events[since:] if k == "tracker_error_alert"]
     return swarm.res.check(f"sigterm: {what}: both clients' announces are answered", bool(got), f"errors {errors}")
@@ -62,20 +60,13 @@ def sigterm_and_restart(res, tracker):
 
 def main():
     args = options(__doc__)
-    res = Results()
-    tmp = tempfile.TemporaryDirectory(prefix="shoal-lt-private-restart-")
-    tracker = PrivateTracker(res, tmp.name)
-    try:
-        if res.check("shoal starts in private mode (SQLite) and its admin API answers", tracker.start()):
-            s = Scenario(res, tracker, args, tmp.name, "sigterm", 40, hybrid=True, size_mib=args.size_mib + 2)
-            if s.registered:
-                s.check_accounts(s.run("http", "udp", rate=768 << 10, at=0.3,
-                                       during=sigterm_and_restart(res, tracker)))
-            check_no_passkeys(res, tracker, tracker.passkeys)
-    finally:
-        tracker.stop()
-        tmp.cleanup()
-    return res.summary()
+
+    def body(res, tracker, directory):
+        s = Scenario(res, tracker, args, directory, "sigterm", 40, hybrid=True, size_mib=args.size_mib + 2)
+        if s.registered:
+            s.check_accounts(s.run("http", "udp", rate=768 << 10, at=0.3, during=sigterm_and_restart(res, tracker)))
+
+    return run_test("shoal-lt-private-sigterm-", body)
 
 
 if __name__ == "__main__":
