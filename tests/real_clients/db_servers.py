@@ -167,8 +167,10 @@ class Server:
                     break
                 except ServerError:
                     if self.daemon.poll() is not None or time.monotonic() > deadline:
+                        with open(os.path.join(self.dir, "mariadbd.log"), errors="replace") as f:
+                            tail = " | ".join(f.read().strip().splitlines()[-6:])
                         raise ServerError(f"mariadbd did not answer within {timeout_s} s "
-                                          f"(exit status {self.daemon.poll()}); see {self.dir}/mariadbd.log")
+                                          f"(exit status {self.daemon.poll()}): {tail}")
                     time.sleep(0.2)
         self.up = True
 

@@ -17,10 +17,13 @@ receiving when it disconnected):
              leecher's completion is recorded (completed 1, completed_at set);
   freeleech  a v1 torrent with download_factor 0, seeder over UDP, leecher over HTTP: the
              leecher's downloaded is recorded 0, the seeder's upload is counted;
-  restart    a hybrid torrent; the leecher (slowed down) is stopped and removed at ~40%,
-             then a new libtorrent session starts it again from the partial data (its
-             counters from zero) and finishes: the leecher's downloaded equals both runs
-             together, within two pieces (nothing lost, nothing counted twice).
+  restart    a hybrid torrent; the leecher (slowed down) announces at ~40% and is then
+             stopped and removed, then a new libtorrent session starts it again from the
+             partial data (its counters from zero) and finishes: the leecher's downloaded
+             equals both runs together, within two pieces (nothing lost, nothing counted
+             twice). libtorrent's stopped announce reports a few KiB less than the
+             announce before it (the block it was receiving is left out): a tracker that
+             takes that for a client restart counts the first run twice.
 
 libtorrent_private_postgres.py and libtorrent_private_mariadb.py run the same scenarios
 against real database servers, plus an outage. Prints "N passed, N failed" last; exits
@@ -37,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from libtorrent_private import PIECE, Swarm, hashes, make_torrent, new_passkey, run_test  # noqa: E402
+from libtorrent_private import PIECE, Swarm, finish, hashes, make_torrent, new_passkey, run_test  # noqa: E402
 from lt_swarm import log, write_payload  # noqa: E402
 
 SCENARIOS = ["transfer", "freeleech", "restart"]
@@ -115,6 +118,13 @@ class Scenario:
                                  f"progress {swarm.progress('leecher'):.1%}"):
                     return None
             if restart_proto is not None:
+                # A client announces while it downloads; the last announce before it is
+                # stopped counts the part of the block it is receiving, which libtorrent
+                # then leaves out of its stopped announce (a counter that goes down a bit).
+                since = len(swarm.pump.events)
+                swarm.reannounce(["leecher"])
+                res.check(f"{label}: the leecher's announce mid-download is answered",
+                          swarm.wait_reply("leecher", since=since))
                 partial = swarm.progress("leecher")
                 if not stop(["leecher"]):
                     return None
@@ -209,4 +219,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

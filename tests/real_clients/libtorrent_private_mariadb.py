@@ -11,4 +11,4 @@ sys.dont_write_bytecode = True
 import libtorrent_private_postgres  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(libtorrent_private_postgres.main("mariadb"))
+    libtorrent_private_postgres.finish(libtorrent_private_postgres.main("mariadb"))

@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 import db_servers  # noqa: E402
-from libtorrent_private import run_test  # noqa: E402
+from libtorrent_private import finish, run_test  # noqa: E402
 from libtorrent_private_accounting import Scenario, accounting, options  # noqa: E402
 from lt_swarm import Results, log  # noqa: E402
 
@@ -108,4 +108,4 @@ def main(kind="postgres"):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

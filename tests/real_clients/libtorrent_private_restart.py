@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from libtorrent_private import run_test  # noqa: E402
+from libtorrent_private import finish, run_test  # noqa: E402
 from libtorrent_private_accounting import Scenario, options  # noqa: E402
 from lt_swarm import log  # noqa: E402
 
@@ -70,4 +70,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())
