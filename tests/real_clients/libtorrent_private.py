@@ -11,16 +11,20 @@ Swarms:
         torrent: both get answers to both, the leecher finds the seeder, the bytes match, the
         peers came from the tracker, a scrape through the passkey URL counts the seeder, and
         the database holds one row for the torrent, not one per hash;
-  udp   the same with a v1-only torrent over UDP.
-Then for each protocol a client with a wrong passkey gets the failure reason
-"unknown passkey" in its tracker_error_alert (and no reply), /metrics counts the refusals in
-shoal_private_refused_total{protocol,reason="unknown passkey"}, and no passkey (right or
-wrong) appears in shoal's log (info level) or in /metrics.
+  udp   the same with a v1-only torrent over UDP (no scrape: UDP scrapes carry no passkey).
+Then for each protocol a client with a wrong passkey is refused and gets no reply: over HTTP
+its tracker_error_alert shows the failure reason "unknown passkey"; over UDP libtorrent
+2.0.8 shows an empty reason for every BEP 15 error (it reads the text from the packet's
+first byte), so the test checks its error alert and then the text itself with an announce
+built like libtorrent's. /metrics counts the refusals in
+shoal_private_refused_total{protocol,reason="unknown passkey"} (or unknown_passkey), and no
+passkey (right or wrong) appears in shoal's log (info level) or in /metrics.
 
 This file is also the module the other libtorrent_private_*.py tests share: shoal in
-private mode with its admin API (PrivateTracker), libtorrent sessions that announce often
-(private_session), and one torrent's clients whose stopped announces are seen answered
-(Swarm). Prints "N passed, N failed" last; exits non-zero on any failure.
+private mode with its admin API (PrivateTracker, run_test), libtorrent sessions that obey a
+short tracker interval (private_session), and one torrent's clients whose stopped
+announces are seen answered (Swarm). Prints "N passed, N failed" last; exits non-zero on
+any failure.
 
 Run with /usr/bin/python3 (Debian's python3-libtorrent imports only there):
 

@@ -13,7 +13,8 @@ directory on a free loopback port (db_servers.py), once for this file:
       libtorrent moved, within one piece).
 
 libtorrent_private_mariadb.py runs the same against MariaDB. A server that cannot be
-installed or started fails the test with the reason. Prints "N passed, N failed" last;
+installed or started fails the test with the reason, unless SHOAL_SKIP_DB_SERVERS=1 (as for
+the Rust tests of crates/accounts): then it says it skipped and passes. Prints "N passed, N failed" last;
 exits non-zero on any failure.
 
   tests/real_clients/libtorrent_private_postgres.py        # target/release/shoal
@@ -88,6 +89,10 @@ def main(kind="postgres"):
     try:
         server = db_servers.start(kind)
     except (db_servers.ServerError, OSError, subprocess.SubprocessError) as e:
+        if os.environ.get("SHOAL_SKIP_DB_SERVERS") == "1":
+            print(f"SKIPPED (SHOAL_SKIP_DB_SERVERS=1): {name} could not be installed or started: {e}")
+            print("0 passed, 0 failed")
+            return 0
         res = Results()
         res.check(f"{name} is installed and started on a free loopback port", False, str(e))
         return res.summary()
