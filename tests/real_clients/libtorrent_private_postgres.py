@@ -6,11 +6,11 @@ directory on a free loopback port (db_servers.py), once for this file:
   the scenarios of libtorrent_private_accounting.py (transfer, freeleech, client restart):
       the database's figures equal what libtorrent moved and reported;
   outage  the database server is stopped in the middle of a (slowed down) transfer while
-      both clients announce every second or two (announce interval 2 s, and forced
-      reannounces): shoal answers every announce meanwhile (tracker replies keep coming, no
-      tracker error), POST /api/private/flush answers 503; the server is started again, the
-      transfer finishes, and after a flush the figures are complete (equal to what
-      libtorrent moved, within one piece).
+      both clients announce every 1.5 s (force_reannounce): shoal answers every announce
+      meanwhile (tracker replies keep coming, no tracker error), POST /api/private/flush
+      answers 503; the server is started again, the transfer finishes, and after a flush
+      the figures are complete (equal to what libtorrent moved and reported, within one
+      piece).
 
 libtorrent_private_mariadb.py runs the same against MariaDB. A server that cannot be
 installed or started fails the test with the reason, unless SHOAL_SKIP_DB_SERVERS=1 (as for
