@@ -214,6 +214,7 @@ impl Tracker {
             Some(cluster::ClusterNode::start(
                 &config.cluster,
                 store.clone(),
+                ws.clone(),
                 config.store.peer_ttl,
             )?)
         } else {

@@ -81,6 +81,40 @@ fn http_scrape(addr: SocketAddr, info: u8) -> (i64, i64, i64) {
     }
 }
 
+fn webtorrent_across(a: &Tracker, b: &Tracker) {
+    use common::ws as wsc;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (ih, x, y) = ([42u8; 20], [1u8; 20], [2u8; 20]);
+    rt.block_on(async {
+        let mut on_b = wsc::connect_to(b.http_addrs()[0], "/announce").await;
+        let reply = wsc::request(&mut on_b, wsc::announce(ih, y, Some(0), "started")).await;
+        assert_eq!(reply["action"], "announce", "{reply}");
+        let mut on_a = wsc::connect_to(a.http_addrs()[0], "/announce").await;
+        wsc::request(&mut on_a, wsc::announce(ih, x, Some(100), "started")).await;
+        // A learns B's peer at its next exchange after this local activity.
+        tokio::time::sleep(Duration::from_millis(3 * EXCHANGE_MS)).await;
+        let offer = wsc::with_offers(wsc::announce(ih, x, Some(100), "update"), &[7]);
+        let reply = wsc::request(&mut on_a, offer).await;
+        assert_eq!(reply["complete"], 1, "A counts B's seeder: {reply}");
+        let relayed = wsc::recv(&mut on_b).await;
+        assert_eq!(relayed["offer"]["sdp"], "sdp-7", "{relayed}");
+        assert_eq!(relayed["peer_id"], wsc::bin(&x));
+        let offer_id = relayed["offer_id"].as_str().unwrap().to_string();
+        let bogus = wsc::request(&mut on_b, wsc::answer(ih, y, x, &wsc::bin(&[9; 20]))).await;
+        wsc::assert_refused(&bogus, "not relayed to this peer");
+        wsc::send(&mut on_b, wsc::answer(ih, y, x, &offer_id)).await;
+        let answered = wsc::recv(&mut on_a).await;
+        assert_eq!(answered["answer"]["sdp"], "ans", "{answered}");
+        assert_eq!(answered["peer_id"], wsc::bin(&y));
+        // The offer is consumed: a second answer to it is refused.
+        let again = wsc::request(&mut on_b, wsc::answer(ih, y, x, &offer_id)).await;
+        wsc::assert_refused(&again, "not relayed to this peer");
+    });
+}
+
 #[test]
 fn nodes_share_swarms_through_a_redis_cluster_and_survive_its_faults() {
     let Some(mut redis) = RedisCluster::start("cluster-redis") else {
@@ -118,6 +152,11 @@ fn nodes_share_swarms_through_a_redis_cluster_and_survive_its_faults() {
     assert!(moved
         .announce(&ann(2, 3, 7003, 0, AnnounceEvent::Started))
         .is_some());
+
+    // WebTorrent across nodes: an offer from a browser on A reaches the peer on B it was
+    // relayed to, its answer comes back to A, and an answer to an offer that was never
+    // relayed to the answerer is refused, as on one node.
+    webtorrent_across(&a, &b);
 
     // A stopped peer leaves the others' answers.
     on_a.announce(&ann(1, 1, 7001, 0, AnnounceEvent::Stopped));
