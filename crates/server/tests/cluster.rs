@@ -28,6 +28,7 @@ fn node(name: &str, seeds: &[String]) -> Tracker {
     c.cluster.redis = seeds.to_vec();
     c.cluster.node_id = name.into();
     c.cluster.exchange_interval_ms = EXCHANGE_MS;
+    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
     Tracker::start(c).unwrap()
 }
 
@@ -145,6 +146,22 @@ fn nodes_share_swarms_through_a_redis_cluster_and_survive_its_faults() {
         "C's scrape shows both seeders and the completion",
         || http_scrape(http_c, 1) == (2, 1, 0),
     );
+
+    // The status page and /metrics show the cluster.
+    let admin = c.admin_addrs()[0];
+    within(limit, "C sees three nodes", || {
+        let status: serde_json::Value =
+            serde_json::from_str(&common::http(admin, "GET", "/status.json", None).1).unwrap();
+        status["cluster"]["nodes_seen"] == 3 && status["cluster"]["lag_seconds"].as_u64() < Some(2)
+    });
+    let metrics = common::http(admin, "GET", "/metrics", None).1;
+    for name in [
+        "shoal_cluster_nodes_seen 3",
+        "shoal_cluster_redis_commands_total",
+        "shoal_cluster_exchange_lag_seconds",
+    ] {
+        assert!(metrics.contains(name), "{name} not in /metrics");
+    }
 
     // Any node accepts another's connection ids: B's client talks to C with B's id.
     let mut moved = Client::new(c.udp_addrs()[0]);

@@ -128,12 +128,11 @@ impl ClusterNode {
     /// Starts exchanging `store`'s changes (its journal must be on).
     pub fn start(
         config: &ClusterConfig,
-        store: Arc<Store>,
-        ws: Arc<WsContext>,
+        (store, ws): (Arc<Store>, Arc<WsContext>),
+        view: Arc<ClusterView>,
         peer_ttl: u32,
     ) -> anyhow::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
-        let view = Arc::new(ClusterView::default());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
