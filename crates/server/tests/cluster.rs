@@ -113,6 +113,23 @@ fn webtorrent_across(a: &Tracker, b: &Tracker) {
         // The offer is consumed: a second answer to it is refused.
         let again = wsc::request(&mut on_b, wsc::answer(ih, y, x, &offer_id)).await;
         wsc::assert_refused(&again, "not relayed to this peer");
+        // A scrape on a node that has no local peer of the torrent counts B's seeder.
+        let other = [43u8; 20];
+        let mut on_b2 = wsc::connect_to(b.http_addrs()[0], "/announce").await;
+        wsc::request(&mut on_b2, wsc::announce(other, y, Some(0), "started")).await;
+        let started = Instant::now();
+        loop {
+            let scrape = serde_json::json!({"action": "scrape", "info_hash": wsc::bin(&other)});
+            let reply = wsc::request(&mut on_a, scrape).await;
+            if reply["files"][wsc::bin(&other)]["complete"] == 1 {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "A's scrape: {reply}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     });
 }
 

@@ -95,6 +95,9 @@ impl WsExchange {
                     }
                     self.wanted.insert(info_hash, WATCH_ROUNDS);
                 }
+                Outgoing::Scraped { info_hash } => {
+                    self.wanted.insert(info_hash, WATCH_ROUNDS);
+                }
                 Outgoing::Forward { node, message } => forwards.push((node, message)),
             }
         }

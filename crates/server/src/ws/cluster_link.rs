@@ -79,6 +79,8 @@ pub enum Outgoing {
         seeder: bool,
         stopped: bool,
     },
+    /// A local client scraped the torrent: read the other nodes' peers of it.
+    Scraped { info_hash: InfoHash },
     /// A message for the node `node` stands for.
     Forward {
         node: ConnectionId,

@@ -356,6 +356,11 @@ fn scrape(
             }
         });
     } else {
+        if let Some(link) = &ctx.cluster {
+            for ih in info_hashes {
+                link.send(Outgoing::Scraped { info_hash: *ih });
+            }
+        }
         for ih in info_hashes {
             // Torrents the policy refuses are left out, like unknown ones would not be:
             // the client learns nothing about them. A drop drops the whole message.
