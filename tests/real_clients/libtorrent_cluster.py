@@ -43,8 +43,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from lt_swarm import REPO, Pump, Results, Tracker, add, free_port, log, lt, make_torrent, session, \
-    write_payload  # noqa: E402
+from lt_swarm import REPO, Pump, Results, Tracker, add, download, free_port, log, lt, make_torrent, \
+    session, write_payload  # noqa: E402
 from redis_cluster import RedisCluster, ServerError  # noqa: E402
 
 TCP_AND_UDP = (socket.SOCK_STREAM, socket.SOCK_DGRAM)
@@ -82,16 +82,16 @@ def distinct_ports(n, kinds):
     return ports
 
 
-def wait_for_tcp(port, proc, timeout_s):
+def answers(node, timeout_s):
+    """Whether the node answers a UDP and an HTTP scrape within `timeout_s`."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
+    while time.monotonic() < deadline and node.tracker.proc.poll() is None:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            udp_scrape(node, bytes(20))
+            http_scrape(node, bytes(20))
             return True
-        except OSError:
-            time.sleep(0.05)
+        except (OSError, ValueError, struct.error):
+            time.sleep(0.1)
     return False
 
 
@@ -225,31 +225,8 @@ def swarm(res, proto, nodes, tmp, args):
     if found is None:
         return
 
-    sources = set()
-
-    def done():
-        for p in leech.get_peer_info():
-            sources.add(p.source)
-        st = leech.status()
-        return st.is_seeding and st.state == lt.torrent_status.seeding
-
-    finished = pump.run(done, t_end)
-    completed_at = time.monotonic()
-    data_ok = False
-    if finished:
-        leech.flush_cache()
-        pump.run(lambda: pump.find("leecher", "cache_flushed_alert"), min(t_end, time.monotonic() + 10))
-        with open(os.path.join(leech_dir, "payload.bin"), "rb") as f:
-            data_ok = f.read() == payload
-        detail = f"{len(payload)} bytes, {'equal' if data_ok else 'DIFFERENT'}"
-    else:
-        st = leech.status()
-        detail = f"not finished in time: state {st.state}, progress {st.progress:.2%}, {st.num_peers} peers"
-    res.check(names["bytes"], finished and data_ok, detail)
-    from_tracker = any(s & lt.peer_info.tracker for s in sources)
-    other = any(s & (lt.peer_info.dht | lt.peer_info.pex | lt.peer_info.lsd) for s in sources)
-    res.check(names["source"], from_tracker and not other, f"peer source flags seen: {sorted(sources)}")
-    if not finished:
+    completed_at = download(res, names, pump, leech, leech_dir, payload, t_end, True)
+    if completed_at is None:
         return
 
     # Node C never saw a client of this torrent: its figures come from Redis only. A scrape
@@ -263,7 +240,7 @@ def swarm(res, proto, nodes, tmp, args):
         while True:
             try:
                 seen = scrape(c, info_hash)
-            except (OSError, ValueError) as e:
+            except (OSError, ValueError, struct.error) as e:
                 seen = f"error: {e}"
             if seen == (2, 1, 0) or time.monotonic() >= deadline:
                 break
@@ -326,8 +303,7 @@ def run(res, redis, nodes, tmp, args):
         if node.tracker is None:
             return
         nodes.append(node)
-    up = all(wait_for_tcp(n.port, n.tracker.proc, 10) for n in nodes)
-    if not res.check("nodes A, B and C accept TCP on their HTTP ports", up):
+    if not res.check("nodes A, B and C answer a UDP and an HTTP scrape", all(answers(n, 10) for n in nodes)):
         return
     deadline = time.monotonic() + 10
     seen = {}
