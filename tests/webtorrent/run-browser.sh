@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs browser.test.mjs (two headless Chromium pages exchanging a file through the tracker)
-# in a private network namespace, because WebRTC gathers no ICE candidates on loopback only:
+# Runs browser.test.mjs (two headless Chromium pages exchanging a file through the tracker),
+# or the test file named as the argument (browser-cluster.test.mjs), in a private network
+# namespace, because WebRTC gathers no ICE candidates on loopback only:
 #   lo up, a veth pair wt0/wt1, 10.77.0.1/24 and 10.77.0.2/24 on wt0, default route via wt0.
 # The tracker (SHOAL_WS_CMD, see tracker.mjs) and the page server listen on 127.0.0.1 inside.
 #
@@ -15,9 +16,9 @@ cd "$(dirname "$0")"
 if [ "${1:-}" != "--inside" ]; then
     limit=${WEBTORRENT_BROWSER_TIMEOUT:-90}
     sudo=""
-    if [ "$(id -u)" -ne 0 ]; then sudo="sudo --preserve-env=SHOAL_WS_CMD,CARGO_TARGET_DIR,CHROMIUM,PATH"; fi
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo --preserve-env=SHOAL_WS_CMD,SHOAL_BIN,CARGO_TARGET_DIR,CHROMIUM,PATH,WEBTORRENT_CLUSTER_TRANSFER_MS,SHOAL_WS_CLUSTER_MASTERS"; fi
     exec timeout -k 5 "$limit" $sudo unshare --net --pid --fork --kill-child --mount-proc \
-        "$0" --inside
+        "$0" --inside "${1:-browser.test.mjs}"
 fi
 
 # Inside the namespaces (PID 1 of the new PID namespace).
@@ -32,4 +33,4 @@ ip addr add 10.77.0.2/24 dev wt0
 ip link set wt1 up
 ip link set wt0 up
 ip route add default dev wt0
-node --test browser.test.mjs
+node --test "$2"

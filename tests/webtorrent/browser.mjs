@@ -1,0 +1,90 @@
+// What the headless-Chromium tests (browser.test.mjs, browser-cluster.test.mjs) share: the
+// page server (page.html and the webtorrent browser bundle on 127.0.0.1), a fresh Chromium
+// per page with the flags WebRTC needs here, and reading a page's result or, failing that,
+// everything that says why (the page's log, its console, the trackers' output).
+//
+// Both tests run through run-browser.sh, inside a private network namespace: WebRTC gathers
+// no ICE candidates on a loopback-only machine.
+
+import http from 'node:http'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { chromium } from 'playwright-core'
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium'
+const ARGS = [
+  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--allow-loopback-in-peer-connection', '--disable-features=WebRtcHideLocalIpsWithMdns'
+]
+
+/**
+ * Serves page.html and the bundle on a free 127.0.0.1 port; opens Chromium pages on it.
+ * `trackerOutput()` gives the text shown after a page's diagnostics. Returns { open(name),
+ * load(p, query), result(p, name, ms), close() }.
+ */
+export async function browsers (trackerOutput) {
+  const files = {
+    '/': [path.join(here, 'page.html'), 'text/html; charset=utf-8'],
+    '/webtorrent.min.js': [path.join(here, 'node_modules/webtorrent/dist/webtorrent.min.js'), 'text/javascript']
+  }
+  const server = http.createServer((req, res) => {
+    const f = files[new URL(req.url, 'http://x').pathname]
+    if (!f) { res.writeHead(404).end(); return }
+    res.writeHead(200, { 'content-type': f[1], 'cache-control': 'no-store' })
+    fs.createReadStream(f[0]).pipe(res)
+  })
+  await new Promise(resolve => server.listen(0, '127.0.0.1', resolve))
+  const pageBase = `http://127.0.0.1:${server.address().port}/`
+  const contexts = []
+  const profiles = []
+
+  /** A fresh Chromium (own --user-data-dir) with one page; console and errors collected. */
+  async function open (name) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), `shoal-wt-${name}-`))
+    profiles.push(dir)
+    const ctx = await chromium.launchPersistentContext(dir, {
+      executablePath: CHROMIUM, headless: true, args: ARGS, timeout: 20000
+    })
+    contexts.push(ctx)
+    const page = ctx.pages()[0] || await ctx.newPage()
+    const msgs = []
+    page.on('console', m => msgs.push(`${name} console.${m.type()}: ${m.text()}`))
+    page.on('pageerror', e => msgs.push(`${name} pageerror: ${e.message}`))
+    return { page, console: msgs }
+  }
+
+  /** Loads page.html with these query parameters (role, tracker, ...). */
+  async function load (p, query) {
+    await p.page.goto(pageBase + '?' + new URLSearchParams(query), { timeout: 10000 })
+  }
+
+  async function diagnostics (p) {
+    const log = await p.page.evaluate(() => window.log).catch(e => [`(no page log: ${e.message})`])
+    return [...(log || []), ...p.console].join('\n') + `\ntracker output:\n${trackerOutput().slice(-3000)}`
+  }
+
+  /** window.result once set (or throws with window.failure, the page log and console). */
+  async function result (p, name, ms) {
+    try {
+      await p.page.waitForFunction(() => window.result || window.failure, null, { timeout: ms, polling: 100 })
+    } catch (err) {
+      throw new Error(`${name}: no result within ${ms} ms\n${await diagnostics(p)}`)
+    }
+    const { result, failure } = await p.page.evaluate(() => ({ result: window.result, failure: window.failure }))
+    if (failure) throw new Error(`${name}: ${failure}\n${await diagnostics(p)}`)
+    return result
+  }
+
+  async function close () {
+    await Promise.all(contexts.map(b => b.close().catch(() => {})))
+    for (const dir of profiles) fs.rmSync(dir, { recursive: true, force: true })
+    server.closeAllConnections()
+    server.close()
+  }
+
+  return { open, load, result, close }
+}
