@@ -1,11 +1,13 @@
 // What the headless-Chromium tests (browser.test.mjs, browser-cluster.test.mjs) share: the
 // page server (page.html and the webtorrent browser bundle on 127.0.0.1), a fresh Chromium
 // per page with the flags WebRTC needs here, and reading a page's result or, failing that,
-// everything that says why (the page's log, its console, the trackers' output).
+// everything that says why (the page's log, its console, the trackers' output), and the
+// checks of a seeder's and a leecher's results.
 //
 // Both tests run through run-browser.sh, inside a private network namespace: WebRTC gathers
 // no ICE candidates on a loopback-only machine.
 
+import assert from 'node:assert/strict'
 import http from 'node:http'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -87,4 +89,23 @@ export async function browsers (trackerOutput) {
   }
 
   return { open, load, result, close }
+}
+
+/** A seeder page's result: `size` bytes, a magnet naming `trackerUrl` and no other tracker
+ * (webtorrent adds no default trackers when `announce` is given, but check), no web seeds. */
+export function assertSeed (seed, size, trackerUrl) {
+  assert.match(seed.sha256, /^[0-9a-f]{64}$/)
+  assert.equal(seed.length, size)
+  const magnet = new URL(seed.magnet)
+  assert.deepEqual(magnet.searchParams.getAll('tr'), [trackerUrl])
+  assert.deepEqual(magnet.searchParams.getAll('ws'), [])
+}
+
+/** A leecher page's result: the seed's bytes, and WebRTC wires only. */
+export function assertDownload (got, seed, size) {
+  assert.equal(got.length, size)
+  assert.equal(got.sha256, seed.sha256, 'downloaded bytes differ from the seed')
+  assert.ok(got.everWires.length > 0, 'no wire')
+  assert.ok(got.everWires.every(t => t === 'webrtc'), `wire types ${JSON.stringify(got.everWires)}`)
+  assert.ok(got.wires.every(t => t === 'webrtc'), `wire types ${JSON.stringify(got.wires)}`)
 }
