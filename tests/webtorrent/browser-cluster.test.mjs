@@ -31,7 +31,8 @@ import { startTracker, SHOAL_BIN } from './tracker.mjs'
 const SIZE = 1 << 20
 const TRANSFER_MS = Number(process.env.WEBTORRENT_CLUSTER_TRANSFER_MS || 45000)
 const EXCHANGE_MS = 200
-const WS_INTERVAL = 5 // seconds between a page's announces (each with fresh offers)
+// seconds between a page's announces (each with fresh offers): the [ws] interval of the nodes
+const WS_INTERVAL = Number(process.env.WEBTORRENT_CLUSTER_WS_INTERVAL || 5)
 const MASTERS = Number(process.env.SHOAL_WS_CLUSTER_MASTERS || 3)
 
 let dir, redis, pages
