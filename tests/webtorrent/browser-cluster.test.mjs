@@ -10,9 +10,16 @@
 //      3 s (counts are cluster-wide for WebTorrent swarms too), as one of node A does;
 //   3. the page of step 2 seeds, a page that knows only B downloads (its magnet names no
 //      tracker, its only tracker is B): B must relay the leecher's offers to the seeder
-//      on A and A the seeder's answer back (or the other way round). Checked as in
-//      browser.test.mjs: SHA-256 of the bytes received, every wire `webrtc`, and each page's
-//      only tracker its own node.
+//      on A and A the seeder's answer back. Checked as in browser.test.mjs: SHA-256 of the
+//      bytes received, every wire `webrtc`, and each page's only tracker its own node.
+//
+// Node B asks its pages to announce every 5 s (each announce carries fresh offers), node A
+// keeps the default 120 s: the seeder does not announce again during the test, so its offers
+// and the leecher's cannot cross (two peers offering to each other at once often fail to
+// connect, on one node as on several), and the transfer shows the leecher's offer relayed to
+// node A and the seeder's answer relayed back. B's reply to a page's first announce of a
+// torrent that only another node serves lists nobody (B reads the torrent from Redis after
+// that announce), so the transfer comes with the leecher's second announce.
 //
 // Run through run-browser.sh (`./run-browser.sh browser-cluster.test.mjs`): WebRTC needs the
 // private network namespace it makes; Redis and the nodes run inside it. Everything started
@@ -31,8 +38,8 @@ import { startTracker, SHOAL_BIN } from './tracker.mjs'
 const SIZE = 1 << 20
 const TRANSFER_MS = Number(process.env.WEBTORRENT_CLUSTER_TRANSFER_MS || 45000)
 const EXCHANGE_MS = 200
-// seconds between a page's announces (each with fresh offers): the [ws] interval of the nodes
-const WS_INTERVAL = Number(process.env.WEBTORRENT_CLUSTER_WS_INTERVAL || 5)
+// seconds between a page's announces (each with fresh offers): the [ws] interval of each node
+const WS_INTERVAL = { a: 120, b: Number(process.env.WEBTORRENT_CLUSTER_WS_INTERVAL || 5) }
 const MASTERS = Number(process.env.SHOAL_WS_CLUSTER_MASTERS || 3)
 
 let dir, redis, pages
@@ -45,8 +52,8 @@ before(async () => {
   for (const name of ['a', 'b']) {
     const config = path.join(dir, `${name}.toml`)
     fs.writeFileSync(config, [
-      'workers = 1', '[admin]', 'listen = []', '[state]', 'file = ""',
-      '[ws]', `interval = ${WS_INTERVAL}`,
+      'workers = 1', `log_level = "${process.env.WEBTORRENT_CLUSTER_LOG_LEVEL || 'info'}"`, '[admin]', 'listen = []', '[state]', 'file = ""',
+      '[ws]', `interval = ${WS_INTERVAL[name]}`,
       '[cluster]', `node_id = "${name}"`, `exchange_interval_ms = ${EXCHANGE_MS}`, ''
     ].join('\n'))
     nodes[name] = await startTracker({
@@ -99,6 +106,7 @@ async function leechThrough (node, seed, label) {
   const t0 = Date.now()
   await pages.load(p, { role: 'leech', tracker: node.url, magnet })
   const got = await pages.result(p, 'leecher', TRANSFER_MS)
+  if (process.env.WEBTORRENT_CLUSTER_TRACE) console.log(await pages.diagnostics(p))
   const replies = await p.page.evaluate(() => window.replies)
   console.log(`${label}: ${SIZE} bytes in ${Date.now() - t0} ms; leecher wires ${JSON.stringify(got.everWires)} ` +
     `to ${JSON.stringify(got.addrs)}; its tracker replies ${JSON.stringify(replies)}`)
@@ -131,5 +139,11 @@ test('a page seeding through node A and a page downloading through node B exchan
   if (!seeded) seeded = await seedThrough(nodes.a)
   // Let A publish the seeder (a few exchange intervals) before the leecher's first announce.
   await sleep(3 * EXCHANGE_MS)
-  await leechThrough(nodes.b, seeded.seed, 'across nodes')
+  try {
+    await leechThrough(nodes.b, seeded.seed, 'across nodes')
+    if (process.env.WEBTORRENT_CLUSTER_TRACE) console.log(await pages.diagnostics(seeded.page))
+  } catch (err) {
+    err.message += `\n--- the seeder page (node A):\n${await pages.diagnostics(seeded.page)}`
+    throw err
+  }
 })

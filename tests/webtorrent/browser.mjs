@@ -23,10 +23,29 @@ const ARGS = [
   '--allow-loopback-in-peer-connection', '--disable-features=WebRtcHideLocalIpsWithMdns'
 ]
 
+const hex = s => Buffer.from(String(s), 'latin1').toString('hex').slice(-12)
+
+/** One WebTorrent tracker message in a line: action, event, counts, peer ids (hex, cut), offer ids. */
+function frameSummary (payload) {
+  let m
+  try { m = JSON.parse(String(payload)) } catch { return String(payload).slice(0, 80) }
+  const parts = [m.action]
+  if (m.event) parts.push(`event=${m.event}`)
+  if (m.complete !== undefined) parts.push(`complete=${m.complete} incomplete=${m.incomplete}`)
+  if (m.peer_id) parts.push(`peer=${hex(m.peer_id)}`)
+  if (m.to_peer_id) parts.push(`to=${hex(m.to_peer_id)}`)
+  if (m.offers) parts.push(`offers=[${m.offers.map(o => hex(o.offer_id)).join(',')}]`)
+  const candidates = d => (String(d.sdp || '').match(/a=candidate/g) || []).length
+  if (m.offer) parts.push(`offer ${hex(m.offer_id)} (${candidates(m.offer)} candidates)`)
+  if (m.answer) parts.push(`answer ${hex(m.offer_id)} (${candidates(m.answer)} candidates)`)
+  if (m['failure reason']) parts.push(`failure: ${m['failure reason']}`)
+  return parts.join(' ')
+}
+
 /**
  * Serves page.html and the bundle on a free 127.0.0.1 port; opens Chromium pages on it.
  * `trackerOutput()` gives the text shown after a page's diagnostics. Returns { open(name),
- * load(p, query), result(p, name, ms), close() }.
+ * load(p, query), result(p, name, ms), diagnostics(p), close() }.
  */
 export async function browsers (trackerOutput) {
   const files = {
@@ -56,6 +75,13 @@ export async function browsers (trackerOutput) {
     const msgs = []
     page.on('console', m => msgs.push(`${name} console.${m.type()}: ${m.text()}`))
     page.on('pageerror', e => msgs.push(`${name} pageerror: ${e.message}`))
+    // The tracker messages, in short: who offered and answered what, through which socket.
+    const t0 = Date.now()
+    page.on('websocket', ws => {
+      const note = dir => frame => msgs.push(`${name} ${((Date.now() - t0) / 1000).toFixed(2)}s ${dir} ${ws.url()} ${frameSummary(frame.payload)}`)
+      ws.on('framesent', note('sent'))
+      ws.on('framereceived', note('received'))
+    })
     return { page, console: msgs }
   }
 
@@ -88,7 +114,7 @@ export async function browsers (trackerOutput) {
     server.close()
   }
 
-  return { open, load, result, close }
+  return { open, load, result, diagnostics, close }
 }
 
 /** A seeder page's result: `size` bytes, a magnet naming `trackerUrl` and no other tracker

@@ -16,7 +16,7 @@ cd "$(dirname "$0")"
 if [ "${1:-}" != "--inside" ]; then
     limit=${WEBTORRENT_BROWSER_TIMEOUT:-90}
     sudo=""
-    if [ "$(id -u)" -ne 0 ]; then sudo="sudo --preserve-env=SHOAL_WS_CMD,SHOAL_BIN,CARGO_TARGET_DIR,CHROMIUM,PATH,WEBTORRENT_CLUSTER_TRANSFER_MS,WEBTORRENT_CLUSTER_WS_INTERVAL,SHOAL_WS_CLUSTER_MASTERS"; fi
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo --preserve-env=SHOAL_WS_CMD,SHOAL_BIN,CARGO_TARGET_DIR,CHROMIUM,PATH,WEBTORRENT_CLUSTER_TRANSFER_MS,WEBTORRENT_CLUSTER_WS_INTERVAL,WEBTORRENT_CLUSTER_LOG_LEVEL,WEBTORRENT_CLUSTER_TRACE,SHOAL_WS_CLUSTER_MASTERS"; fi
     exec timeout -k 5 "$limit" $sudo unshare --net --pid --fork --kill-child --mount-proc \
         "$0" --inside "${1:-browser.test.mjs}"
 fi
