@@ -8,13 +8,16 @@
 # `unshare --net --pid --fork --kill-child`: the namespace holds only what this script starts;
 # when the run ends (or is killed), every process in it is killed with it and the network
 # namespace (veth pair included) disappears. The EXIT trap also deletes the veth explicitly.
-# Bounded: the whole run is killed after ${WEBTORRENT_BROWSER_TIMEOUT:-90} s.
+# Bounded: the whole run is killed after ${WEBTORRENT_BROWSER_TIMEOUT:-90} s (150 s for a test
+# file other than browser.test.mjs).
 # Needs root (or CAP_SYS_ADMIN + CAP_NET_ADMIN) for the namespaces.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 if [ "${1:-}" != "--inside" ]; then
-    limit=${WEBTORRENT_BROWSER_TIMEOUT:-90}
+    default=150
+    if [ "${1:-browser.test.mjs}" = browser.test.mjs ]; then default=90; fi
+    limit=${WEBTORRENT_BROWSER_TIMEOUT:-$default}
     sudo=""
     if [ "$(id -u)" -ne 0 ]; then sudo="sudo --preserve-env=SHOAL_WS_CMD,SHOAL_BIN,CARGO_TARGET_DIR,CHROMIUM,PATH,WEBTORRENT_CLUSTER_TRANSFER_MS,WEBTORRENT_CLUSTER_WS_INTERVAL,WEBTORRENT_CLUSTER_LOG_LEVEL,WEBTORRENT_CLUSTER_TRACE,SHOAL_WS_CLUSTER_MASTERS"; fi
     exec timeout -k 5 "$limit" $sudo unshare --net --pid --fork --kill-child --mount-proc \

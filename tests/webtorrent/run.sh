@@ -69,8 +69,7 @@ if [ -z "${SHOAL_WS_CMD:-}" ]; then
 fi
 run run-browser.sh ./run-browser.sh
 if [ -z "${SHOAL_WS_CMD:-}" ]; then
-    run browser-cluster.test.mjs env WEBTORRENT_BROWSER_TIMEOUT="${WEBTORRENT_BROWSER_TIMEOUT:-150}" \
-        ./run-browser.sh browser-cluster.test.mjs
+    run browser-cluster.test.mjs ./run-browser.sh browser-cluster.test.mjs
 fi
 
 echo "webtorrent: $passed passed, $failed failed"
