@@ -7,7 +7,8 @@
 #
 # `unshare --net --pid --fork --kill-child`: the namespace holds only what this script starts;
 # when the run ends (or is killed), every process in it is killed with it and the network
-# namespace (veth pair included) disappears. The EXIT trap also deletes the veth explicitly.
+# namespace (veth pair included) disappears. The EXIT trap also deletes the veth explicitly;
+# the run's temporary directory is removed outside, once the namespace is gone.
 # Bounded: the whole run is killed after ${WEBTORRENT_BROWSER_TIMEOUT:-90} s (150 s for a test
 # file other than browser.test.mjs).
 # Needs root (or CAP_SYS_ADMIN + CAP_NET_ADMIN) for the namespaces.
@@ -20,8 +21,13 @@ if [ "${1:-}" != "--inside" ]; then
     limit=${WEBTORRENT_BROWSER_TIMEOUT:-$default}
     sudo=""
     if [ "$(id -u)" -ne 0 ]; then sudo="sudo --preserve-env=SHOAL_WS_CMD,SHOAL_BIN,CARGO_TARGET_DIR,CHROMIUM,PATH,WEBTORRENT_CLUSTER_TRANSFER_MS,WEBTORRENT_CLUSTER_WS_INTERVAL,WEBTORRENT_CLUSTER_LOG_LEVEL,WEBTORRENT_CLUSTER_TRACE,SHOAL_WS_CLUSTER_MASTERS"; fi
-    exec timeout -k 5 "$limit" $sudo unshare --net --pid --fork --kill-child --mount-proc \
+    # Temporary files (browser profiles, Redis directories) go to a directory of this run,
+    # removed here: a run killed at its limit cannot clean up after itself inside.
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/shoal-wt-run-XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    timeout -k 5 "$limit" $sudo env TMPDIR="$tmp" unshare --net --pid --fork --kill-child --mount-proc \
         "$0" --inside "${1:-browser.test.mjs}"
+    exit
 fi
 
 # Inside the namespaces (PID 1 of the new PID namespace).
