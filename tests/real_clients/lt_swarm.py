@@ -264,33 +264,7 @@ def transfer(res, names, ti, payload, seeder, leecher, t_end, reply_wait, verbos
     res.check(names["leech_reply"], got is not None,
               f"{got['num_peers']} peer(s)" if got else "")
 
-    # Watch the leecher's peers while it downloads: where did they come from?
-    sources = set()
-
-    def done():
-        for p in leech.get_peer_info():
-            sources.add(p.source)
-        st = leech.status()
-        return st.is_seeding and st.state == lt.torrent_status.seeding
-
-    finished = pump.run(done, t_end)
-    data_ok = False
-    if finished:
-        leech.flush_cache()
-        pump.run(lambda: pump.find("leecher", "cache_flushed_alert"), min(t_end, time.monotonic() + 10))
-        with open(os.path.join(leech_dir, "payload.bin"), "rb") as f:
-            got_bytes = f.read()
-        data_ok = got_bytes == payload
-        detail = (f"sha256 {hashlib.sha256(got_bytes).hexdigest()[:16]} vs "
-                  f"{hashlib.sha256(payload).hexdigest()[:16]}, {len(got_bytes)} bytes")
-    else:
-        st = leech.status()
-        detail = f"not finished in time: state {st.state}, progress {st.progress:.2%}, {st.num_peers} peers"
-    res.check(names["bytes"], finished and data_ok, detail)
-
-    from_tracker = any(s & lt.peer_info.tracker for s in sources)
-    other = any(s & (lt.peer_info.dht | lt.peer_info.pex | lt.peer_info.lsd) for s in sources)
-    res.check(names["source"], from_tracker and not other and off, f"peer source flags seen: {sorted(sources)}")
+    download(res, names, pump, leech, leech_dir, payload, t_end, off)
 
     # Scrape: the seeder must be counted. Retry a few times, the tracker may not have the
     # leecher's completed event yet, and libtorrent may throttle scrapes.
@@ -318,3 +292,39 @@ def transfer(res, names, ti, payload, seeder, leecher, t_end, reply_wait, verbos
 
     for ses, h in ((leecher_ses, leech), (seeder_ses, seed)):
         ses.remove_torrent(h)
+
+
+def download(res, names, pump, leech, leech_dir, payload, t_end, off):
+    """Waits (until `t_end`) for the leecher `leech` to finish, then checks names["bytes"]
+    (its file equals `payload`) and names["source"] (its peers came from the tracker, and
+    `off`: the other peer sources are off). Returns the monotonic time it was seen finished,
+    or None."""
+    # Watch the leecher's peers while it downloads: where did they come from?
+    sources = set()
+
+    def done():
+        for p in leech.get_peer_info():
+            sources.add(p.source)
+        st = leech.status()
+        return st.is_seeding and st.state == lt.torrent_status.seeding
+
+    finished = pump.run(done, t_end)
+    finished_at = time.monotonic() if finished else None
+    data_ok = False
+    if finished:
+        leech.flush_cache()
+        pump.run(lambda: pump.find("leecher", "cache_flushed_alert"), min(t_end, time.monotonic() + 10))
+        with open(os.path.join(leech_dir, "payload.bin"), "rb") as f:
+            got_bytes = f.read()
+        data_ok = got_bytes == payload
+        detail = (f"sha256 {hashlib.sha256(got_bytes).hexdigest()[:16]} vs "
+                  f"{hashlib.sha256(payload).hexdigest()[:16]}, {len(got_bytes)} bytes")
+    else:
+        st = leech.status()
+        detail = f"not finished in time: state {st.state}, progress {st.progress:.2%}, {st.num_peers} peers"
+    res.check(names["bytes"], finished and data_ok, detail)
+
+    from_tracker = any(s & lt.peer_info.tracker for s in sources)
+    other = any(s & (lt.peer_info.dht | lt.peer_info.pex | lt.peer_info.lsd) for s in sources)
+    res.check(names["source"], from_tracker and not other and off, f"peer source flags seen: {sorted(sources)}")
+    return finished_at

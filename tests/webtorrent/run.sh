@@ -7,8 +7,10 @@
 #                         SHOAL_WS_CMD is not set: it starts shoal itself)
 #   2. run-browser.sh   - two headless Chromium pages exchange a file over WebRTC through the
 #                         tracker, in a private network namespace (needs root/sudo, ~11 s)
-# Installs what is missing: chromium (apt-get), node_modules (npm ci --ignore-scripts), and
-# the shoal tracker (cargo build) when SHOAL_WS_CMD is not set.
+#   run-browser.sh browser-cluster.test.mjs - the same across two cluster nodes with a Redis
+#                         Cluster (~15 s; only when SHOAL_WS_CMD is not set: it starts shoal)
+# Installs what is missing: chromium and redis-server (apt-get), node_modules (npm ci
+# --ignore-scripts), and the shoal tracker (cargo build) when SHOAL_WS_CMD is not set.
 # Environment: SHOAL_WS_CMD (tracker command, {port} replaced; see tracker.mjs), SHOAL_BIN
 # (the shoal binary of the default command and of private.test.mjs).
 # Prints "N passed, N failed" (tests) last; exits non-zero if any failed.
@@ -22,6 +24,12 @@ if [ ! -x /usr/bin/chromium ]; then
     echo "==> installing chromium"
     $sudo apt-get update && DEBIAN_FRONTEND=noninteractive \
         $sudo apt-get install -y --no-install-recommends chromium || exit 1
+fi
+if [ -z "${SHOAL_WS_CMD:-}" ] && ! command -v redis-server >/dev/null; then
+    echo "==> installing redis-server"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends redis-server ||
+        { $sudo apt-get update && DEBIAN_FRONTEND=noninteractive \
+            $sudo apt-get install -y --no-install-recommends redis-server; } || exit 1
 fi
 if [ ! -d node_modules ]; then
     echo "==> npm ci --ignore-scripts"
@@ -60,6 +68,9 @@ if [ -z "${SHOAL_WS_CMD:-}" ]; then
     run private.test.mjs timeout -k 5 150 node --test private.test.mjs
 fi
 run run-browser.sh ./run-browser.sh
+if [ -z "${SHOAL_WS_CMD:-}" ]; then
+    run browser-cluster.test.mjs ./run-browser.sh browser-cluster.test.mjs
+fi
 
 echo "webtorrent: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
