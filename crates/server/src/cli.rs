@@ -16,7 +16,15 @@ use crate::config::{Config, LogFormat, DEFAULT_CONFIG_TOML};
 #[command(
     name = "shoal",
     version,
-    about = "A BitTorrent tracker: UDP, HTTP(S) and WebTorrent from one swarm store"
+    about = "A BitTorrent tracker: UDP, HTTP(S) and WebTorrent from one swarm store",
+    after_help = "Files: --config FILE (the Debian package: /etc/shoal/shoal.toml; \
+        `shoal --print-config` shows every option). State: the snapshot file \
+        (state.file), the access list, the admin token file.\n\
+        Signals: HUP reloads the access list, the admin token and TLS certificates; TERM or \
+        INT drain the sockets, write the final snapshot and exit.\n\
+        Exit status: 0 after a clean stop; 1 on a bad config or a failed start \
+        (`shoal check-config FILE` lists every problem).\n\
+        Guide: docs/operations.md (the package: /usr/share/doc/shoal/operations.md)."
 )]
 pub struct Args {
     #[command(subcommand)]

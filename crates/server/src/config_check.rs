@@ -310,6 +310,22 @@ mod tests {
         assert_eq!(problems_of(DEFAULT_CONFIG_TOML), Vec::<String>::new());
     }
 
+    /// The Debian package's /etc/shoal/shoal.toml is the printed defaults with the state
+    /// under /var/lib/shoal, nothing else: a new option reaches the package too.
+    #[test]
+    fn the_packaged_config_is_the_printed_defaults() {
+        let packaged = include_str!("../../../deploy/debian/shoal.toml");
+        let expected = DEFAULT_CONFIG_TOML.replace(
+            "\nfile = \"shoal.state\"\n",
+            "\nfile = \"/var/lib/shoal/shoal.state\"\n",
+        );
+        assert_ne!(expected, DEFAULT_CONFIG_TOML, "the state file line moved");
+        assert_eq!(
+            packaged, expected,
+            "deploy/debian/shoal.toml: regenerate it from `shoal --print-config`"
+        );
+    }
+
     /// Each broken file names the key its problem belongs to.
     #[test]
     fn broken_files_name_the_key() {
