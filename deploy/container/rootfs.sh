@@ -11,6 +11,8 @@ ctx=$2
 rm -rf "$ctx"
 mkdir -p "$ctx/rootfs/usr/bin" "$ctx/rootfs/etc/shoal" "$ctx/state"
 cp "$bin" "$ctx/rootfs/usr/bin/shoal"
+# The release profile keeps line tables for profiling; the image does not need them.
+strip "$ctx/rootfs/usr/bin/shoal" 2>/dev/null || true
 "$bin" --print-config | sed \
     -e 's|^file = "shoal.state"$|file = "/var/lib/shoal/shoal.state"|' \
     -e 's|^listen = \["127.0.0.1:6970"\]$|listen = ["0.0.0.0:6970"]|' \

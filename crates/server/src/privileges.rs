@@ -27,6 +27,7 @@ pub fn enter_jail_dir(p: &PrivilegesConfig) -> anyhow::Result<()> {
         .with_context(|| format!("changing into the chroot directory {}", p.chroot.display()))
 }
 
+/// The user `spec` names (a name or a numeric id); an error if there is none.
 pub fn resolve_user(spec: &str) -> anyhow::Result<User> {
     let found = match spec.parse::<u32>() {
         Ok(uid) => User::from_uid(Uid::from_raw(uid)),
@@ -36,6 +37,7 @@ pub fn resolve_user(spec: &str) -> anyhow::Result<User> {
     found.with_context(|| format!("no user {spec:?}"))
 }
 
+/// The group `spec` names (a name or a numeric id); an error if there is none.
 pub fn resolve_group(spec: &str) -> anyhow::Result<Gid> {
     if let Ok(gid) = spec.parse::<u32>() {
         return Ok(Gid::from_raw(gid));
