@@ -11,112 +11,28 @@
 //
 // The two clients use different announce URLs (`/a`, `/b`): the npm client shares one
 // WebSocket per URL within a process, and peers on the same connection would make the relay
-// checks weaker.
+// checks weaker. The recording clients are in clients.mjs.
 
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
-import Client from 'bittorrent-tracker'
 import { startTracker } from './tracker.mjs'
-
-const STEP_MS = 30000 // bound for each wait below (offers/answers take ~5 s each)
+import { Swarm, STEP_MS, bin, waitFor, waitSent, scrape } from './clients.mjs'
 
 let tracker
-const clients = []
-const rtcPeers = []
+let swarm
 
-before(async () => { tracker = await startTracker() })
+before(async () => {
+  tracker = await startTracker()
+  swarm = new Swarm(tracker)
+})
 
 after(async () => {
-  for (const p of rtcPeers) { try { p.destroy() } catch {} }
-  await Promise.all(clients.map(c => new Promise(resolve => {
-    const t = setTimeout(resolve, 3000)
-    c.destroy(() => { clearTimeout(t); resolve() })
-  })))
+  if (swarm) await swarm.destroy()
   if (tracker) await tracker.stop()
 })
 
-// 20-byte ids as the wire carries them: "binary" strings, one char per byte.
-const bin = hex => Buffer.from(hex, 'hex').toString('latin1')
-const text = d => typeof d === 'string' ? d : Buffer.from(d).toString('utf8')
-
-const infoHash = randomBytes(20).toString('hex')
-
-/** A client with a recorder of everything sent and received on its WebSocket. */
-function makeClient (name, left) {
-  const peerId = Buffer.concat([Buffer.from('-SHT001-'), randomBytes(12)]).toString('hex')
-  const client = new Client({
-    infoHash,
-    peerId,
-    announce: [`${tracker.url}/${name}`],
-    port: 6881,
-    rtcConfig: { iceServers: [] },
-    getAnnounceOpts: () => ({ left })
-  })
-  clients.push(client)
-  const rec = { name, client, peerId, sent: [], received: [], warnings: [], waiters: [] }
-  client.on('warning', err => rec.warnings.push(err.message))
-  client.on('error', err => rec.warnings.push(`error: ${err.message}`))
-  client.on('peer', peer => { rtcPeers.push(peer); peer.on('error', () => {}) })
-  const socket = client._trackers[0].socket
-  const send = socket.send.bind(socket)
-  socket.send = msg => { rec.sent.push(JSON.parse(text(msg))); return send(msg) }
-  socket.on('data', d => {
-    const msg = JSON.parse(text(d))
-    rec.received.push(msg)
-    rec.waiters = rec.waiters.filter(w => !w(msg))
-  })
-  rec.socket = socket
-  return rec
-}
-
-/** The first received message (already or within `ms`) for which pred holds. */
-function waitFor (rec, what, pred, ms = STEP_MS) {
-  const seen = rec.received.find(pred)
-  if (seen) return Promise.resolve(seen)
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(
-      `${rec.name}: no ${what} within ${ms} ms; received ${JSON.stringify(rec.received).slice(0, 2000)}; ` +
-      `warnings ${JSON.stringify(rec.warnings)}; tracker output:\n${tracker.output().slice(-2000)}`)), ms)
-    rec.waiters.push(msg => {
-      if (!pred(msg)) return false
-      clearTimeout(timer)
-      resolve(msg)
-      return true
-    })
-  })
-}
-
-function waitSent (rec, what, pred, ms = STEP_MS) {
-  const deadline = Date.now() + ms
-  return new Promise((resolve, reject) => {
-    const poll = () => {
-      const m = rec.sent.find(pred)
-      if (m) return resolve(m)
-      if (Date.now() > deadline) return reject(new Error(`${rec.name}: did not send ${what} within ${ms} ms`))
-      setTimeout(poll, 50)
-    }
-    poll()
-  })
-}
-
-/** Scrape through `rec`'s client; resolves with the 'scrape' event for our info hash. */
-function scrape (rec, ms = 5000) {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      rec.client.removeListener('scrape', onScrape)
-      reject(new Error(`${rec.name}: no scrape response within ${ms} ms; warnings ${JSON.stringify(rec.warnings)}`))
-    }, ms)
-    function onScrape (data) {
-      if (data.infoHash !== infoHash) return
-      clearTimeout(timer)
-      rec.client.removeListener('scrape', onScrape)
-      resolve(data)
-    }
-    rec.client.on('scrape', onScrape)
-    rec.client.scrape()
-  })
-}
+/** A recorded client announcing to `${tracker.url}/${name}`. */
+const makeClient = (name, left) => swarm.client(name, `${tracker.url}/${name}`, left)
 
 let seeder, leecher
 // Each test needs the one before it; they fail at once (not after a wait) if it failed.
@@ -128,7 +44,7 @@ test('announce gets a response with complete, incomplete and interval', { timeou
   seeder.client.start()
   const res = await waitFor(seeder, 'announce response',
     m => m.action === 'announce' && m.complete !== undefined)
-  assert.equal(res.info_hash, bin(infoHash))
+  assert.equal(res.info_hash, bin(swarm.infoHash))
   assert.equal(res['failure reason'], undefined)
   assert.equal(res.complete, 1, 'the seeder itself is the one complete peer')
   assert.equal(res.incomplete, 0)
@@ -155,7 +71,7 @@ test("a second peer's offers are relayed to the first", { timeout: STEP_MS + REL
 
   const relayed = await waitFor(seeder, 'relayed offer', m => m.offer !== undefined, RELAY_MS)
   assert.equal(relayed.action, 'announce')
-  assert.equal(relayed.info_hash, bin(infoHash))
+  assert.equal(relayed.info_hash, bin(swarm.infoHash))
   assert.equal(relayed.peer_id, bin(leecher.peerId), 'offer names the offering peer')
   assert.ok(offers.has(relayed.offer_id), 'offer_id is one the leecher sent')
   assert.deepEqual(relayed.offer, offers.get(relayed.offer_id), 'SDP relayed unchanged')
@@ -176,7 +92,7 @@ test('the answer is relayed back to the offerer', { timeout: STEP_MS + RELAY_MS 
 
   const relayed = await waitFor(leecher, 'relayed answer', m => m.answer !== undefined, RELAY_MS)
   assert.equal(relayed.action, 'announce')
-  assert.equal(relayed.info_hash, bin(infoHash))
+  assert.equal(relayed.info_hash, bin(swarm.infoHash))
   assert.equal(relayed.peer_id, bin(seeder.peerId), 'answer names the answering peer')
   assert.equal(relayed.offer_id, offer.offer_id, 'answer carries the offer id')
   assert.deepEqual(relayed.answer, answer.answer, 'SDP relayed unchanged')
@@ -190,7 +106,7 @@ test('scrape reports the counts', { timeout: 15000 }, async () => {
   assert.ok(Number.isInteger(s.downloaded), `downloaded ${s.downloaded}`)
   // The raw response: `files` keyed by the binary info hash.
   const raw = seeder.received.filter(m => m.action === 'scrape').at(-1)
-  assert.deepEqual(Object.keys(raw.files), [bin(infoHash)])
+  assert.deepEqual(Object.keys(raw.files), [bin(swarm.infoHash)])
 })
 
 test('stopped removes the peer (and only that peer)', { timeout: 20000 }, async () => {

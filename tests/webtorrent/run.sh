@@ -2,11 +2,15 @@
 # The WebTorrent tests, from the root of a clone or anywhere:  tests/webtorrent/run.sh
 #   1. client.test.mjs  - the bittorrent-tracker npm client: announce, offers relayed, answer
 #                         relayed, scrape, stopped (node --test, ~16 s)
+#   private.test.mjs    - the same client against shoal in private mode: served with a
+#                         passkey URL, refused without one (node --test, ~27 s; only when
+#                         SHOAL_WS_CMD is not set: it starts shoal itself)
 #   2. run-browser.sh   - two headless Chromium pages exchange a file over WebRTC through the
 #                         tracker, in a private network namespace (needs root/sudo, ~11 s)
 # Installs what is missing: chromium (apt-get), node_modules (npm ci --ignore-scripts), and
 # the shoal tracker (cargo build) when SHOAL_WS_CMD is not set.
-# Environment: SHOAL_WS_CMD (tracker command, {port} replaced; see tracker.mjs).
+# Environment: SHOAL_WS_CMD (tracker command, {port} replaced; see tracker.mjs), SHOAL_BIN
+# (the shoal binary of the default command and of private.test.mjs).
 # Prints "N passed, N failed" (tests) last; exits non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -52,6 +56,9 @@ run() {
     passed=$((passed + p)); failed=$((failed + f))
 }
 run client.test.mjs timeout -k 5 150 node --test client.test.mjs
+if [ -z "${SHOAL_WS_CMD:-}" ]; then
+    run private.test.mjs timeout -k 5 150 node --test private.test.mjs
+fi
 run run-browser.sh ./run-browser.sh
 
 echo "webtorrent: $passed passed, $failed failed"

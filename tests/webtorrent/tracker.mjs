@@ -2,8 +2,9 @@
 //
 // The command comes from SHOAL_WS_CMD with `{port}` replaced by a free port on 127.0.0.1
 // (split on spaces, run without a shell, so the PID we keep is the tracker's own), and
-// defaults to `target/release/shoal --http 127.0.0.1:{port}`: the HTTP listener serves
-// ws:// on the same port.
+// defaults to `$SHOAL_BIN --http 127.0.0.1:{port}` (SHOAL_BIN: target/release/shoal unless
+// set): the HTTP listener serves ws:// on the same port. A suite that needs shoal itself
+// with flags of its own (private.test.mjs) passes its own `command` template.
 
 import { spawn } from 'node:child_process'
 import net from 'node:net'
@@ -14,7 +15,8 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, '..', '..')
 const target = process.env.CARGO_TARGET_DIR || path.join(root, 'target')
 
-export const DEFAULT_CMD = `${target}/release/shoal --http 127.0.0.1:{port}`
+export const SHOAL_BIN = process.env.SHOAL_BIN || `${target}/release/shoal`
+export const DEFAULT_CMD = `${SHOAL_BIN} --http 127.0.0.1:{port}`
 
 /** A port that was free on 127.0.0.1 a moment ago. */
 export function freePort () {
@@ -40,11 +42,12 @@ function canConnect (port) {
 }
 
 /**
- * Spawns the tracker on a free port and waits (at most `timeoutMs`) until it accepts TCP
- * connections. Returns { port, url, pid, stop(), output() }.
+ * Spawns the tracker (`command`, else SHOAL_WS_CMD, else DEFAULT_CMD) on a free port and
+ * waits (at most `timeoutMs`) until it accepts TCP connections. Returns { port, url, pid,
+ * stop(), output() }.
  */
-export async function startTracker ({ timeoutMs = 15000 } = {}) {
-  const template = process.env.SHOAL_WS_CMD || DEFAULT_CMD
+export async function startTracker ({ timeoutMs = 15000, command } = {}) {
+  const template = command || process.env.SHOAL_WS_CMD || DEFAULT_CMD
   const port = await freePort()
   const argv = template.replaceAll('{port}', String(port)).trim().split(/\s+/)
   const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] })

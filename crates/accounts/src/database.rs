@@ -32,6 +32,10 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a whole operation (a write batch included) may take before it fails, by default.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Seconds a committed batch id is remembered (a retry comes within minutes; a week covers
+/// any outage worth keeping a batch through).
+const BATCH_IDS_KEPT: i64 = 7 * 24 * 3600;
+
 /// Connections per pool: one writer, a reload, a few admin calls at once.
 const MAX_CONNECTIONS: u32 = 4;
 
@@ -374,8 +378,20 @@ impl Database {
     /// connection lost while COMMIT is in flight: the server may have committed although the
     /// caller sees `Err`, and writing again then counts the bytes twice (never the snatch).
     pub async fn write(&self, batch: &[Delta]) -> Result<Written, Error> {
+        self.write_batch(None, batch).await
+    }
+
+    /// [`write`](Self::write), closing its one ambiguous case: with an `id` (unique per
+    /// batch, at most 64 ASCII bytes), the transaction also records the id, and a batch whose
+    /// id is already recorded is not applied again (`Written::already_written`). So a caller
+    /// that got `Err` writes the *same* batch again under the same id, and it counts exactly
+    /// once whether or not the first COMMIT went through. Ids are kept for a week.
+    pub async fn write_batch(&self, id: Option<&str>, batch: &[Delta]) -> Result<Written, Error> {
         if batch.is_empty() {
             return Ok(Written::default());
+        }
+        if let Some(id) = id {
+            check_text("batch id", id, 64)?;
         }
         let now = unix_now();
         let sql = &self.sql;
@@ -383,6 +399,26 @@ impl Database {
             on_pool!(&self.pool, |p| {
                 let mut written = Written::default();
                 let mut tx = p.begin().await?;
+                if let Some(id) = id {
+                    let seen = sqlx::query(&sql.batch_written)
+                        .bind(id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if seen.is_some() {
+                        tx.rollback().await?;
+                        written.already_written = true;
+                        return Ok(written);
+                    }
+                    sqlx::query(&sql.record_batch)
+                        .bind(id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(&sql.forget_batches)
+                        .bind(now - BATCH_IDS_KEPT)
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 for delta in batch {
                     let target = sqlx::query(&sql.delta_target)
                         .bind(&delta.torrent[..])

@@ -112,6 +112,12 @@ pub struct Statements {
     /// Binds: now, user_id, torrent_id. Changes a row only the first time.
     pub mark_snatched: String,
     pub count_snatch: String,
+    /// Binds: batch id. A row if that batch was committed.
+    pub batch_written: String,
+    /// Binds: batch id, now.
+    pub record_batch: String,
+    /// Binds: the oldest `written_at` to keep.
+    pub forget_batches: String,
     pub user_totals: String,
     pub user_torrent_rows: String,
 }
@@ -183,6 +189,9 @@ impl Statements {
                  WHERE user_id = ? AND torrent_id = ? AND completed_at IS NULL",
             ),
             count_snatch: d.spell("UPDATE users SET completed = completed + 1 WHERE id = ?"),
+            batch_written: d.spell("SELECT written_at FROM written_batches WHERE id = ?"),
+            record_batch: d.spell("INSERT INTO written_batches (id, written_at) VALUES (?, ?)"),
+            forget_batches: d.spell("DELETE FROM written_batches WHERE written_at < ?"),
             user_totals: d.spell(
                 "SELECT uploaded, downloaded, completed, seed_seconds, leech_seconds \
                  FROM users WHERE id = ?",

@@ -24,13 +24,22 @@ struct Version {
 
 /// Every version, oldest first. Add a line (and three files) per new version; never edit a
 /// version that has shipped (its checksum is recorded in every database that ran it).
-const VERSIONS: &[Version] = &[Version {
-    number: 1,
-    name: "schema",
-    sqlite: include_str!("../migrations/sqlite/0001_schema.sql"),
-    postgres: include_str!("../migrations/postgres/0001_schema.sql"),
-    mysql: include_str!("../migrations/mysql/0001_schema.sql"),
-}];
+const VERSIONS: &[Version] = &[
+    Version {
+        number: 1,
+        name: "schema",
+        sqlite: include_str!("../migrations/sqlite/0001_schema.sql"),
+        postgres: include_str!("../migrations/postgres/0001_schema.sql"),
+        mysql: include_str!("../migrations/mysql/0001_schema.sql"),
+    },
+    Version {
+        number: 2,
+        name: "written_batches",
+        sqlite: include_str!("../migrations/sqlite/0002_written_batches.sql"),
+        postgres: include_str!("../migrations/postgres/0002_written_batches.sql"),
+        mysql: include_str!("../migrations/mysql/0002_written_batches.sql"),
+    },
+];
 
 /// The embedded migrations of one dialect, as a source for sqlx's `Migrator`.
 #[derive(Debug, Clone, Copy)]

@@ -84,6 +84,9 @@ pub struct Written {
     pub without_torrent: usize,
     /// Snatches counted for the first time by this batch.
     pub new_snatches: usize,
+    /// The batch's id was already committed (by an earlier attempt whose answer was lost):
+    /// nothing was added this time.
+    pub already_written: bool,
 }
 
 /// A user's totals and their row for each torrent they have announced.

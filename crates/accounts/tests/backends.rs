@@ -124,6 +124,7 @@ async fn accounts_scenario(url: &str, dialect: Dialect) {
         without_user: 1,
         without_torrent: 1,
         new_snatches: 1,
+        already_written: false,
     };
     assert_eq!(first, expected);
     // The same batch again adds the bytes again but not the snatch.
@@ -172,6 +173,20 @@ async fn accounts_scenario(url: &str, dialect: Dialect) {
     );
     assert!(stats.torrents.iter().all(|t| t.updated_at > 1_700_000_000));
     assert_eq!(db.user_stats(9).await.unwrap().unwrap().uploaded, 8);
+    // A batch written under an id counts once, however often it is written again (a retry
+    // after a COMMIT whose answer was lost).
+    let once = [Delta {
+        user_id: 9,
+        torrent: PLAIN,
+        uploaded: 100,
+        ..Delta::default()
+    }];
+    let w = db.write_batch(Some("batch-1"), &once).await.unwrap();
+    assert_eq!((w.applied, w.already_written), (1, false));
+    let w = db.write_batch(Some("batch-1"), &once).await.unwrap();
+    assert_eq!((w.applied, w.already_written), (0, true));
+    assert_eq!(db.user_stats(9).await.unwrap().unwrap().uploaded, 108);
+    assert!(db.write_batch(Some(&"x".repeat(65)), &once).await.is_err());
     assert_eq!(db.user_stats(999).await.unwrap(), None);
 
     // Deleting a torrent drops its rows, not the user's totals; deleting a user drops theirs.

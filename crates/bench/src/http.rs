@@ -29,12 +29,14 @@ use clap::Args;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::net::{self, Dialer, Stream};
+use crate::passkeys::{of_peer, Passkeys};
 use crate::run::{RunArgs, RunResult};
 use crate::stats::{ErrorKind, Op, Stats};
 use crate::tcp_load::{ConnectionRun, TcpArgs, TcpLoad};
 use crate::workload::{RequestKind, Workload, WorkloadArgs};
 pub use response::{read_response, HttpResponse};
 use shoal_proto::bencode::{self, Value};
+use shoal_proto::path::Action;
 use shoal_proto::{AnnounceEvent, InfoHash};
 
 /// Flags of `shoal-bench http`.
@@ -63,6 +65,10 @@ pub fn run(args: &HttpArgs) -> Result<RunResult> {
         dialer,
         announce_path,
         scrape_path,
+        passkeys: Passkeys::from_flag(args.workload.passkeys.as_deref())?.map(|k| PasskeyPaths {
+            announce: k.paths(Action::Announce),
+            scrape: k.paths(Action::Scrape),
+        }),
         args: args.clone(),
     };
     load.run(shared, connection)
@@ -84,7 +90,15 @@ struct Shared {
     dialer: Dialer,
     announce_path: String,
     scrape_path: String,
+    /// `--passkeys`: the paths are `/<passkey>/announce` and `/<passkey>/scrape` instead.
+    passkeys: Option<PasskeyPaths>,
     args: HttpArgs,
+}
+
+/// Every passkey's paths, written once: `/<passkey>/announce` and `/<passkey>/scrape`.
+struct PasskeyPaths {
+    announce: Vec<String>,
+    scrape: Vec<String>,
 }
 
 /// What the answer to a request must look like.
@@ -128,7 +142,7 @@ async fn connection(sh: Arc<Shared>, mut c: ConnectionRun) -> Stats {
         if !ensure_connected(&sh, &mut c, &mut stream).await {
             continue;
         }
-        let (op, expect) = next_request(&mut workload, &sh, &mut req, &mut hashes);
+        let (op, expect) = next_request(&mut workload, &sh, k as u32, &mut req, &mut hashes);
         c.stats.sent[op as usize] += 1;
         let result = loop {
             let s = stream.as_mut().expect("connected above");
@@ -189,17 +203,19 @@ async fn ensure_connected(
     stream.is_some()
 }
 
-/// Draws the next request from the workload and writes it into `req`.
+/// Draws the next request from the workload and writes it into `req`; a scrape made on
+/// connection `k` carries the passkey of peer `k`.
 fn next_request(
     workload: &mut Workload,
     sh: &Shared,
+    k: u32,
     req: &mut String,
     hashes: &mut Vec<InfoHash>,
 ) -> (Op, Expect) {
     match workload.next_kind() {
         RequestKind::Scrape => {
             workload.scrape(hashes);
-            write_scrape(req, sh, hashes);
+            write_scrape(req, sh, k, hashes);
             (
                 Op::Scrape,
                 Expect::Scrape {
@@ -260,7 +276,7 @@ fn write_announce(req: &mut String, sh: &Shared, a: &crate::workload::AnnounceSp
     use std::fmt::Write;
     req.clear();
     req.push_str("GET ");
-    req.push_str(&sh.announce_path);
+    push_path(req, sh, Action::Announce, a.peer);
     req.push_str("?info_hash=");
     net::percent_encode(&a.info_hash.0, req);
     req.push_str("&peer_id=");
@@ -279,15 +295,26 @@ fn write_announce(req: &mut String, sh: &Shared, a: &crate::workload::AnnounceSp
     finish_request(req, sh);
 }
 
-fn write_scrape(req: &mut String, sh: &Shared, hashes: &[InfoHash]) {
+fn write_scrape(req: &mut String, sh: &Shared, peer: u32, hashes: &[InfoHash]) {
     req.clear();
     req.push_str("GET ");
-    req.push_str(&sh.scrape_path);
+    push_path(req, sh, Action::Scrape, peer);
     for (i, h) in hashes.iter().enumerate() {
         req.push_str(if i == 0 { "?info_hash=" } else { "&info_hash=" });
         net::percent_encode(&h.0, req);
     }
     finish_request(req, sh);
+}
+
+/// The path of a request of `action`: the target's, or with `--passkeys` the one that
+/// carries the passkey of simulated peer `peer`.
+fn push_path(req: &mut String, sh: &Shared, action: Action, peer: u32) {
+    match (&sh.passkeys, action) {
+        (Some(keys), Action::Announce) => req.push_str(of_peer(&keys.announce, peer)),
+        (Some(keys), Action::Scrape) => req.push_str(of_peer(&keys.scrape, peer)),
+        (None, Action::Announce) => req.push_str(&sh.announce_path),
+        (None, Action::Scrape) => req.push_str(&sh.scrape_path),
+    }
 }
 
 fn finish_request(req: &mut String, sh: &Shared) {

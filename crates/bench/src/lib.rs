@@ -4,7 +4,8 @@
 //! The crate is a library with a thin `main.rs`, so that tests drive the same code as the
 //! command line. Layers, bottom up: [`sys`] (the syscalls std lacks: batched UDP I/O,
 //! rlimits), [`workload`] (what the simulated swarm asks for), [`stats`] and [`cpu`] (what
-//! is counted), [`run`] (the measured window shared by all protocols), one generator per
+//! is counted), [`passkeys`] (the keys a load of a private tracker
+//! carries), [`run`] (the measured window shared by all protocols), one generator per
 //! protocol ([`udp`], [`http`], [`ws`]), and on top [`sweep`] and [`compare`], which run
 //! series of loads and write the reports ([`report`], [`chart`]). It depends on
 //! `shoal-proto` for the UDP wire format and for its bencode *reader* (the server only
@@ -18,6 +19,7 @@ pub mod cpu;
 pub mod http;
 pub mod load;
 pub mod net;
+pub mod passkeys;
 pub mod report;
 pub mod run;
 pub mod stats;

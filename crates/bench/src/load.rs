@@ -78,6 +78,15 @@ impl Load {
         }
     }
 
+    /// What the simulated swarm asks for.
+    pub fn workload(&self) -> &crate::workload::WorkloadArgs {
+        match self {
+            Load::Udp(a) => &a.workload,
+            Load::Http(a) => &a.workload,
+            Load::Ws(a) => &a.workload,
+        }
+    }
+
     pub fn target(&self) -> String {
         match self {
             Load::Udp(a) => a.target.to_string(),

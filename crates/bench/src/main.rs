@@ -41,6 +41,16 @@ enum Command {
         #[arg(long)]
         torrents: u32,
     },
+    /// Print passkeys for a test site, one a line (32 hex characters each, the same list
+    /// for the same seed): a file for `--passkeys`.
+    Passkeys {
+        /// How many.
+        #[arg(long, default_value_t = 10_000)]
+        count: usize,
+        /// Seed of the list.
+        #[arg(long, default_value_t = 0x5ea1)]
+        seed: u64,
+    },
 }
 
 fn print_and_save(result: &RunResult, json: Option<&std::path::Path>) -> Result<()> {
@@ -48,6 +58,17 @@ fn print_and_save(result: &RunResult, json: Option<&std::path::Path>) -> Result<
     if let Some(path) = json {
         result.write_json(path)?;
     }
+    Ok(())
+}
+
+/// Prints one line each, buffered (lists of thousands go to a file).
+fn print_lines(lines: impl Iterator<Item = impl std::fmt::Display>) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
     Ok(())
 }
 
@@ -67,14 +88,13 @@ fn main() -> Result<()> {
             print_and_save(&result, args.run.json.as_deref())
         }
         Command::InfoHashes { torrents } => {
-            use std::io::Write;
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            for i in 0..torrents {
-                writeln!(out, "{}", shoal_bench::workload::info_hash(i).to_hex())?;
-            }
-            out.flush()?;
-            Ok(())
+            print_lines((0..torrents).map(|i| shoal_bench::workload::info_hash(i).to_hex()))
         }
+        Command::Passkeys { count, seed } => print_lines(
+            shoal_bench::passkeys::Passkeys::generate(count, seed)
+                .keys()
+                .iter(),
+        ),
         Command::Sweep(args) => {
             shoal_bench::sweep::run(&args)?;
             Ok(())

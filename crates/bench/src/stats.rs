@@ -11,8 +11,9 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// The operations whose latency is measured.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Op {
+    #[default]
     Connect = 0,
     Announce = 1,
     Scrape = 2,

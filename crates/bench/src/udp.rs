@@ -36,6 +36,7 @@ use shoal_proto::udp::{
 use shoal_proto::InfoHash;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::passkeys::{udp_url_data_len, write_udp_url_data, Passkeys};
 use crate::run::{supervise, Control, RunArgs, RunResult};
 use crate::stats::{ErrorKind, Op, Stats};
 use crate::sys::{self, MAX_DATAGRAM};
@@ -80,6 +81,13 @@ const RECONNECT_MAX: Duration = Duration::from_secs(110);
 
 /// Runs `shoal-bench udp` and returns its result.
 pub fn run(args: &UdpArgs) -> Result<RunResult> {
+    let passkeys = Passkeys::from_flag(args.workload.passkeys.as_deref())?.map(Arc::new);
+    let mut args = args.clone();
+    if passkeys.is_some() {
+        // A UDP scrape has no room for URL data: a private tracker refuses them all.
+        args.workload.weight_scrape = 0;
+    }
+    let args = &args;
     let workers = args.run.workers.max(1);
     let layout = spread::slots(
         workers,
@@ -91,7 +99,7 @@ pub fn run(args: &UdpArgs) -> Result<RunResult> {
     let ctl = Control::new(&args.run);
     let mut handles = Vec::new();
     for (w, sockets) in layout.into_iter().enumerate() {
-        let worker = Worker::new(args, w, workers, &sockets, ctl.clone())
+        let worker = Worker::new(args, w, workers, &sockets, ctl.clone(), passkeys.clone())
             .with_context(|| format!("setting up UDP worker {w}"))?;
         handles.push(
             std::thread::Builder::new()
@@ -119,7 +127,7 @@ pub fn run(args: &UdpArgs) -> Result<RunResult> {
     ))
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Slot {
     tid: u32,
     busy: bool,
@@ -166,6 +174,8 @@ struct Worker {
     send: SendBatch,
     hashes: Vec<InfoHash>,
     packet: Vec<u8>,
+    /// `--passkeys`: each announce carries its peer's key as BEP 41 URL data.
+    passkeys: Option<Arc<Passkeys>>,
 }
 
 fn ns_since(start: Instant, t: Instant) -> u64 {
@@ -179,11 +189,15 @@ impl Worker {
         workers: usize,
         slots_per_socket: &[usize],
         ctl: Arc<Control>,
+        passkeys: Option<Arc<Passkeys>>,
     ) -> Result<Self> {
         let mut workload = Workload::new(&args.workload, index, workers);
         let nsock = slots_per_socket.len().max(1);
+        let url_data = passkeys
+            .as_ref()
+            .map_or(0, |p| udp_url_data_len(p.longest()));
         let buf_len = (16 + 20 * args.workload.scrape_hashes.max(1))
-            .max(shoal_proto::udp::ANNOUNCE_REQUEST_LEN);
+            .max(shoal_proto::udp::ANNOUNCE_REQUEST_LEN + url_data);
         let mut socks = Vec::new();
         for (s, &nslots) in slots_per_socket.iter().enumerate() {
             let k = (index + s * workers) as u32;
@@ -214,20 +228,7 @@ impl Worker {
             }
             socks.push(Sock {
                 socket: socket.into(),
-                slots: vec![
-                    Slot {
-                        tid: 0,
-                        busy: false,
-                        queued: false,
-                        op: Op::Connect,
-                        numwant: 0,
-                        hashes: 0,
-                        sent_ns: 0,
-                        origin_ns: 0,
-                        len: 0,
-                    };
-                    nslots
-                ],
+                slots: vec![Slot::default(); nslots],
                 bufs: vec![0; nslots * buf_len],
                 buf_len,
                 free: (0..nslots as u16).rev().collect(),
@@ -256,6 +257,7 @@ impl Worker {
             send: SendBatch::new(),
             hashes: Vec::new(),
             packet: Vec::with_capacity(buf_len),
+            passkeys,
         })
     }
 
@@ -502,6 +504,9 @@ impl Worker {
                     port: a.port,
                 })
                 .write(&mut self.packet);
+                if let Some(keys) = &self.passkeys {
+                    write_udp_url_data(keys.of(a.peer), &mut self.packet);
+                }
                 (Op::Announce, a.numwant, 0)
             }
             RequestKind::Scrape => {

@@ -8,6 +8,8 @@
 //! to the first 0.4% of torrents. Randomness is `fastrand` (a fast, seedable generator):
 //! drawing requests must cost far less than sending them.
 
+use std::path::PathBuf;
+
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
@@ -55,6 +57,15 @@ pub struct WorkloadArgs {
     /// Seed of the random generator (runs with the same seed ask the same things).
     #[arg(long, default_value_t = 0x5ea1)]
     pub seed: u64,
+    /// Load a private tracker: a file of passkeys, one a line (blank lines and `#`
+    /// comments ignored). Simulated peer i uses passkey i mod n for every request: HTTP in
+    /// the path (`/<passkey>/announce`, `/<passkey>/scrape`), UDP in BEP 41 URL data
+    /// (`/<passkey>/announce`), WebTorrent in the WebSocket URL (one passkey per
+    /// connection: connection k uses passkey k mod n). The target's own path is replaced.
+    /// UDP scrapes cannot carry a passkey: with this flag the UDP mix has no scrapes.
+    #[arg(long, value_name = "FILE")]
+    #[serde(default)]
+    pub passkeys: Option<PathBuf>,
 }
 
 /// The kind of request a generator sends next.
@@ -68,6 +79,8 @@ pub enum RequestKind {
 /// One simulated peer: who it is and where it stands in its torrent.
 #[derive(Clone, Copy, Debug)]
 pub struct Peer {
+    /// Its number among all simulated peers (`0..--peers`), whichever worker holds it.
+    pub index: u32,
     pub peer_id: PeerId,
     /// The port it announces (BEP 15 `port`, HTTP `port=`).
     pub port: u16,
@@ -81,6 +94,8 @@ pub struct Peer {
 /// What one announce says, drawn by [`Workload::announce`].
 #[derive(Clone, Copy, Debug)]
 pub struct AnnounceSpec {
+    /// The announcing peer's number among all simulated peers ([`Peer::index`]).
+    pub peer: u32,
     pub info_hash: InfoHash,
     pub peer_id: PeerId,
     pub port: u16,
@@ -154,6 +169,7 @@ impl Workload {
         for k in 0..mine {
             let i = (worker + k * workers) as u32;
             peers.push(Peer {
+                index: i,
                 peer_id: peer_id(i, args.seed as u32),
                 port: 1024 + (i % 64_000) as u16,
                 torrent: pareto_index(&mut rng, args.pareto_shape, args.torrents) as u32,
@@ -219,6 +235,7 @@ impl Workload {
             }
         };
         let spec = AnnounceSpec {
+            peer: peer.index,
             info_hash: info_hash(peer.torrent),
             peer_id: peer.peer_id,
             port: peer.port,

@@ -23,10 +23,12 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::net::Dialer;
+use crate::passkeys::{of_peer, Passkeys};
 use crate::run::{RunArgs, RunResult};
 use crate::stats::{ErrorKind, Op, Stats};
 use crate::tcp_load::{ConnectionRun, TcpArgs, TcpLoad};
 use crate::workload::{RequestKind, Workload, WorkloadArgs};
+use shoal_proto::path::Action;
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
 /// Flags of `shoal-bench ws`.
@@ -72,6 +74,8 @@ pub fn run(args: &WsArgs) -> Result<RunResult> {
     let dialer = args.tcp.dialer(&[])?;
     let shared = Shared {
         dialer,
+        passkeys: Passkeys::from_flag(args.workload.passkeys.as_deref())?
+            .map(|k| k.paths(Action::Announce)),
         args: args.clone(),
     };
     load.run(shared, connection)
@@ -79,6 +83,8 @@ pub fn run(args: &WsArgs) -> Result<RunResult> {
 
 struct Shared {
     dialer: Dialer,
+    /// `--passkeys`: the URL path of connection k is the k-th key's `/<passkey>/announce`.
+    passkeys: Option<Vec<String>>,
     args: WsArgs,
 }
 
@@ -94,7 +100,11 @@ async fn connection(sh: Arc<Shared>, mut c: ConnectionRun) -> Stats {
     let args = &sh.args;
     let mut workload = Workload::new(&args.workload, c.k, c.n);
     let timeout = args.run.timeout;
-    let url = format!("ws://{}{}", sh.dialer.ep.addr, sh.dialer.ep.path);
+    let path = match &sh.passkeys {
+        Some(paths) => of_peer(paths, c.k as u32),
+        None => &sh.dialer.ep.path,
+    };
+    let url = format!("ws://{}{path}", sh.dialer.ep.addr);
     // Which of our peers announced each torrent (answers go out under that peer id).
     let mut ours: HashMap<InfoHash, PeerId> = HashMap::new();
     let mut hashes = Vec::new();

@@ -1,9 +1,10 @@
 //! The HTTP and WebTorrent generators against tiny in-test trackers that count what they
 //! answer: the bench's counts must agree with the tracker's, and relayed offers must be
-//! answered.
+//! answered. They also record the paths asked for (HTTP request lines, WebSocket upgrade
+//! paths), where the load of a private tracker carries its passkeys.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
@@ -41,7 +42,7 @@ enum Framing {
 
 /// The whole answer to a request whose head is `head`.
 fn answer(head: &str, framing: Framing) -> Vec<u8> {
-    let body: &[u8] = if head.starts_with("GET /scrape") {
+    let body: &[u8] = if request_path(head).ends_with("/scrape") {
         b"d5:filesdee"
     } else {
         b"d8:intervali1800e5:peers6:\x7f\0\0\x01\x1a\xe1e"
@@ -69,17 +70,30 @@ fn answer(head: &str, framing: Framing) -> Vec<u8> {
     }
 }
 
+/// The path of a request head's target, without its query.
+fn request_path(head: &str) -> &str {
+    let target = head.split(' ').nth(1).unwrap_or("");
+    target.split('?').next().unwrap_or("")
+}
+
+/// What a fake HTTP tracker did: answers sent, and the request heads it read.
+#[derive(Default)]
+struct Served {
+    answers: AtomicU64,
+    heads: Mutex<Vec<String>>,
+}
+
 /// An HTTP tracker on 127.0.0.1:0 answering every request with one peer, framed as
 /// `framing` says, counting its answers.
 fn http_tracker(
     rt: &tokio::runtime::Runtime,
     framing: Framing,
-) -> (std::net::SocketAddr, Arc<AtomicU64>) {
+) -> (std::net::SocketAddr, Arc<Served>) {
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    let count = Arc::new(AtomicU64::new(0));
+    let count = Arc::new(Served::default());
     let c = count.clone();
     rt.spawn(async move {
         loop {
@@ -97,7 +111,8 @@ fn http_tracker(
                         if s.write_all(&answer(&head, framing)).await.is_err() {
                             return;
                         }
-                        c.fetch_add(1, Ordering::Relaxed);
+                        c.answers.fetch_add(1, Ordering::Relaxed);
+                        c.heads.lock().unwrap().push(head);
                         if framing == Framing::CloseAfterEach {
                             return;
                         }
@@ -141,7 +156,7 @@ fn http_run(framing: Framing) -> (Summary, u64) {
     let args = HttpCli::parse_from(load_flags(&target, "4", &["--weight-scrape", "1"])).args;
     let r = shoal_bench::http::run(&args).unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    (r.summary, count.load(Ordering::Relaxed))
+    (r.summary, count.answers.load(Ordering::Relaxed))
 }
 
 #[test]
@@ -218,19 +233,35 @@ fn http_without_keep_alive_reconnects_every_time() {
 
 /// A WebTorrent tracker that answers each announce and relays one offer back to the
 /// announcing connection, counting answers to those offers.
-fn ws_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<[AtomicU64; 3]>) {
+/// The upgrade path of each connection is recorded in the returned list.
+#[allow(clippy::type_complexity)]
+fn ws_tracker(
+    rt: &tokio::runtime::Runtime,
+) -> (
+    std::net::SocketAddr,
+    Arc<[AtomicU64; 3]>,
+    Arc<Mutex<Vec<String>>>,
+) {
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let addr = listener.local_addr().unwrap();
     let counts: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
     let c = counts.clone();
+    let paths = Arc::new(Mutex::new(Vec::new()));
+    let p = paths.clone();
     rt.spawn(async move {
         loop {
             let Ok((s, _)) = listener.accept().await else { return };
-            let c = c.clone();
+            let (c, p) = (c.clone(), p.clone());
             tokio::spawn(async move {
-                let Ok(mut ws) = tokio_tungstenite::accept_async(s).await else { return };
+                // The callback's type is tungstenite's, large error and all.
+                #[allow(clippy::result_large_err)]
+                let record = |req: &tokio_tungstenite::tungstenite::handshake::server::Request, resp| {
+                    p.lock().unwrap().push(req.uri().path().to_string());
+                    Ok(resp)
+                };
+                let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(s, record).await else { return };
                 while let Some(Ok(Message::Text(t))) = ws.next().await {
                     let v: Value = serde_json::from_str(&t).unwrap();
                     if v.get("answer").is_some() {
@@ -255,13 +286,13 @@ fn ws_tracker(rt: &tokio::runtime::Runtime) -> (std::net::SocketAddr, Arc<[Atomi
             });
         }
     });
-    (addr, counts)
+    (addr, counts, paths)
 }
 
 #[test]
 fn ws_answers_relayed_offers_and_counts_match() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, counts) = ws_tracker(&rt);
+    let (addr, counts, _) = ws_tracker(&rt);
     let target = format!("ws://{addr}/");
     let args = WsCli::parse_from(load_flags(&target, "4", &["--weight-scrape", "0"])).args;
     let r = shoal_bench::ws::run(&args).unwrap();
@@ -283,4 +314,73 @@ fn ws_answers_relayed_offers_and_counts_match() {
         s.extra
     );
     assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
+}
+
+/// A passkeys file of three keys in a fresh directory (removed by the caller).
+fn passkeys_file(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("shoal-bench-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("passkeys");
+    std::fs::write(&file, "# three users\nkey-zero\n\nkey.one\n  key_two\n").unwrap();
+    (dir, file)
+}
+
+const KEYS: [&str; 3] = ["key-zero", "key.one", "key_two"];
+
+#[test]
+fn http_requests_carry_their_peers_passkeys_in_the_path() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, served) = http_tracker(&rt, Framing::KeepAlive);
+    let (dir, file) = passkeys_file("http-keys");
+    let target = format!("http://{addr}/ignored/announce");
+    let file = file.display().to_string();
+    let extra = ["--weight-scrape", "1", "--peers", "30", "--passkeys", &file];
+    let args = HttpCli::parse_from(load_flags(&target, "4", &extra)).args;
+    let r = shoal_bench::http::run(&args).unwrap();
+    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
+    assert!(r.summary.ops["scrape"].responses > 0);
+    let heads = served.heads.lock().unwrap().clone();
+    let mut peers = std::collections::BTreeSet::new();
+    for head in &heads {
+        let path = request_path(head);
+        let (key, action) = path[1..].split_once('/').expect("/<passkey>/<action>");
+        assert!(KEYS.contains(&key), "{head}");
+        if action == "scrape" {
+            continue;
+        }
+        assert_eq!(action, "announce", "{head}");
+        // Simulated peer i (the last six digits of its id, percent-encoded digits are
+        // themselves) always uses key i mod 3.
+        let at = head.find("&peer_id=").unwrap() + "&peer_id=".len();
+        let i: usize = head[at + 14..at + 20].parse().unwrap();
+        assert_eq!(key, KEYS[i % 3], "{head}");
+        peers.insert(i);
+    }
+    assert_eq!(peers.len(), 30, "every peer announced");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ws_connections_carry_one_passkey_each_in_the_url() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, counts, paths) = ws_tracker(&rt);
+    let (dir, file) = passkeys_file("ws-keys");
+    let target = format!("ws://{addr}/");
+    let file = file.display().to_string();
+    let extra = ["--weight-scrape", "1", "--passkeys", &file];
+    let args = WsCli::parse_from(load_flags(&target, "4", &extra)).args;
+    let r = shoal_bench::ws::run(&args).unwrap();
+    assert!(counts[0].load(Ordering::Relaxed) > 0);
+    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
+    let mut paths = paths.lock().unwrap().clone();
+    paths.sort();
+    // Connection k uses key k mod 3: four connections, the first key twice.
+    let want = [
+        "/key-zero/announce",
+        "/key-zero/announce",
+        "/key.one/announce",
+        "/key_two/announce",
+    ];
+    assert_eq!(paths, want);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

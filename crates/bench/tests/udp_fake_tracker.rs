@@ -1,8 +1,10 @@
 //! The UDP generator against tiny in-test trackers whose behaviour is known exactly: one
 //! answers every request after a fixed delay (the reported latency must match it), one
 //! answers with a known mix of broken responses (each must be counted as an error of the
-//! right kind, and only the good ones as responses).
+//! right kind, and only the good ones as responses). Each also records the passkey every
+//! peer's announces carried as BEP 41 URL data, for the load of a private tracker.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +13,10 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use shoal_bench::udp::{run, UdpArgs};
-use shoal_proto::udp::{AnnounceHeader, ConnectionId, Request, Response, ScrapeStats};
+use shoal_proto::udp::{
+    url_data_path, AnnounceHeader, ConnectionId, Request, Response, ScrapeStats,
+    ANNOUNCE_REQUEST_LEN, URL_PATH_BUFFER,
+};
 use shoal_proto::CompactPeerV4;
 
 #[derive(Parser)]
@@ -29,6 +34,16 @@ struct Sent {
     truncated: u64,
     wrong_tid: u64,
     error: u64,
+    scrapes: u64,
+    /// The passkeys (BEP 41 URL data) each peer id's announces carried.
+    passkeys: BTreeMap<[u8; 20], BTreeSet<Option<String>>>,
+}
+
+/// The passkey in the BEP 41 URL data after an announce (`packet` is the whole datagram).
+fn passkey_of(packet: &[u8]) -> Option<String> {
+    let mut url = [0u8; URL_PATH_BUFFER];
+    let path = url_data_path(packet.get(ANNOUNCE_REQUEST_LEN..)?, &mut url)?.ok()?;
+    path.passkey.map(String::from)
 }
 
 /// Builds the answer to `req`: a correct one, or for `bad` one of the broken kinds.
@@ -104,6 +119,7 @@ fn answer(req: &Request<'_>, mode: u64, out: &mut [u8], sent: &mut Sent) -> Opti
         }
         Request::Scrape(s) => {
             sent.good += 1;
+            sent.scrapes += 1;
             let stats = vec![ScrapeStats::new(1, 2, 3); s.info_hashes.len()];
             Response::Scrape {
                 transaction_id: s.transaction_id,
@@ -148,6 +164,10 @@ fn fake_tracker(
                 0
             };
             let mut s = sent2.lock().unwrap().clone();
+            if let Request::Announce(a) = &req {
+                let key = passkey_of(&buf[..n]);
+                s.passkeys.entry(a.peer_id.0).or_default().insert(key);
+            }
             let Some(len) = answer(&req, mode, &mut out, &mut s) else {
                 continue;
             };
@@ -258,4 +278,35 @@ fn a_silent_target_is_a_clear_error() {
     let msg = format!("{err:#}");
     assert!(msg.contains("no valid response"), "{msg}");
     assert!(msg.contains("timeout"), "{msg}");
+}
+
+#[test]
+fn passkeys_ride_in_bep41_url_data_one_per_peer_and_scrapes_are_left_out() {
+    let (addr, stop, sent) = fake_tracker(Duration::ZERO, &[0]);
+    let dir = std::env::temp_dir().join(format!("shoal-bench-udp-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("passkeys");
+    std::fs::write(&file, "# three users\nkey-zero\n\nkey.one\nkey_two\n").unwrap();
+    let flags = format!(
+        "--concurrency 4 --peers 30 --weight-scrape 5 --passkeys {}",
+        file.display()
+    );
+    let r = run(&args(&addr.to_string(), "1s", &flags)).expect("run with passkeys");
+    stop.store(true, Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(50));
+    let sent = sent.lock().unwrap().clone();
+    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
+    assert_eq!(sent.scrapes, 0, "a UDP scrape cannot carry a passkey");
+    assert_eq!(sent.passkeys.len(), 30, "every peer announced: {sent:?}");
+    let keys = ["key-zero", "key.one", "key_two"];
+    for (peer_id, seen) in &sent.passkeys {
+        // Simulated peer i (the last six digits of its id) always uses key i mod 3.
+        let i: usize = std::str::from_utf8(&peer_id[14..])
+            .unwrap()
+            .parse()
+            .unwrap();
+        let want = BTreeSet::from([Some(keys[i % 3].to_string())]);
+        assert_eq!(seen, &want, "peer {i}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -12,8 +12,10 @@ use anyhow::{bail, Context};
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+mod cluster;
 mod private;
 
+pub use cluster::ClusterConfig;
 pub use private::PrivateConfig;
 
 /// The documented default configuration, as printed by `shoal --print-config`.
@@ -36,6 +38,7 @@ pub struct Config {
     pub admin: AdminConfig,
     pub privileges: PrivilegesConfig,
     pub private: PrivateConfig,
+    pub cluster: ClusterConfig,
 }
 
 /// Snapshots of the swarm store (see `state.rs`).
@@ -235,6 +238,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             privileges: PrivilegesConfig::default(),
             private: PrivateConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -382,6 +386,7 @@ impl Config {
             bail!("access_list.path must be set when access_list.mode is not \"off\"");
         }
         self.private.validate()?;
+        self.cluster.validate()?;
         let ws = &self.ws;
         if ws.max_message_size < 1024 || ws.max_frame_size < 1024 {
             bail!("ws.max_message_size and ws.max_frame_size must be at least 1024");

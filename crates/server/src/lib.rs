@@ -25,6 +25,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod config_check;
 pub mod http;
@@ -72,6 +73,8 @@ pub struct Tracker {
     sampler: Option<Sampler>,
     /// Private mode's accounting writer.
     writer: Option<private::writer::Writer>,
+    /// The cluster exchange, when on.
+    cluster: Option<cluster::ClusterNode>,
 }
 
 impl Tracker {
@@ -110,9 +113,24 @@ impl Tracker {
             Some(path) => state::restore(path, config.store_config()),
             None => (Store::new(config.store_config()), Restored::Missing),
         };
-        let store = Arc::new(store);
+        let clustered = config.cluster.enabled;
+        // The journal holds one round's changes; a million is minutes of a busy node.
+        let store = Arc::new(if clustered {
+            store.with_journal(1 << 20)
+        } else {
+            store
+        });
         let shutdown = Arc::new(AtomicBool::new(false));
-        let ids = ConnectionIds::from_config(&config, restored.key())?;
+        let key = if clustered {
+            let own = restored.key().unwrap_or_else(ConnectionIds::random_key);
+            Some(cluster::ClusterNode::connection_id_key(
+                &config.cluster,
+                own,
+            ))
+        } else {
+            restored.key()
+        };
+        let ids = ConnectionIds::from_config(&config, key)?;
         let state_file = config
             .state_file()
             .map(|path| Arc::new(StateFile::new(path.to_path_buf(), ids.key())));
@@ -193,6 +211,15 @@ impl Tracker {
                 .context("spawning the cleaner")?
         };
         let sampler = Sampler::start(view)?;
+        let cluster = if clustered {
+            Some(cluster::ClusterNode::start(
+                &config.cluster,
+                store.clone(),
+                config.store.peer_ttl,
+            )?)
+        } else {
+            None
+        };
         let writer = match accounts {
             Some(a) => Some(private::writer::Writer::start(
                 a,
@@ -225,6 +252,7 @@ impl Tracker {
             admin,
             sampler: Some(sampler),
             writer,
+            cluster,
         })
     }
 
@@ -362,6 +390,10 @@ impl Tracker {
         }
         if let Some(c) = self.cleaner.take() {
             let _ = c.join();
+        }
+        // After the front ends: the last round publishes their last changes.
+        if let Some(c) = self.cluster.take() {
+            c.stop();
         }
         // After the front ends: nothing is recorded once the final write begins.
         if let Some(w) = self.writer.take() {

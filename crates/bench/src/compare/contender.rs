@@ -6,11 +6,19 @@
 //! https:// or wss://, and keep-alive off when the load generator is wrk without
 //! keep-alive (for the trackers that have the option). aquatic's configs start from what
 //! the binary prints with `-p` (its defaults), with only those lines changed.
+//!
+//! `shoal-private` is the `shoal` preset in private mode: a fresh SQLite database in the
+//! output directory (`shoal-private.db`, removed when the command is resolved, so every
+//! comparison starts with an empty one), the admin listener on the comparison's port + 1
+//! (for registering users and torrents and reading its database writes: see
+//! [`super::private`]) and the admin token in its config.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+
+use super::private::ADMIN_TOKEN;
 
 /// The self-signed certificate and key given to every TLS contender.
 #[derive(Clone, Debug)]
@@ -82,7 +90,8 @@ pub fn resolve(spec: &str, s: &Setting) -> Result<(String, Vec<String>)> {
     let config = s.dir.join(format!("{name}{tag}.toml"));
     if template.contains("{config}") {
         let text = match name.as_str() {
-            "shoal" => shoal_config(s),
+            "shoal" => shoal_config(s, false),
+            "shoal-private" => shoal_config(s, true),
             _ => aquatic_config(&words[0], s)?,
         };
         std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
@@ -104,22 +113,8 @@ pub fn resolve(spec: &str, s: &Setting) -> Result<(String, Vec<String>)> {
 /// The command template of a preset.
 fn preset(spec: &str, s: &Setting) -> Result<String> {
     let t = match (spec, s.protocol) {
-        ("shoal", proto) => {
-            // WebTorrent is served on the HTTP(S) listeners.
-            let listener = match (proto, s.tls.is_some()) {
-                ("udp", _) => "udp",
-                (_, false) => "http",
-                (_, true) => "https",
-            };
-            let mut t = format!("shoal --{listener} 127.0.0.1:{{port}} --workers 1 --state-file=");
-            if s.tls.is_some() {
-                t.push_str(" --tls-cert {cert} --tls-key {key}");
-            }
-            if !s.keep_alive || !s.shoal_ws.is_empty() {
-                t.push_str(" --config {config}");
-            }
-            t
-        }
+        ("shoal", _) => shoal_command(s, None)?,
+        ("shoal-private", _) => shoal_command(s, Some(&private_database(s.dir)?))?,
         ("aquatic_udp", "udp") | ("aquatic_http", "http") | ("aquatic_ws", "ws") => {
             format!("{spec} -c {{config}}")
         }
@@ -131,8 +126,68 @@ fn preset(spec: &str, s: &Setting) -> Result<String> {
     Ok(t)
 }
 
-/// shoal's config, for what its flags do not cover: keep-alive and the `[ws]` lines.
-fn shoal_config(s: &Setting) -> String {
+/// The `shoal` preset, or with `database` the `shoal-private` one (whose database and
+/// state files are removed first: each comparison starts with empty ones).
+fn shoal_command(s: &Setting, database: Option<&Path>) -> Result<String> {
+    // WebTorrent is served on the HTTP(S) listeners.
+    let listener = match (s.protocol, s.tls.is_some()) {
+        ("udp", _) => "udp",
+        (_, false) => "http",
+        (_, true) => "https",
+    };
+    let mut t = format!("shoal --{listener} 127.0.0.1:{{port}} --workers 1");
+    let Some(db) = database else {
+        t.push_str(" --state-file=");
+        if s.tls.is_some() {
+            t.push_str(" --tls-cert {cert} --tls-key {key}");
+        }
+        if !s.keep_alive || !s.shoal_ws.is_empty() {
+            t.push_str(" --config {config}");
+        }
+        return Ok(t);
+    };
+    let state = db.with_extension("state");
+    for file in ["", "-wal", "-shm", "-journal"] {
+        remove_if_there(Path::new(&format!("{}{file}", db.display())))?;
+    }
+    remove_if_there(&state)?;
+    t.push_str(&format!(
+        " --state-file={} --private --database sqlite://{} --admin 127.0.0.1:{}",
+        state.display(),
+        db.display(),
+        private_admin_port(s.port)
+    ));
+    if s.tls.is_some() {
+        t.push_str(" --tls-cert {cert} --tls-key {key}");
+    }
+    t.push_str(" --config {config}");
+    Ok(t)
+}
+
+fn remove_if_there(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The database file of the `shoal-private` preset: in the output directory, as an
+/// absolute path (the tracker resolves a relative one from its own directory).
+fn private_database(dir: &Path) -> Result<PathBuf> {
+    let dir = std::path::absolute(dir).with_context(|| format!("{}", dir.display()))?;
+    Ok(dir.join("shoal-private.db"))
+}
+
+/// The admin port of the `shoal-private` preset: the one after the trackers' port.
+pub fn private_admin_port(port: u16) -> u16 {
+    port.wrapping_add(1)
+}
+
+/// shoal's config, for what its flags do not cover: keep-alive, the `[ws]` lines, and
+/// for a private contender the admin token.
+fn shoal_config(s: &Setting, private: bool) -> String {
     let mut t = String::from(
         "# written by shoal-bench compare; everything not named here (or on the command \
          line) is shoal's default (shoal --print-config)\n",
@@ -146,6 +201,9 @@ fn shoal_config(s: &Setting) -> String {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
             t.push_str(&format!("{} = {}\n", k.trim(), v.trim()));
         }
+    }
+    if private {
+        t.push_str(&format!("\n[admin]\ntoken = \"{ADMIN_TOKEN}\"\n"));
     }
     t
 }
@@ -297,12 +355,52 @@ mod tests {
             keep_alive: false,
             ..setting("http", &dir, None)
         };
-        assert_eq!(shoal_config(&s).lines().last(), Some("keep_alive = false"));
+        assert_eq!(
+            shoal_config(&s, false).lines().last(),
+            Some("keep_alive = false")
+        );
         assert!(resolve("shoal", &s)
             .unwrap()
             .1
             .contains(&"--config".to_string()));
         assert!(resolve("io-limit", &setting("http", &dir, None)).is_err());
+    }
+
+    #[test]
+    fn the_private_preset_has_a_fresh_database_an_admin_listener_and_its_token() {
+        let dir = std::env::temp_dir().join(format!("shoal-bench-preset-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let old = [
+            "shoal-private.db",
+            "shoal-private.db-wal",
+            "shoal-private.state",
+        ];
+        for file in old {
+            std::fs::write(dir.join(file), "an old run's").unwrap();
+        }
+        let db = dir.join("shoal-private.db");
+        let (name, w) = resolve("shoal-private", &setting("http", &dir, None)).unwrap();
+        assert_eq!(name, "shoal-private");
+        let config = dir.join("shoal-private.toml");
+        assert_eq!(
+            w.join(" "),
+            format!(
+                "shoal --http 127.0.0.1:3200 --workers 1 --state-file={} --private \
+                 --database sqlite://{} --admin 127.0.0.1:3201 --config {}",
+                dir.join("shoal-private.state").display(),
+                db.display(),
+                config.display()
+            )
+        );
+        assert!(old.iter().all(|file| !dir.join(file).exists()));
+        let text = std::fs::read_to_string(&config).unwrap();
+        assert!(
+            text.ends_with("\n[admin]\ntoken = \"shoal-bench\"\n"),
+            "{text}"
+        );
+        let private = super::super::private::PrivateTracker::of_command(&w.join(" ")).unwrap();
+        assert_eq!(private.admin, "127.0.0.1:3201".parse().unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! By job: [`args`] (the flags), [`session`] (the run loop), [`contender`] and [`tracker`]
 //! (the contenders' commands, configs and processes), [`generator`] and
 //! [`generator_output`] (other load generators), [`idle`] (idle-connection memory),
-//! [`noise`] (the noisy-run rule), [`results`] (results.json), [`report`] and
+//! [`noise`] (the noisy-run rule), [`private`] (private-mode contenders: registering
+//! their users and torrents, their database writes), [`results`] (results.json), [`report`] and
 //! [`report_other`] (the Markdown), [`headline`] (the README's table).
 
 pub mod args;
@@ -23,6 +24,7 @@ pub mod generator_output;
 pub mod headline;
 pub mod idle;
 pub mod noise;
+pub mod private;
 pub mod report;
 pub mod report_other;
 pub mod results;

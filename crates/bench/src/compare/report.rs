@@ -233,6 +233,7 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
             );
         }
     }
+    out.push_str(&super::private::database_section(cmp));
     if !cmp.load_generators.is_empty() {
         let first = &cmp.contenders[0];
         out.push_str("\n## Load generators against the same tracker (one core each)\n\n\

@@ -13,6 +13,7 @@ use super::args::{CompareArgs, RenderArgs};
 use super::contender::{self, Cert, Setting};
 use super::generator::GeneratorSetting;
 use super::idle;
+use super::private::PrivateTracker;
 use super::report::write_report;
 use super::results::{
     describe, read_results, Comparison, Contender, Generator, LoadGenRun, Point, Run,
@@ -86,6 +87,21 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
             generator_runs: Vec::new(),
         });
     }
+    let privates: Vec<Option<PrivateTracker>> = comparison
+        .contenders
+        .iter()
+        .map(|c| PrivateTracker::of_command(&c.command))
+        .collect();
+    let passkeys = crate::passkeys::Passkeys::from_flag(load.workload().passkeys.as_deref())?;
+    if let Some(i) = privates.iter().position(Option::is_some) {
+        if passkeys.is_none() || args.generator != Generator::Shoal {
+            anyhow::bail!(
+                "{} is a private tracker: it needs shoal-bench's own load with --passkeys FILE \
+                 (`shoal-bench passkeys > FILE` writes one)",
+                comparison.contenders[i].name
+            );
+        }
+    }
     let run_args = load.run_args();
     let generator_setting = |generator| GeneratorSetting {
         generator,
@@ -134,14 +150,22 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
     );
     progress.set_prefix(format!("compare {protocol}"));
     for round in 0..args.levels.rounds {
-        for c in comparison.contenders.iter_mut() {
+        for (c, private) in comparison.contenders.iter_mut().zip(&privates) {
             wait_port_free(udp, args.contenders.port)?;
+            if let Some(p) = private {
+                wait_port_free(false, p.admin.port())?;
+            }
             let words: Vec<String> = c.command.split_whitespace().map(str::to_string).collect();
             let log = out.join(format!("{}.log", c.name));
             let mut tracker = Tracker::start(&args.pinning.tracker_cpus, &words, &log)?;
             tracker
                 .wait_ready(udp, args.contenders.port)
                 .with_context(|| format!("{} ({})", c.name, c.command))?;
+            if let (Some(p), Some(keys), 0) = (private, &passkeys, round) {
+                // The database keeps them for the later rounds.
+                p.register(keys, load.workload().torrents)
+                    .with_context(|| format!("registering users and torrents at {}", c.name))?;
+            }
             for &point in &points {
                 let at = describe(point);
                 progress.set_message(format!("round {} {} {at}", round + 1, c.name));
@@ -158,10 +182,12 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
                             others
                         }
                         None => {
-                            let result =
-                                shoal_load(&load, point, tracker.pid()).with_context(|| {
-                                    format!("{} round {} at {at}", c.name, round + 1)
-                                })?;
+                            let run = || shoal_load(&load, point, tracker.pid());
+                            let result = match private {
+                                Some(p) => p.measure(run),
+                                None => run(),
+                            }
+                            .with_context(|| format!("{} round {} at {at}", c.name, round + 1))?;
                             let others = result.cpu.others_percent;
                             c.runs.push(Run {
                                 round,

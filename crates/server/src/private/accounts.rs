@@ -54,8 +54,11 @@ pub struct Accounts {
     pub members: Arc<Members>,
     pub ledger: Arc<Ledger>,
     editing: Mutex<()>,
-    /// Serialises flushes (the writer, the admin API and shutdown).
-    flushing: Mutex<()>,
+    /// The batch whose last write failed, under its id: it may have been committed (a
+    /// COMMIT whose answer was lost), so it is written again, alone and under the same id,
+    /// before anything newer; the database applies an id at most once. Holding it also
+    /// serialises flushes (the writer, the admin API and shutdown).
+    unsure: Mutex<Option<(String, Vec<Delta>)>>,
     /// The ledger file, when there is a state file to put it beside.
     ledger_file: Option<PathBuf>,
     /// A ledger file was read at start and must be deleted once what it restored is written.
@@ -88,6 +91,7 @@ impl Accounts {
         }));
         let ledger_file = config.state_file().map(ledger_file::path_for);
         let mut restored = false;
+        let mut unsure = None;
         if let Some(path) = &ledger_file {
             match LedgerFile::load(path, clock::now(), clock::unix_now()) {
                 Ok(Some(file)) => {
@@ -99,6 +103,7 @@ impl Accounts {
                     );
                     ledger.restore_peers(file.peers);
                     ledger.restore(file.pending);
+                    unsure = file.unsure;
                     restored = true;
                 }
                 Ok(None) => {}
@@ -115,7 +120,7 @@ impl Accounts {
             members,
             ledger,
             editing: Mutex::new(()),
-            flushing: Mutex::new(()),
+            unsure: Mutex::new(unsure),
             ledger_file,
             restored_file: AtomicBool::new(restored),
         };
@@ -246,43 +251,66 @@ impl Accounts {
         self.run(async move { db.user_stats(id).await })
     }
 
-    /// Writes every pending sum in one transaction. On failure the sums go back into the
-    /// ledger (merged with what arrived meanwhile) for the next flush.
+    /// Writes every pending sum in one transaction, under a new batch id. If the write
+    /// fails the batch is kept as it is, with its id, and the next flush writes it again
+    /// before anything newer: so it counts exactly once, whether or not the failed attempt
+    /// was committed after all.
     pub fn flush(&self) -> Result<Flushed, shoal_accounts::Error> {
-        let _guard = self.flushing.lock();
+        let mut unsure = self.unsure.lock();
+        if let Some((id, batch)) = unsure.take() {
+            match self.write(&id, &batch) {
+                Ok(_) => {}
+                Err(e) => {
+                    *unsure = Some((id, batch));
+                    return Err(e);
+                }
+            }
+        }
         let batch = self.ledger.drain();
-        let rows: Vec<shoal_accounts::Delta> =
-            batch.iter().filter_map(|d| self.row_of(d)).collect();
-        let db = self.db.clone();
-        let result = self.run(async move { db.write(&rows).await });
-        let accounts = batch.len();
-        match result {
+        let id = format!("{:016x}{:016x}", clock::unix_now(), fastrand::u64(..));
+        match self.write(&id, &batch) {
             Ok(written) => {
-                metrics::counter!("shoal_private_flushes_total", "result" => "ok").increment(1);
-                metrics::counter!("shoal_private_deltas_written_total")
-                    .increment(written.applied as u64);
-                metrics::gauge!("shoal_private_last_write_timestamp_seconds")
-                    .set(clock::unix_now() as f64);
                 if self.restored_file.swap(false, Ordering::Relaxed) {
                     if let Some(path) = &self.ledger_file {
                         let _ = std::fs::remove_file(path);
                     }
                 }
-                self.publish_pending();
-                Ok(Flushed { accounts, written })
+                Ok(Flushed {
+                    accounts: batch.len(),
+                    written,
+                })
             }
             Err(e) => {
-                metrics::counter!("shoal_private_flushes_total", "result" => "error").increment(1);
-                self.ledger.restore(batch);
-                self.publish_pending();
+                *unsure = Some((id, batch));
                 Err(e)
             }
         }
     }
 
-    fn publish_pending(&self) {
+    /// One batch under its id, with the metrics of the attempt.
+    fn write(&self, id: &str, batch: &[Delta]) -> Result<Written, shoal_accounts::Error> {
+        let rows: Vec<shoal_accounts::Delta> =
+            batch.iter().filter_map(|d| self.row_of(d)).collect();
+        let db = self.db.clone();
+        let id = id.to_string();
+        let result = self.run(async move { db.write_batch(Some(&id), &rows).await });
+        let label = if result.is_ok() { "ok" } else { "error" };
+        metrics::counter!("shoal_private_flushes_total", "result" => label).increment(1);
+        if let Ok(written) = &result {
+            metrics::counter!("shoal_private_deltas_written_total")
+                .increment(written.applied as u64);
+            metrics::gauge!("shoal_private_last_write_timestamp_seconds")
+                .set(clock::unix_now() as f64);
+        }
+        self.publish_pending(if result.is_ok() { 0 } else { batch.len() });
+        result
+    }
+
+    /// Pending accounts: in the ledger, plus `held` in the batch of the last write (still
+    /// held if it failed).
+    fn publish_pending(&self, held: usize) {
         metrics::gauge!("shoal_private_pending_accounts")
-            .set(self.ledger.pending_accounts() as f64);
+            .set((self.ledger.pending_accounts() + held) as f64);
     }
 
     /// The database row for a ledger sum (`None` for a torrent id this process never knew,
@@ -312,30 +340,32 @@ impl Accounts {
     /// every client's record and whatever the flush could not write.
     pub fn close(&self) {
         if let Err(e) = self.flush() {
-            tracing::error!(
-                "final accounting write failed: {e}; {} sums kept in the ledger file",
-                self.ledger.pending_accounts()
-            );
+            tracing::error!("final accounting write failed: {e}; the sums go to the ledger file");
         }
+        let unsure = self.unsure.lock().take();
         let Some(path) = &self.ledger_file else {
-            if self.ledger.pending_accounts() > 0 {
-                tracing::error!(
-                    "no state file: {} unwritten accounting sums are lost",
-                    self.ledger.pending_accounts()
-                );
+            let lost = self.ledger.pending_accounts() + unsure.map_or(0, |(_, b)| b.len());
+            if lost > 0 {
+                tracing::error!("no state file: {lost} unwritten accounting sums are lost");
             }
             return;
         };
         let file = LedgerFile {
             peers: self.ledger.peer_records(),
             pending: self.ledger.drain(),
+            unsure,
         };
         match file.save(path, clock::now(), clock::unix_now()) {
             Ok(()) => tracing::info!(
-                "ledger file {}: {} client records, {} unwritten sums",
+                "ledger file {}: {} client records, {} unwritten sums{}",
                 path.display(),
                 file.peers.len(),
-                file.pending.len()
+                file.pending.len(),
+                if file.unsure.is_some() {
+                    ", one unsure batch"
+                } else {
+                    ""
+                }
             ),
             Err(e) => tracing::error!("writing the ledger file failed: {e:#}"),
         }

@@ -3,9 +3,11 @@
 //!
 //! It holds the per-peer records (each client's counters at its last announce, so that its
 //! first announce after the restart is compared with them rather than taken as a new
-//! baseline) and the pending sums that the final database write could not commit (the
-//! database was down at shutdown). The tracker deletes the file once the pending sums it
-//! restored are in the database, so a crash after that cannot count them twice.
+//! baseline), the pending sums that the final database write could not commit (the
+//! database was down at shutdown), and the batch whose write failed with its id (it may
+//! have been committed: it is written again under the same id, which the database applies
+//! at most once). The tracker deletes the file once what it restored is in the database,
+//! so a crash after that cannot count it twice.
 //!
 //! A fixed little-endian layout of fixed-size records, written to a temporary file and
 //! renamed into place: a million peers take 70 MB and a few hundred milliseconds, and a
@@ -18,6 +20,7 @@
 //!             |            seconds since its last announce u32, flags u8 (1 seeding, 2 started)
 //! pending u64 | per sum:   user u64, torrent u64, uploaded, downloaded, uploaded raw,
 //!             |            downloaded raw, seed seconds, leech seconds (u64 each), completed u8
+//! id length u8, id bytes (the unsure batch's; length 0: none) | its sums u64 | sums as above
 //! ```
 
 use std::io::Write;
@@ -39,6 +42,8 @@ const DELTA_BYTES: usize = 8 * 8 + 1;
 pub struct LedgerFile {
     pub peers: Vec<SavedPeer>,
     pub pending: Vec<Delta>,
+    /// The batch whose write failed, under its id (`None`: there was none).
+    pub unsure: Option<(String, Vec<Delta>)>,
 }
 
 /// The ledger file that goes with `state_file`.
@@ -53,7 +58,7 @@ impl LedgerFile {
     /// clock the records' `seen` times are on, `unix` the wall clock at the same moment.
     pub fn save(&self, path: &Path, now: u32, unix: u64) -> anyhow::Result<()> {
         let mut b = Vec::with_capacity(
-            28 + self.peers.len() * PEER_BYTES + self.pending.len() * DELTA_BYTES,
+            300 + self.peers.len() * PEER_BYTES + self.pending.len() * DELTA_BYTES,
         );
         b.extend_from_slice(MAGIC);
         b.extend_from_slice(&VERSION.to_le_bytes());
@@ -71,22 +76,14 @@ impl LedgerFile {
             b.extend_from_slice(&now.saturating_sub(r.seen).to_le_bytes());
             b.push(u8::from(r.seeding) | (u8::from(r.started) << 1));
         }
-        b.extend_from_slice(&(self.pending.len() as u64).to_le_bytes());
-        for d in &self.pending {
-            for v in [
-                d.user_id,
-                d.torrent_id,
-                d.uploaded,
-                d.downloaded,
-                d.uploaded_raw,
-                d.downloaded_raw,
-                d.seed_seconds,
-                d.leech_seconds,
-            ] {
-                b.extend_from_slice(&v.to_le_bytes());
-            }
-            b.push(u8::from(d.completed));
-        }
+        write_sums(&mut b, &self.pending);
+        let (id, unsure) = match &self.unsure {
+            Some((id, sums)) => (id.as_bytes(), sums.as_slice()),
+            None => (&b""[..], &[][..]),
+        };
+        b.push(u8::try_from(id.len()).context("a batch id over 255 bytes")?);
+        b.extend_from_slice(id);
+        write_sums(&mut b, unsure);
         let tmp = path.with_extension("ledger.tmp");
         let mut f =
             std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
@@ -133,30 +130,62 @@ impl LedgerFile {
                 },
             });
         }
-        let n = r.count(DELTA_BYTES)?;
-        let mut pending = Vec::with_capacity(n);
-        for _ in 0..n {
-            let mut v = [0u64; 8];
-            for x in &mut v {
-                *x = r.u64()?;
-            }
-            pending.push(Delta {
-                user_id: v[0],
-                torrent_id: v[1],
-                uploaded: v[2],
-                downloaded: v[3],
-                uploaded_raw: v[4],
-                downloaded_raw: v[5],
-                seed_seconds: v[6],
-                leech_seconds: v[7],
-                completed: r.take(1)?[0] != 0,
-            });
-        }
+        let pending = read_sums(&mut r)?;
+        let id_len = usize::from(r.take(1)?[0]);
+        let id = std::str::from_utf8(r.take(id_len)?)?.to_string();
+        let sums = read_sums(&mut r)?;
+        let unsure = (!id.is_empty()).then_some((id, sums));
         if !r.0.is_empty() {
             bail!("{} bytes after the last record", r.0.len());
         }
-        Ok(Self { peers, pending })
+        Ok(Self {
+            peers,
+            pending,
+            unsure,
+        })
     }
+}
+
+fn write_sums(b: &mut Vec<u8>, sums: &[Delta]) {
+    b.extend_from_slice(&(sums.len() as u64).to_le_bytes());
+    for d in sums {
+        for v in [
+            d.user_id,
+            d.torrent_id,
+            d.uploaded,
+            d.downloaded,
+            d.uploaded_raw,
+            d.downloaded_raw,
+            d.seed_seconds,
+            d.leech_seconds,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.push(u8::from(d.completed));
+    }
+}
+
+fn read_sums(r: &mut Reader<'_>) -> anyhow::Result<Vec<Delta>> {
+    let n = r.count(DELTA_BYTES)?;
+    let mut sums = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut v = [0u64; 8];
+        for x in &mut v {
+            *x = r.u64()?;
+        }
+        sums.push(Delta {
+            user_id: v[0],
+            torrent_id: v[1],
+            uploaded: v[2],
+            downloaded: v[3],
+            uploaded_raw: v[4],
+            downloaded_raw: v[5],
+            seed_seconds: v[6],
+            leech_seconds: v[7],
+            completed: r.take(1)?[0] != 0,
+        });
+    }
+    Ok(sums)
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -217,6 +246,7 @@ mod tests {
                 completed: true,
                 ..Delta::new(7, 9)
             }],
+            unsure: Some(("0123456789abcdef-1".into(), vec![Delta::new(8, 9)])),
         }
     }
 
@@ -232,6 +262,7 @@ mod tests {
         // record says it was seen at 0 (saturating), not in the future.
         let loaded = LedgerFile::load(&path, 3, 5_030).unwrap().unwrap();
         assert_eq!(loaded.pending, saved.pending);
+        assert_eq!(loaded.unsure, saved.unsure);
         assert_eq!(loaded.peers[0].record.seen, 0);
         let loaded = LedgerFile::load(&path, 1_000, 5_030).unwrap().unwrap();
         let mut expected = saved.peers[0];
