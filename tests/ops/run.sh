@@ -5,7 +5,7 @@
 # 1. `shoal check-config`: the printed defaults pass; five broken files are each named.
 # 2. `--log-format json`: every line shoal writes (stdout and stderr) is a JSON object.
 # 3. Prometheus (Debian's, on a free loopback port, scraping shoal every second) under a
-#    short load with private mode on: every PromQL expression of deploy/grafana/shoal.json
+#    short load with private mode and a one-Redis cluster on: every PromQL expression of deploy/grafana/shoal.json
 #    and deploy/prometheus/alerts.yml is valid and returns data; `promtool check rules`.
 # 4. The Debian package (cargo-deb): builds; holds the binary, the conffile and the unit;
 #    `systemd-analyze verify` accepts the unit; the packaged binary, extracted, starts with
@@ -13,7 +13,7 @@
 # 5. The container (deploy/container): built and run with podman where podman can run
 #    containers here; otherwise skipped with the reason.
 #
-# Installs what is missing (prometheus, podman, runc, cargo-deb: the last under
+# Installs what is missing (prometheus, redis-server, podman, runc, cargo-deb: the last under
 # target/ops-tools, so a second run does not build it again). Every server runs on a free
 # loopback port with its data in a temporary directory and is stopped by its PID.
 set -euo pipefail
@@ -70,6 +70,7 @@ sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 missing=()
 command -v prometheus >/dev/null || missing+=(prometheus)
+command -v redis-server >/dev/null || missing+=(redis-server)
 command -v curl >/dev/null || missing+=(curl)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v podman >/dev/null || missing+=(podman)
@@ -117,10 +118,17 @@ $TRACKER json-logs --at-least 4 "$D/json.stdout" "$D/json.stderr"
 step "promtool check rules deploy/prometheus/alerts.yml"
 promtool check rules deploy/prometheus/alerts.yml
 
-step "Prometheus scrapes shoal (private mode, SQLite accounts) under a short load"
-UDP=$(free_port x); HTTP=$(free_port x); ADMIN=$(free_port x); PROM=$(free_port x)
+step "Prometheus scrapes shoal (private mode, SQLite accounts, a one-Redis cluster) under a short load"
+UDP=$(free_port x); HTTP=$(free_port x); ADMIN=$(free_port x); PROM=$(free_port x); REDIS=$(free_port x)
 TOKEN=ops-$RANDOM$RANDOM
-mkdir -p "$D/prom"
+mkdir -p "$D/prom" "$D/redis"
+start_redis() {
+    redis-server --port "$REDIS" --bind 127.0.0.1 --save '' --appendonly no --dir "$D/redis" \
+        --protected-mode no >> "$D/redis/redis.log" 2>&1 &
+    REDIS_PID=$!; PIDS+=("$REDIS_PID")
+    wait_for 10 redis-cli -p "$REDIS" ping
+}
+start_redis
 cat > "$D/prom/shoal.toml" <<EOF
 workers = 2
 [udp]
@@ -141,6 +149,10 @@ enabled = true
 database = "sqlite://$D/prom/shoal.db"
 flush_interval = 1
 max_pending_accounts = 1
+[cluster]
+enabled = true
+redis = ["redis://127.0.0.1:$REDIS"]
+exchange_interval_ms = 200
 EOF
 "$SHOAL_BIN" check-config "$D/prom/shoal.toml"
 "$SHOAL_BIN" --config "$D/prom/shoal.toml" > "$D/prom/shoal.log" 2>&1 &
@@ -161,6 +173,13 @@ $TRACKER setup --admin "http://127.0.0.1:$ADMIN" --token "$TOKEN"
 timeout 90 $TRACKER load --udp "127.0.0.1:$UDP" --http "127.0.0.1:$HTTP" \
     --admin "http://127.0.0.1:$ADMIN" --db "$D/prom/shoal.db" \
     --ws-limit 3 --http-limit 8
+# Redis away for 2 s while peers announce: the exchange fails, then recovers.
+stop "$REDIS_PID"
+for _ in 1 2 3 4; do
+    $TRACKER announce --udp "127.0.0.1:$UDP" --passkey opskey0000 >/dev/null; sleep 0.5
+done
+start_redis; sleep 1
+grep -q "Redis exchange failing" "$D/prom/shoal.log" || fail "shoal did not notice Redis going away"
 sleep 2 # the last scrape and a rule evaluation after the load
 step "every expression of the dashboard and the alert rules, through Prometheus's API"
 $TRACKER promql --prometheus "http://127.0.0.1:$PROM" --dashboard deploy/grafana/shoal.json \
@@ -170,7 +189,7 @@ sleep 3 # two failed scrapes
 curl -sf "http://127.0.0.1:$PROM/api/v1/query" --data-urlencode 'query=up{job="shoal"} == 0' \
     | grep -q '"result":\[{' || fail "ShoalDown's expression does not fire once shoal is stopped"
 echo "ShoalDown's expression fires once shoal is stopped"
-stop "$PROM_PID"
+stop "$PROM_PID" "$REDIS_PID"
 
 # --- 4. Debian package ----------------------------------------------------------------
 step "the Debian package (cargo-deb)"

@@ -373,8 +373,8 @@ def cmd_promql(args):
     status, body = http_get(args.prometheus, "/api/v1/rules")
     groups = json.loads(body)["data"]["groups"]
     rules = [r for g in groups for r in g["rules"]]
-    if len(rules) < 6:
-        problems.append(f"Prometheus loaded {len(rules)} alert rules, expected at least 6")
+    if len(rules) < 9:
+        problems.append(f"Prometheus loaded {len(rules)} alert rules, expected at least 9")
     for rule in rules:
         checked += 1
         name, expr = rule["name"], rule["query"]
