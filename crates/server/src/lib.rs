@@ -175,6 +175,7 @@ impl Tracker {
                 Ok("TLS certificate reloaded".to_string())
             }));
         }
+        let cluster_view = clustered.then(|| Arc::new(cluster::ClusterView::default()));
         let view = Arc::new(TrackerView {
             config: config.clone(),
             store: store.clone(),
@@ -182,6 +183,7 @@ impl Tracker {
             ws: ws.clone(),
             policy: policy.clone(),
             accounts: accounts.clone(),
+            cluster: cluster_view.clone(),
             snapshots: state_file.clone(),
             reload: reload.clone(),
             token,
@@ -214,7 +216,8 @@ impl Tracker {
         let cluster = if clustered {
             Some(cluster::ClusterNode::start(
                 &config.cluster,
-                store.clone(),
+                (store.clone(), ws.clone()),
+                cluster_view.clone().unwrap_or_default(),
                 config.store.peer_ttl,
             )?)
         } else {

@@ -28,6 +28,7 @@ fn node(name: &str, seeds: &[String]) -> Tracker {
     c.cluster.redis = seeds.to_vec();
     c.cluster.node_id = name.into();
     c.cluster.exchange_interval_ms = EXCHANGE_MS;
+    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
     Tracker::start(c).unwrap()
 }
 
@@ -81,6 +82,40 @@ fn http_scrape(addr: SocketAddr, info: u8) -> (i64, i64, i64) {
     }
 }
 
+fn webtorrent_across(a: &Tracker, b: &Tracker) {
+    use common::ws as wsc;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (ih, x, y) = ([42u8; 20], [1u8; 20], [2u8; 20]);
+    rt.block_on(async {
+        let mut on_b = wsc::connect_to(b.http_addrs()[0], "/announce").await;
+        let reply = wsc::request(&mut on_b, wsc::announce(ih, y, Some(0), "started")).await;
+        assert_eq!(reply["action"], "announce", "{reply}");
+        let mut on_a = wsc::connect_to(a.http_addrs()[0], "/announce").await;
+        wsc::request(&mut on_a, wsc::announce(ih, x, Some(100), "started")).await;
+        // A learns B's peer at its next exchange after this local activity.
+        tokio::time::sleep(Duration::from_millis(3 * EXCHANGE_MS)).await;
+        let offer = wsc::with_offers(wsc::announce(ih, x, Some(100), "update"), &[7]);
+        let reply = wsc::request(&mut on_a, offer).await;
+        assert_eq!(reply["complete"], 1, "A counts B's seeder: {reply}");
+        let relayed = wsc::recv(&mut on_b).await;
+        assert_eq!(relayed["offer"]["sdp"], "sdp-7", "{relayed}");
+        assert_eq!(relayed["peer_id"], wsc::bin(&x));
+        let offer_id = relayed["offer_id"].as_str().unwrap().to_string();
+        let bogus = wsc::request(&mut on_b, wsc::answer(ih, y, x, &wsc::bin(&[9; 20]))).await;
+        wsc::assert_refused(&bogus, "not relayed to this peer");
+        wsc::send(&mut on_b, wsc::answer(ih, y, x, &offer_id)).await;
+        let answered = wsc::recv(&mut on_a).await;
+        assert_eq!(answered["answer"]["sdp"], "ans", "{answered}");
+        assert_eq!(answered["peer_id"], wsc::bin(&y));
+        // The offer is consumed: a second answer to it is refused.
+        let again = wsc::request(&mut on_b, wsc::answer(ih, y, x, &offer_id)).await;
+        wsc::assert_refused(&again, "not relayed to this peer");
+    });
+}
+
 #[test]
 fn nodes_share_swarms_through_a_redis_cluster_and_survive_its_faults() {
     let Some(mut redis) = RedisCluster::start("cluster-redis") else {
@@ -112,12 +147,33 @@ fn nodes_share_swarms_through_a_redis_cluster_and_survive_its_faults() {
         || http_scrape(http_c, 1) == (2, 1, 0),
     );
 
+    // The status page and /metrics show the cluster.
+    let admin = c.admin_addrs()[0];
+    within(limit, "C sees three nodes", || {
+        let status: serde_json::Value =
+            serde_json::from_str(&common::http(admin, "GET", "/status.json", None).1).unwrap();
+        status["cluster"]["nodes_seen"] == 3 && status["cluster"]["lag_seconds"].as_u64() < Some(2)
+    });
+    let metrics = common::http(admin, "GET", "/metrics", None).1;
+    for name in [
+        "shoal_cluster_nodes_seen 3",
+        "shoal_cluster_redis_commands_total",
+        "shoal_cluster_exchange_lag_seconds",
+    ] {
+        assert!(metrics.contains(name), "{name} not in /metrics");
+    }
+
     // Any node accepts another's connection ids: B's client talks to C with B's id.
     let mut moved = Client::new(c.udp_addrs()[0]);
     moved.cid = on_b.cid;
     assert!(moved
         .announce(&ann(2, 3, 7003, 0, AnnounceEvent::Started))
         .is_some());
+
+    // WebTorrent across nodes: an offer from a browser on A reaches the peer on B it was
+    // relayed to, its answer comes back to A, and an answer to an offer that was never
+    // relayed to the answerer is refused, as on one node.
+    webtorrent_across(&a, &b);
 
     // A stopped peer leaves the others' answers.
     on_a.announce(&ann(1, 1, 7001, 0, AnnounceEvent::Stopped));

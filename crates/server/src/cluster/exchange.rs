@@ -18,7 +18,7 @@ use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
 use shoal_swarm::journal::{AnyAddr, Change};
 use shoal_swarm::{clock, Peer, Store};
 
-use super::record::{addr_of, field, Published};
+use super::record::{addr_of, field, Published, WATCH_ROUNDS};
 
 /// What a node still has to write for one torrent.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -65,7 +65,9 @@ pub struct Exchange {
     peer_ttl: u64,
     pending: HashMap<InfoHash, Writes>,
     /// Torrents with local activity since their last exchange.
-    wanted: HashSet<InfoHash>,
+    /// Torrents with local activity, and how many more rounds to read them (see
+    /// [`WATCH_ROUNDS`](super::record::WATCH_ROUNDS)).
+    wanted: HashMap<InfoHash, u32>,
     /// This node's completed count per torrent (totals: idempotent to write).
     completed: HashMap<InfoHash, u64>,
     /// Other nodes' peers this node put into its store, per torrent.
@@ -78,7 +80,7 @@ impl Exchange {
             node,
             peer_ttl,
             pending: HashMap::new(),
-            wanted: HashSet::new(),
+            wanted: HashMap::new(),
             completed: HashMap::new(),
             remote: HashMap::new(),
         }
@@ -115,16 +117,16 @@ impl Exchange {
                         *c += 1;
                         w.completed = Some(*c);
                     }
-                    self.wanted.insert(info_hash);
+                    self.wanted.insert(info_hash, WATCH_ROUNDS);
                 }
                 Change::Stopped { info_hash, addr } => {
                     let w = self.pending.entry(info_hash).or_default();
                     w.set.remove(&addr);
                     w.delete.insert(addr);
-                    self.wanted.insert(info_hash);
+                    self.wanted.insert(info_hash, WATCH_ROUNDS);
                 }
                 Change::Scraped { info_hash } => {
-                    self.wanted.insert(info_hash);
+                    self.wanted.insert(info_hash, WATCH_ROUNDS);
                 }
             }
         }
@@ -134,9 +136,11 @@ impl Exchange {
     /// writes leave the pending set; [`Exchange::retry`] puts back those of a failed call.
     pub fn plan(&mut self) -> Vec<Call> {
         let mut calls = std::mem::take(&mut self.pending);
-        for info_hash in self.wanted.drain() {
-            calls.entry(info_hash).or_default();
-        }
+        self.wanted.retain(|info_hash, rounds| {
+            calls.entry(*info_hash).or_default();
+            *rounds -= 1;
+            *rounds > 0
+        });
         calls
             .into_iter()
             .map(|(info_hash, writes)| Call { info_hash, writes })
@@ -160,7 +164,7 @@ impl Exchange {
         if w.completed.is_none() {
             w.completed = call.writes.completed;
         }
-        self.wanted.insert(call.info_hash);
+        self.wanted.insert(call.info_hash, WATCH_ROUNDS);
     }
 
     /// Puts what Redis answered for one torrent into `store`: other nodes' live peers in,
@@ -288,7 +292,12 @@ mod tests {
             .writes;
         assert!(!w.set[&v4(1)].seeder, "the newer announce wins");
         assert_eq!(w.completed, Some(1));
-        assert!(x.plan().is_empty(), "nothing left after a plan");
+        // Read for a few more rounds after the last local activity, with nothing to write.
+        for _ in 1..WATCH_ROUNDS {
+            let calls = x.plan();
+            assert!(!calls.is_empty() && calls.iter().all(|c| c.writes == Writes::default()));
+        }
+        assert!(x.plan().is_empty(), "nothing left after the watch");
     }
 
     #[test]

@@ -18,5 +18,6 @@
 pub mod exchange;
 pub mod node;
 pub mod record;
+pub mod ws_exchange;
 
 pub use node::{ClusterNode, ClusterView};

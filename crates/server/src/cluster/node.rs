@@ -26,8 +26,11 @@ use redis::{RedisResult, Script};
 use shoal_swarm::{clock, Store};
 
 use super::exchange::{Call, Exchange};
-use super::record::{key_lifetime, torrent_keys, EXCHANGE_SCRIPT};
+use super::record::{key_lifetime, torrent_keys, ws_keys, EXCHANGE_SCRIPT};
+use super::ws_exchange::{self, WsCall, WsExchange};
 use crate::config::ClusterConfig;
+use crate::ws::cluster_link::Forwarded;
+use crate::ws::WsContext;
 
 /// Calls of one round in flight at once.
 const IN_FLIGHT: usize = 256;
@@ -81,6 +84,26 @@ impl Link {
             Link::Single(c) => cmd.query_async(c).await,
         }
     }
+
+    /// The exchange script for one torrent's pair of keys, bounded by [`TIMEOUT`].
+    async fn exchange(
+        mut self,
+        script: &Script,
+        keys: [String; 2],
+        head: (u64, u64, &str),
+        args: Vec<Vec<u8>>,
+    ) -> RedisResult<Answer> {
+        let [peers, done] = keys;
+        let mut inv = script.prepare_invoke();
+        inv.key(peers).key(done).arg(head.0).arg(head.1).arg(head.2);
+        for a in args {
+            inv.arg(a);
+        }
+        match tokio::time::timeout(TIMEOUT, self.invoke(&inv)).await {
+            Ok(r) => r,
+            Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "timed out"))),
+        }
+    }
 }
 
 /// What the status page and `/metrics` show of the cluster.
@@ -103,9 +126,13 @@ pub struct ClusterNode {
 
 impl ClusterNode {
     /// Starts exchanging `store`'s changes (its journal must be on).
-    pub fn start(config: &ClusterConfig, store: Arc<Store>, peer_ttl: u32) -> anyhow::Result<Self> {
+    pub fn start(
+        config: &ClusterConfig,
+        (store, ws): (Arc<Store>, Arc<WsContext>),
+        view: Arc<ClusterView>,
+        peer_ttl: u32,
+    ) -> anyhow::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
-        let view = Arc::new(ClusterView::default());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -116,7 +143,10 @@ impl ClusterNode {
             every: Duration::from_millis(config.exchange_interval_ms),
             lifetime: key_lifetime(Duration::from_secs(u64::from(peer_ttl))),
             exchange: Exchange::new(config.node_id(), u64::from(peer_ttl)),
+            ws_exchange: WsExchange::new(config.node_id(), u64::from(peer_ttl)),
+            forwards: Vec::new(),
             store,
+            ws,
             view: view.clone(),
             script: Script::new(EXCHANGE_SCRIPT),
         };
@@ -203,7 +233,11 @@ struct Round {
     every: Duration,
     lifetime: u64,
     exchange: Exchange,
+    ws_exchange: WsExchange,
+    /// WebTorrent messages for other nodes, taken from the front end's outbox.
+    forwards: Vec<(u64, Forwarded)>,
     store: Arc<Store>,
+    ws: Arc<WsContext>,
     view: Arc<ClusterView>,
     script: Script,
 }
@@ -224,6 +258,10 @@ impl Round {
             }
             let unix = clock::unix_now();
             self.exchange.record(self.store.take_changes(), unix);
+            if let Some(link) = &self.ws.cluster {
+                let forwards = self.ws_exchange.record(link.take(), unix);
+                self.forwards.extend(forwards);
+            }
             if let Some(l) = &link {
                 let ok = self.round(l.clone(), unix).await;
                 if ok && failing {
@@ -259,23 +297,13 @@ impl Round {
         let n = calls.len();
         let node = self.exchange.node().to_string();
         let (script, prefix, lifetime) = (&self.script, &self.prefix, self.lifetime);
+        let head = (unix, lifetime, node.as_str());
         let results: Vec<(Call, RedisResult<Answer>)> = stream::iter(calls)
             .map(|call| {
-                let mut link = link.clone();
-                let node = node.as_str();
-                async move {
-                    let [peers, done] = torrent_keys(prefix, &call.info_hash);
-                    let mut inv = script.prepare_invoke();
-                    inv.key(peers).key(done).arg(unix).arg(lifetime).arg(node);
-                    for a in call.args() {
-                        inv.arg(a);
-                    }
-                    let r = match tokio::time::timeout(TIMEOUT, link.invoke(&inv)).await {
-                        Ok(r) => r,
-                        Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "timed out"))),
-                    };
-                    (call, r)
-                }
+                let keys = torrent_keys(prefix, &call.info_hash);
+                let args = call.args();
+                let fut = link.clone().exchange(script, keys, head, args);
+                async move { (call, fut.await) }
             })
             .buffer_unordered(IN_FLIGHT)
             .collect()
@@ -294,6 +322,9 @@ impl Round {
                 }
             }
         }
+        if self.ws.cluster.is_some() {
+            all_ok &= self.ws_round(&link, unix).await;
+        }
         all_ok &= self.heartbeat(link, unix).await;
         if all_ok {
             self.view.last_exchange_unix.store(unix, Ordering::Relaxed);
@@ -306,6 +337,81 @@ impl Round {
         metrics::counter!("shoal_cluster_exchanges_total", "result" => if all_ok { "ok" } else { "error" })
             .increment(1);
         all_ok
+    }
+
+    /// WebTorrent: publish and read the peers of torrents with local activity, push the
+    /// forwarded messages to their nodes' inboxes, deliver what this node's inbox holds.
+    async fn ws_round(&mut self, link: &Link, unix: u64) -> bool {
+        let calls = self.ws_exchange.plan();
+        let mut commands = calls.len() as u64;
+        let node = self.exchange.node().to_string();
+        let (script, prefix) = (&self.script, &self.prefix);
+        let head = (unix, self.lifetime, node.as_str());
+        let results: Vec<(WsCall, RedisResult<Answer>)> = stream::iter(calls)
+            .map(|call| {
+                let keys = ws_keys(prefix, &call.info_hash);
+                let args = call.args();
+                let fut = link.clone().exchange(script, keys, head, args);
+                async move { (call, fut.await) }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
+        let mut ok = true;
+        for (call, result) in results {
+            match result {
+                Ok((live, _)) => self
+                    .ws_exchange
+                    .apply(&self.ws, &call.info_hash, &live, unix),
+                Err(_) => {
+                    ok = false;
+                    self.ws_exchange.retry(call);
+                }
+            }
+        }
+        // Forwarded messages: one RPUSH per message, to the receiving node's inbox (an
+        // offer that cannot be pushed now is dropped: the client makes new ones).
+        let Some(ws_link) = self.ws.cluster.clone() else {
+            return ok;
+        };
+        for (conn, message) in std::mem::take(&mut self.forwards) {
+            let (Some(name), Ok(body)) = (ws_link.name_of(conn), serde_json::to_string(&message))
+            else {
+                continue;
+            };
+            let key = format!("{prefix}:inbox:{name}");
+            let mut l = link.clone();
+            let pushed: RedisResult<()> = async {
+                l.query::<()>(redis::cmd("RPUSH").arg(&key).arg(body))
+                    .await?;
+                l.query::<()>(redis::cmd("EXPIRE").arg(&key).arg(60)).await
+            }
+            .await;
+            commands += 2;
+            let result = if pushed.is_ok() { "ok" } else { "error" };
+            metrics::counter!("shoal_cluster_ws_forwarded_total", "result" => result).increment(1);
+        }
+        let inbox = format!("{prefix}:inbox:{node}");
+        let taken: RedisResult<Option<Vec<String>>> = link
+            .clone()
+            .query(redis::cmd("LPOP").arg(&inbox).arg(1000))
+            .await;
+        commands += 1;
+        metrics::counter!("shoal_cluster_redis_commands_total").increment(commands);
+        match taken {
+            Ok(messages) => {
+                for m in messages.unwrap_or_default() {
+                    let delivered = serde_json::from_str::<Forwarded>(&m)
+                        .map(|f| ws_exchange::deliver(&self.ws, &f))
+                        .unwrap_or(false);
+                    let result = if delivered { "ok" } else { "gone" };
+                    metrics::counter!("shoal_cluster_ws_received_total", "result" => result)
+                        .increment(1);
+                }
+                ok
+            }
+            Err(_) => false,
+        }
     }
 
     /// Says this node is alive and counts the nodes that are.

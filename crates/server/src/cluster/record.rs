@@ -30,6 +30,16 @@ pub fn torrent_keys(prefix: &str, info_hash: &InfoHash) -> [String; 2] {
     ]
 }
 
+/// Keys of one torrent's WebTorrent peers (field: peer id) and an unused completed hash
+/// (the same script serves both).
+pub fn ws_keys(prefix: &str, info_hash: &InfoHash) -> [String; 2] {
+    let hex = info_hash.to_hex();
+    [
+        format!("{prefix}:{{{hex}}}:ws"),
+        format!("{prefix}:{{{hex}}}:wsdone"),
+    ]
+}
+
 /// The field of a peer: its address in wire form.
 pub fn field(addr: &AnyAddr) -> Vec<u8> {
     match addr {
@@ -128,6 +138,12 @@ if #live > 0 then
 end
 return {live, done}
 "#;
+
+/// Rounds a torrent is read after this node's last local activity on it (an announce, a
+/// stop, a scrape): a client's announce is answered from what the node knew, so the node
+/// keeps reading the torrent for a few rounds after it, to have the other nodes' peers by
+/// the client's next announce even if they arrived just after this one.
+pub const WATCH_ROUNDS: u32 = 5;
 
 /// Seconds a torrent's keys live after its last exchange with a live peer: the peer
 /// lifetime, at least a minute.
