@@ -120,6 +120,7 @@ promtool check rules deploy/prometheus/alerts.yml
 
 step "Prometheus scrapes shoal (private mode, SQLite accounts, a one-Redis cluster) under a short load"
 UDP=$(free_port x); HTTP=$(free_port x); ADMIN=$(free_port x); PROM=$(free_port x); REDIS=$(free_port x)
+HTTP2=$(free_port x); ADMIN2=$(free_port x)
 TOKEN=ops-$RANDOM$RANDOM
 mkdir -p "$D/prom" "$D/redis"
 start_redis() {
@@ -157,22 +158,27 @@ EOF
 "$SHOAL_BIN" check-config "$D/prom/shoal.toml"
 "$SHOAL_BIN" --config "$D/prom/shoal.toml" > "$D/prom/shoal.log" 2>&1 &
 SHOAL_PID=$!; PIDS+=("$SHOAL_PID")
+# A second, open node of the same cluster (WebTorrent offers cross between the two).
+"$SHOAL_BIN" --udp "127.0.0.1:$HTTP2" --http "127.0.0.1:$HTTP2" --admin "127.0.0.1:$ADMIN2" \
+    --state-file= --cluster "redis://127.0.0.1:$REDIS" > "$D/prom/node2.log" 2>&1 &
+NODE2_PID=$!; PIDS+=("$NODE2_PID")
 cat > "$D/prom/prometheus.yml" <<EOF
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 rule_files: ["$ROOT/deploy/prometheus/alerts.yml"]
 scrape_configs:
   - job_name: shoal
-    static_configs: [{targets: ["127.0.0.1:$ADMIN"]}]
+    static_configs: [{targets: ["127.0.0.1:$ADMIN", "127.0.0.1:$ADMIN2"]}]
 EOF
 prometheus --config.file="$D/prom/prometheus.yml" --storage.tsdb.path="$D/prom/data" \
     --web.listen-address="127.0.0.1:$PROM" > "$D/prom/prometheus.log" 2>&1 &
 PROM_PID=$!; PIDS+=("$PROM_PID")
 wait_for 15 admin_up "127.0.0.1:$ADMIN"
+wait_for 15 admin_up "127.0.0.1:$ADMIN2"
 wait_for 30 curl -sf "http://127.0.0.1:$PROM/-/ready"
 $TRACKER setup --admin "http://127.0.0.1:$ADMIN" --token "$TOKEN"
 timeout 90 $TRACKER load --udp "127.0.0.1:$UDP" --http "127.0.0.1:$HTTP" \
     --admin "http://127.0.0.1:$ADMIN" --db "$D/prom/shoal.db" \
-    --ws-limit 3 --http-limit 8
+    --ws-limit 3 --http-limit 8 --other-node "127.0.0.1:$HTTP2"
 # Redis away for 2 s while peers announce: the exchange fails, then recovers.
 stop "$REDIS_PID"
 for _ in 1 2 3 4; do
@@ -189,7 +195,7 @@ sleep 3 # two failed scrapes
 curl -sf "http://127.0.0.1:$PROM/api/v1/query" --data-urlencode 'query=up{job="shoal"} == 0' \
     | grep -q '"result":\[{' || fail "ShoalDown's expression does not fire once shoal is stopped"
 echo "ShoalDown's expression fires once shoal is stopped"
-stop "$PROM_PID" "$REDIS_PID"
+stop "$PROM_PID" "$REDIS_PID" "$NODE2_PID"
 
 # --- 4. Debian package ----------------------------------------------------------------
 step "the Debian package (cargo-deb)"

@@ -255,8 +255,9 @@ def refusals(udp, http_addr):
     udp.garbage()
 
 
-def websockets(http_addr, ws_limit):
-    """Two WebTorrent peers, one offer relayed; then one connection past ws.max_connections."""
+def websockets(http_addr, ws_limit, other_node=None):
+    """Two WebTorrent peers, one offer relayed; a third peer on the other cluster node, whose
+    offer goes to one of them through Redis; then one connection past ws.max_connections."""
     a = WebSocket(http_addr, f"/{passkey(0)}/announce")
     b = WebSocket(http_addr, f"/{passkey(1)}/announce")
     if (a.status, b.status) != (101, 101):
@@ -268,6 +269,13 @@ def websockets(http_addr, ws_limit):
     relayed = a.receive()
     if "offer" not in relayed:
         fail(f"no offer relayed: {relayed}")
+    if other_node:
+        time.sleep(2.5)  # exchanges (1 s on the other node): the first node's peers reach it
+        c = WebSocket(other_node, "/announce")
+        ws_announce(c, 3, 7003, offers=1)
+        c.receive()
+        time.sleep(2.5)  # the offer goes through the first node's Redis inbox
+        c.close()
     extra = [WebSocket(http_addr, f"/{passkey(2)}/announce") for _ in range(ws_limit - 1)]
     if not any(ws.status == 503 for ws in extra):
         fail(f"no WebSocket refused past ws.max_connections: {[ws.status for ws in extra]}")
@@ -310,7 +318,7 @@ def cmd_load(args):
                      + urllib.parse.quote_from_bytes(info_hash(user % TORRENTS)))
         refusals(udp, args.http)
         time.sleep(1)
-    websockets(args.http, args.ws_limit)
+    websockets(args.http, args.ws_limit, args.other_node)
     http_flood(args.http, args.http_limit, args.admin)
     # The accounting database, locked by another writer for longer than shoal's busy
     # timeout (5 s): flushes fail, sums pile up, announces past the bound are deferred.
@@ -436,6 +444,7 @@ def main():
     for name in ("--udp", "--http", "--admin", "--db"):
         p.add_argument(name, required=True)
     p.add_argument("--ws-limit", type=int, required=True)
+    p.add_argument("--other-node", help="HOST:PORT of another cluster node's HTTP listener")
     p.add_argument("--http-limit", type=int, required=True)
     p.set_defaults(run=cmd_load)
     p = sub.add_parser("promql")
