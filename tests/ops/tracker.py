@@ -270,11 +270,14 @@ def websockets(http_addr, ws_limit, other_node=None):
     if "offer" not in relayed:
         fail(f"no offer relayed: {relayed}")
     if other_node:
-        time.sleep(2.5)  # exchanges (1 s on the other node): the first node's peers reach it
+        # The other node reads a torrent's remote peers once it has local activity on it:
+        # its first announce finds none; after an exchange (1 s there) the second finds the
+        # first node's peers, and its offer goes through that node's Redis inbox.
         c = WebSocket(other_node, "/announce")
-        ws_announce(c, 3, 7003, offers=1)
-        c.receive()
-        time.sleep(2.5)  # the offer goes through the first node's Redis inbox
+        for _ in range(2):
+            ws_announce(c, 3, 7003, offers=1)
+            c.receive()
+            time.sleep(2.5)
         c.close()
     extra = [WebSocket(http_addr, f"/{passkey(2)}/announce") for _ in range(ws_limit - 1)]
     if not any(ws.status == 503 for ws in extra):
