@@ -19,7 +19,10 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use sqlx::Row;
 
-use crate::column::{check_factor, check_text, count, info_hash, stored, unix_now};
+use std::collections::{HashMap, HashSet};
+
+use crate::batch::{self, KEYS_PER_LOOKUP, ROWS_PER_STATEMENT};
+use crate::column::{check_factor, check_text, count, info_hash, unix_now};
 use crate::dialect::{Dialect, Statements};
 use crate::error::{masked_url, Error};
 use crate::model::{
@@ -419,53 +422,65 @@ impl Database {
                         .execute(&mut *tx)
                         .await?;
                 }
-                for delta in batch {
-                    let target = sqlx::query(&sql.delta_target)
-                        .bind(&delta.torrent[..])
-                        .bind(delta.user_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    let Some(target) = target else {
-                        written.without_user += 1;
-                        continue;
-                    };
-                    let torrent_id: Option<i64> = target.try_get("torrent_id")?;
-                    sqlx::query(&sql.add_user_totals)
-                        .bind(stored(delta.uploaded))
-                        .bind(stored(delta.downloaded))
-                        .bind(stored(delta.seed_seconds))
-                        .bind(stored(delta.leech_seconds))
-                        .bind(delta.user_id)
-                        .execute(&mut *tx)
-                        .await?;
-                    written.applied += 1;
-                    let Some(torrent_id) = torrent_id else {
-                        written.without_torrent += 1;
-                        continue;
-                    };
-                    sqlx::query(&sql.add_user_torrent)
-                        .bind(delta.user_id)
-                        .bind(torrent_id)
-                        .bind(stored(delta.uploaded))
-                        .bind(stored(delta.downloaded))
-                        .bind(stored(delta.seed_seconds))
-                        .bind(stored(delta.leech_seconds))
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    if !delta.completed {
-                        continue;
+                let (hashes, ids) = batch::keys(batch);
+                let mut torrents = HashMap::new();
+                for chunk in hashes.chunks(KEYS_PER_LOOKUP) {
+                    let text = sql.torrents_in(chunk.len());
+                    let mut q = sqlx::query(&text);
+                    for h in chunk {
+                        q = q.bind(&h[..]);
                     }
+                    for row in q.fetch_all(&mut *tx).await? {
+                        torrents.insert(info_hash(row.try_get("info_hash")?)?, row.try_get("id")?);
+                    }
+                }
+                let mut users = HashSet::new();
+                for chunk in ids.chunks(KEYS_PER_LOOKUP) {
+                    let text = sql.users_in(chunk.len());
+                    let mut q = sqlx::query(&text);
+                    for id in chunk {
+                        q = q.bind(*id);
+                    }
+                    for row in q.fetch_all(&mut *tx).await? {
+                        users.insert(row.try_get::<i64, _>("id")?);
+                    }
+                }
+                let plan = batch::plan(batch, &users, &torrents);
+                written = Written {
+                    already_written: false,
+                    ..plan.written
+                };
+                for (user, c) in &plan.totals {
+                    sqlx::query(&sql.add_user_totals)
+                        .bind(c[0])
+                        .bind(c[1])
+                        .bind(c[2])
+                        .bind(c[3])
+                        .bind(*user)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let rows: Vec<_> = plan.rows.iter().collect();
+                for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                    let text = sql.add_user_torrents(chunk.len());
+                    let mut q = sqlx::query(&text);
+                    for ((user, torrent), c) in chunk {
+                        q = q.bind(*user).bind(*torrent);
+                        q = q.bind(c[0]).bind(c[1]).bind(c[2]).bind(c[3]).bind(now);
+                    }
+                    q.execute(&mut *tx).await?;
+                }
+                for (user, torrent) in &plan.snatches {
                     let marked = sqlx::query(&sql.mark_snatched)
                         .bind(now)
-                        .bind(delta.user_id)
-                        .bind(torrent_id)
+                        .bind(*user)
+                        .bind(*torrent)
                         .execute(&mut *tx)
                         .await?
                         .rows_affected();
                     if marked > 0 {
                         sqlx::query(&sql.count_snatch)
-                            .bind(delta.user_id)
+                            .bind(*user)
                             .execute(&mut *tx)
                             .await?;
                         written.new_snatches += 1;

@@ -59,10 +59,24 @@ impl Dialect {
     /// `INSERT INTO table (columns) VALUES (?, ...)` that, on a conflict with `key`, sets each of
     /// `set` to `<set>` where `{old}` and `{new}` name the stored and the offered value.
     fn upsert(self, table: &str, columns: &[&str], key: &str, set: &[(&str, &str)]) -> String {
-        let marks = vec!["?"; columns.len()].join(", ");
+        self.upsert_rows(table, columns, key, set, 1)
+    }
+
+    /// [`Dialect::upsert`] for `rows` rows in one statement (binds: each row's columns in
+    /// turn).
+    pub fn upsert_rows(
+        self,
+        table: &str,
+        columns: &[&str],
+        key: &str,
+        set: &[(&str, &str)],
+        rows: usize,
+    ) -> String {
+        let marks = format!("({})", vec!["?"; columns.len()].join(", "));
         let head = format!(
-            "INSERT INTO {table} ({}) VALUES ({marks})",
-            columns.join(", ")
+            "INSERT INTO {table} ({}) VALUES {}",
+            columns.join(", "),
+            vec![marks; rows.max(1)].join(", ")
         );
         let assign = |column: &str, value: &str| -> String {
             let (old, new) = match self {
@@ -103,12 +117,8 @@ pub struct Statements {
     pub delete_torrent: String,
     pub insert_client: String,
     pub delete_client: String,
-    /// Binds: info hash, user id. Answers (user_id, torrent_id or NULL), no row if no user.
-    pub delta_target: String,
     /// Binds: uploaded, downloaded, seed_seconds, leech_seconds, user id.
     pub add_user_totals: String,
-    /// Binds: user_id, torrent_id, uploaded, downloaded, seed_seconds, leech_seconds, now.
-    pub add_user_torrent: String,
     /// Binds: now, user_id, torrent_id. Changes a row only the first time.
     pub mark_snatched: String,
     pub count_snatch: String,
@@ -120,18 +130,61 @@ pub struct Statements {
     pub forget_batches: String,
     pub user_totals: String,
     pub user_torrent_rows: String,
+    dialect: Dialect,
 }
+
+/// The columns of a `user_torrents` row a write adds, in bind order.
+pub const USER_TORRENT_COLUMNS: [&str; 7] = [
+    "user_id",
+    "torrent_id",
+    "uploaded",
+    "downloaded",
+    "seed_seconds",
+    "leech_seconds",
+    "updated_at",
+];
 
 /// The accounting counters that a write adds to, in `users` and `user_torrents` alike.
 const COUNTERS: [&str; 4] = ["uploaded", "downloaded", "seed_seconds", "leech_seconds"];
 
 impl Statements {
+    /// `SELECT id, info_hash FROM torrents WHERE info_hash IN (n binds)`.
+    pub fn torrents_in(&self, n: usize) -> String {
+        self.dialect.spell(&format!(
+            "SELECT id, info_hash FROM torrents WHERE info_hash IN ({})",
+            vec!["?"; n.max(1)].join(", ")
+        ))
+    }
+
+    /// `SELECT id FROM users WHERE id IN (n binds)`.
+    pub fn users_in(&self, n: usize) -> String {
+        self.dialect.spell(&format!(
+            "SELECT id FROM users WHERE id IN ({})",
+            vec!["?"; n.max(1)].join(", ")
+        ))
+    }
+
+    /// Adds `n` rows to `user_torrents` (created on first use), in one statement. Binds, per
+    /// row: user_id, torrent_id, uploaded, downloaded, seed_seconds, leech_seconds, now.
+    pub fn add_user_torrents(&self, n: usize) -> String {
+        let mut sum: Vec<(&str, &str)> = COUNTERS.iter().map(|c| (*c, "{old} + {new}")).collect();
+        sum.push(("updated_at", "{new}"));
+        self.dialect.upsert_rows(
+            "user_torrents",
+            &USER_TORRENT_COLUMNS,
+            "user_id, torrent_id",
+            &sum,
+            n,
+        )
+    }
+
     pub fn new(dialect: Dialect) -> Statements {
         let d = dialect;
         let adds = COUNTERS.map(|c| format!("{c} = {c} + ?")).join(", ");
         let mut sum: Vec<(&str, &str)> = COUNTERS.iter().map(|c| (*c, "{old} + {new}")).collect();
         sum.push(("updated_at", "{new}"));
         Statements {
+            dialect: d,
             select_users: d.spell(
                 "SELECT id, passkey, enabled, can_download, download_factor, upload_factor \
                  FROM users ORDER BY id",
@@ -165,25 +218,7 @@ impl Statements {
             delete_torrent: d.spell("DELETE FROM torrents WHERE info_hash = ?"),
             insert_client: d.upsert("clients", &["prefix"], "prefix", &[("prefix", "{old}")]),
             delete_client: d.spell("DELETE FROM clients WHERE prefix = ?"),
-            delta_target: d.spell(
-                "SELECT u.id AS user_id, t.id AS torrent_id FROM users u \
-                 LEFT JOIN torrents t ON t.info_hash = ? WHERE u.id = ?",
-            ),
             add_user_totals: d.spell(&format!("UPDATE users SET {adds} WHERE id = ?")),
-            add_user_torrent: d.upsert(
-                "user_torrents",
-                &[
-                    "user_id",
-                    "torrent_id",
-                    "uploaded",
-                    "downloaded",
-                    "seed_seconds",
-                    "leech_seconds",
-                    "updated_at",
-                ],
-                "user_id, torrent_id",
-                &sum,
-            ),
             mark_snatched: d.spell(
                 "UPDATE user_torrents SET completed_at = ? \
                  WHERE user_id = ? AND torrent_id = ? AND completed_at IS NULL",
@@ -238,20 +273,24 @@ mod tests {
 
     #[test]
     fn upserts_add_to_the_stored_counters() {
-        let sqlite = Statements::new(Dialect::Sqlite).add_user_torrent;
+        let sqlite = Statements::new(Dialect::Sqlite).add_user_torrents(1);
         assert!(
             sqlite.contains("ON CONFLICT (user_id, torrent_id) DO UPDATE SET"),
             "{sqlite}"
         );
         assert!(sqlite.contains("uploaded = user_torrents.uploaded + excluded.uploaded"));
         assert!(sqlite.contains("updated_at = excluded.updated_at"));
-        let mysql = Statements::new(Dialect::MySql).add_user_torrent;
+        let mysql = Statements::new(Dialect::MySql).add_user_torrents(2);
         assert!(mysql.contains("ON DUPLICATE KEY UPDATE"), "{mysql}");
         assert!(
             mysql.contains("uploaded = uploaded + VALUES(uploaded)"),
             "{mysql}"
         );
-        let pg = Statements::new(Dialect::Postgres).add_user_torrent;
-        assert!(pg.contains("VALUES ($1, $2, $3, $4, $5, $6, $7)"), "{pg}");
+        assert!(mysql.contains("VALUES (?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?) ON"));
+        let pg = Statements::new(Dialect::Postgres).add_user_torrents(2);
+        assert!(
+            pg.contains("VALUES ($1, $2, $3, $4, $5, $6, $7), ($8, $9, $10, $11, $12, $13, $14)"),
+            "{pg}"
+        );
     }
 }

@@ -10,6 +10,7 @@
 //! forms, how a site maps its own tables onto these, and the write contract are in
 //! `docs/private.md`.
 
+mod batch;
 mod column;
 mod database;
 mod dialect;

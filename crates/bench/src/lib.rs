@@ -15,6 +15,7 @@
 
 pub mod chart;
 pub mod compare;
+pub mod convergence;
 pub mod cpu;
 pub mod http;
 pub mod load;

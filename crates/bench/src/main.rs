@@ -34,6 +34,9 @@ enum Command {
     /// Print the README's numbers table (Markdown) from the results.json of several
     /// comparisons, one row each.
     Headline(shoal_bench::compare::HeadlineArgs),
+    /// Time how long a cluster of shoal nodes takes to show, on one node, a seeder announced
+    /// to another (p50, p99), and the Redis commands per announce the nodes' metrics show.
+    Convergence(shoal_bench::convergence::ConvergenceArgs),
     /// Print the info hashes of the workload's torrents, one hex line each: the whitelist
     /// a whitelist-only tracker (Debian's opentracker) needs to take the same load.
     InfoHashes {
@@ -87,6 +90,7 @@ fn main() -> Result<()> {
             let result = shoal_bench::ws::run(&args)?;
             print_and_save(&result, args.run.json.as_deref())
         }
+        Command::Convergence(args) => shoal_bench::convergence::run(&args),
         Command::InfoHashes { torrents } => {
             print_lines((0..torrents).map(|i| shoal_bench::workload::info_hash(i).to_hex()))
         }

@@ -68,11 +68,12 @@ impl PrivateRule {
     fn decide(&self, req: &Request<'_>) -> Result<Verdict, (&'static str, &'static str)> {
         let [no_passkey, unknown, disabled, unregistered, client, cannot] = REFUSALS;
         let passkey = req.credential.ok_or(no_passkey)?;
-        let user = self.members.user(passkey).ok_or(unknown)?;
+        let (user, torrent) = self.members.lookup(passkey, req.info_hash);
+        let user = user.ok_or(unknown)?;
         if !user.enabled {
             return Err(disabled);
         }
-        let torrent = self.members.torrent(req.info_hash).ok_or(unregistered)?;
+        let torrent = torrent.ok_or(unregistered)?;
         let verdict = if torrent.swarm == *req.info_hash {
             Verdict::Admit
         } else {

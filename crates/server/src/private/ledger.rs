@@ -89,11 +89,25 @@ struct PeerKey {
     peer_id: PeerId,
 }
 
+/// What the ledger keeps of one client: its counters at its last announce, and what its
+/// announces added since the last drain. Keeping the sums with the record costs the
+/// announce one map access instead of two (the record and an account's sums): profiled,
+/// the second access was a third of the ledger's time on the announce path.
+#[derive(Clone, Copy, Debug)]
+struct PeerEntry {
+    record: PeerRecord,
+    unwritten: Delta,
+}
+
 /// One lock's worth of accounts.
 #[derive(Default)]
 struct Shard {
-    peers: HashMap<PeerKey, PeerRecord, Hasher>,
+    peers: HashMap<PeerKey, PeerEntry, Hasher>,
+    /// Sums of clients the ledger forgot (stopped, expired) and of batches put back,
+    /// per account, until the next drain.
     pending: HashMap<Account, Delta, Hasher>,
+    /// Clients whose `unwritten` is not empty.
+    dirty: usize,
     snatched: HashSet<Account, Hasher>,
 }
 
@@ -103,6 +117,30 @@ impl Shard {
             .entry(Account::of(delta))
             .or_insert_with(|| Delta::new(delta.user_id, delta.torrent_id))
             .merge(delta);
+    }
+
+    /// Sums waiting for a drain (clients with some, and forgotten accounts).
+    fn waiting(&self) -> usize {
+        self.dirty + self.pending.len()
+    }
+
+    /// Adds `delta` to a client's unwritten sums.
+    fn add_to(dirty: &mut usize, entry: &mut PeerEntry, delta: &Delta) {
+        if delta.is_empty() {
+            return;
+        }
+        if entry.unwritten.is_empty() {
+            *dirty += 1;
+        }
+        entry.unwritten.merge(delta);
+    }
+
+    /// Moves a forgotten client's unwritten sums to `pending`.
+    fn forget(&mut self, entry: &PeerEntry) {
+        if !entry.unwritten.is_empty() {
+            self.dirty -= 1;
+            self.add(&entry.unwritten);
+        }
     }
 }
 
@@ -114,6 +152,15 @@ pub struct SavedPeer {
     pub torrent_id: u64,
     pub peer_id: PeerId,
     pub record: PeerRecord,
+}
+
+/// The answer for an announce not recorded because the sums are at their bound.
+fn deferred(a: &AccountedAnnounce, known: bool) -> Recorded {
+    Recorded {
+        delta: Delta::new(a.user_id, a.torrent_id),
+        known,
+        deferred: true,
+    }
 }
 
 /// What [`Ledger::record`] did with one announce (for metrics and tests).
@@ -179,39 +226,70 @@ impl Ledger {
         let gap = self.config.max_gap;
         let mut guard = self.shard(&account).lock();
         let shard = &mut *guard;
-        if shard.pending.len() >= self.pending_cap && !shard.pending.contains_key(&account) {
+        let full = shard.waiting() >= self.pending_cap;
+        let snatch = |shard: &mut Shard, delta: &mut Delta| {
+            delta.completed = a.event == AnnounceEvent::Completed && shard.snatched.insert(account);
+        };
+        // One lookup per announce: the entry is read, compared and replaced in place.
+        if a.event == AnnounceEvent::Stopped {
+            let Some(entry) = shard.peers.remove(&key) else {
+                return Recorded {
+                    delta: credit(None, a, gap),
+                    known: false,
+                    deferred: false,
+                };
+            };
+            let mut delta = credit(Some(&entry.record), a, gap);
+            snatch(shard, &mut delta);
+            shard.forget(&entry);
+            if !delta.is_empty() {
+                shard.add(&delta);
+            }
             return Recorded {
-                delta: Delta::new(a.user_id, a.torrent_id),
-                known: shard.peers.contains_key(&key),
-                deferred: true,
+                delta,
+                known: true,
+                deferred: false,
             };
         }
-        // One lookup per announce: the entry is read, compared and replaced in place.
-        let (mut delta, known) = if a.event == AnnounceEvent::Stopped {
-            let previous = shard.peers.remove(&key);
-            (credit(previous.as_ref(), a, gap), previous.is_some())
-        } else {
-            match shard.peers.entry(key) {
-                Entry::Occupied(mut seen) => {
-                    let delta = credit(Some(seen.get()), a, gap);
-                    let next = PeerRecord::after(Some(seen.get()), a);
-                    *seen.get_mut() = next;
-                    (delta, true)
+        let Shard {
+            peers,
+            dirty,
+            snatched,
+            ..
+        } = shard;
+        match peers.entry(key) {
+            Entry::Occupied(mut seen) => {
+                let entry = seen.get_mut();
+                if full && entry.unwritten.is_empty() {
+                    return deferred(a, true);
                 }
-                Entry::Vacant(new) => {
-                    new.insert(PeerRecord::after(None, a));
-                    (credit(None, a, gap), false)
+                let mut delta = credit(Some(&entry.record), a, gap);
+                delta.completed = a.event == AnnounceEvent::Completed && snatched.insert(account);
+                entry.record = PeerRecord::after(Some(&entry.record), a);
+                Shard::add_to(dirty, entry, &delta);
+                Recorded {
+                    delta,
+                    known: true,
+                    deferred: false,
                 }
             }
-        };
-        delta.completed = a.event == AnnounceEvent::Completed && shard.snatched.insert(account);
-        if !delta.is_empty() {
-            shard.add(&delta);
-        }
-        Recorded {
-            delta,
-            known,
-            deferred: false,
+            Entry::Vacant(new) => {
+                if full {
+                    return deferred(a, false);
+                }
+                let mut delta = credit(None, a, gap);
+                delta.completed = a.event == AnnounceEvent::Completed && snatched.insert(account);
+                let entry = new.insert(PeerEntry {
+                    record: PeerRecord::after(None, a),
+                    unwritten: Delta::new(a.user_id, a.torrent_id),
+                });
+                Shard::add_to(dirty, entry, &delta);
+                Recorded {
+                    delta,
+                    known: false,
+                    deferred: false,
+                }
+            }
         }
     }
 
@@ -231,7 +309,23 @@ impl Ledger {
     pub fn drain(&self) -> Vec<Delta> {
         let mut batch = Vec::new();
         for shard in self.shards.iter() {
-            batch.extend(shard.lock().pending.drain().map(|(_, d)| d));
+            let mut guard = shard.lock();
+            let shard = &mut *guard;
+            if shard.dirty > 0 {
+                for entry in shard.peers.values_mut() {
+                    if !entry.unwritten.is_empty() {
+                        let fresh = Delta::new(entry.unwritten.user_id, entry.unwritten.torrent_id);
+                        let sums = std::mem::replace(&mut entry.unwritten, fresh);
+                        shard
+                            .pending
+                            .entry(Account::of(&sums))
+                            .or_insert_with(|| Delta::new(sums.user_id, sums.torrent_id))
+                            .merge(&sums);
+                    }
+                }
+                shard.dirty = 0;
+            }
+            batch.extend(shard.pending.drain().map(|(_, d)| d));
         }
         batch
     }
@@ -252,10 +346,20 @@ impl Ledger {
             .iter()
             .map(|shard| {
                 let mut guard = shard.lock();
-                let peers = &mut guard.peers;
-                let before = peers.len();
-                peers.retain(|_, p| now.saturating_sub(p.seen) <= ttl);
-                before - peers.len()
+                let shard = &mut *guard;
+                let before = shard.peers.len();
+                let mut gone = Vec::new();
+                shard.peers.retain(|_, p| {
+                    let keep = now.saturating_sub(p.record.seen) <= ttl;
+                    if !keep {
+                        gone.push(*p);
+                    }
+                    keep
+                });
+                for entry in &gone {
+                    shard.forget(entry);
+                }
+                before - shard.peers.len()
             })
             .sum()
     }
@@ -264,11 +368,11 @@ impl Ledger {
     pub fn peer_records(&self) -> Vec<SavedPeer> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
-            out.extend(shard.lock().peers.iter().map(|(k, record)| SavedPeer {
+            out.extend(shard.lock().peers.iter().map(|(k, entry)| SavedPeer {
                 user_id: k.account.user_id,
                 torrent_id: k.account.torrent_id,
                 peer_id: k.peer_id,
-                record: *record,
+                record: entry.record,
             }));
         }
         out
@@ -286,7 +390,14 @@ impl Ledger {
                 account,
                 peer_id: p.peer_id,
             };
-            self.shard(&account).lock().peers.insert(key, p.record);
+            let entry = PeerEntry {
+                record: p.record,
+                unwritten: Delta::new(p.user_id, p.torrent_id),
+            };
+            let mut shard = self.shard(&account).lock();
+            if let Some(old) = shard.peers.insert(key, entry) {
+                shard.forget(&old);
+            }
         }
     }
 
@@ -295,9 +406,10 @@ impl Ledger {
         self.shards.iter().map(|s| s.lock().peers.len()).sum()
     }
 
-    /// Accounts with sums waiting for [`Ledger::drain`].
+    /// Sums waiting for [`Ledger::drain`]: one per client with some, and one per account
+    /// of clients forgotten since (an upper bound on the accounts a drain returns).
     pub fn pending_accounts(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().pending.len()).sum()
+        self.shards.iter().map(|s| s.lock().waiting()).sum()
     }
 }
 

@@ -196,6 +196,20 @@ impl Members {
         }
     }
 
+    /// The user holding `passkey` and the registered torrent announced as `info_hash`, from
+    /// one generation of the tables (one `ArcSwap` load for the announce path).
+    #[inline]
+    pub fn lookup(
+        &self,
+        passkey: &str,
+        info_hash: &InfoHash,
+    ) -> (Option<Member>, Option<Registered>) {
+        let tables = self.tables.load();
+        let user = tables.users.get(passkey).map(|m| *m);
+        let torrent = user.and_then(|_| tables.torrents.get(info_hash).map(|t| *t));
+        (user, torrent)
+    }
+
     /// The user holding `passkey`.
     #[inline]
     pub fn user(&self, passkey: &str) -> Option<Member> {

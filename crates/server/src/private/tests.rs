@@ -352,7 +352,11 @@ fn drain_empties_and_restore_loses_nothing() {
     // More arrives while the write fails; the batch comes back and merges with it.
     l.record(&at(c, 200, Regular, 15, 1000, 0));
     l.restore(failed);
-    assert_eq!(l.pending_accounts(), 1);
+    assert_eq!(
+        l.pending_accounts(),
+        2,
+        "the client's new sums, and the batch put back"
+    );
     let d = drained_one(&l);
     assert_eq!(bytes(&d), (15, 1000, 15, 1000));
     assert_eq!((d.leech_seconds, d.seed_seconds), (100, 100));
