@@ -8,17 +8,27 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::builder::TypedValueParser;
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
-use crate::config::{Config, DEFAULT_CONFIG_TOML};
+use crate::config::{Config, LogFormat, DEFAULT_CONFIG_TOML};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "shoal",
     version,
-    about = "A BitTorrent tracker: UDP, HTTP(S) and WebTorrent from one swarm store"
+    about = "A BitTorrent tracker: UDP, HTTP(S) and WebTorrent from one swarm store",
+    after_help = "Files: --config FILE (the Debian package: /etc/shoal/shoal.toml; \
+        `shoal --print-config` shows every option). State: the snapshot file \
+        (state.file), the access list, the admin token file.\n\
+        Signals: HUP reloads the access list, the admin token and TLS certificates; TERM or \
+        INT drain the sockets, write the final snapshot and exit.\n\
+        Exit status: 0 after a clean stop; 1 on a bad config or a failed start \
+        (`shoal check-config FILE` lists every problem).\n\
+        Guide: docs/operations.md (the package: /usr/share/doc/shoal/operations.md)."
 )]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// Read the configuration from this TOML file.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -67,6 +77,22 @@ pub struct Args {
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
+    /// Log line format: text (for people) or json (one object per line, for log shippers)
+    /// (config `log_format`).
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+}
+
+/// What to do instead of serving.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a config file and the files it names (certificate, key, access list, token
+    /// file), print each problem with its key path, and exit non-zero if there is one.
+    /// Binds nothing (like `nginx -t`).
+    CheckConfig {
+        /// The config file to check.
+        file: PathBuf,
+    },
 }
 
 impl Args {
@@ -108,6 +134,9 @@ impl Args {
         }
         if let Some(l) = &self.log_level {
             config.log_level = l.clone();
+        }
+        if let Some(f) = self.log_format {
+            config.log_format = f;
         }
         config.validate()?;
         Ok(config)

@@ -25,6 +25,7 @@ pub const DEFAULT_CONFIG_TOML: &str = include_str!("default_config.toml");
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub log_level: String,
+    pub log_format: LogFormat,
     pub workers: usize,
     pub udp: UdpConfig,
     pub http: HttpConfig,
@@ -194,6 +195,16 @@ impl Default for WsConfig {
     }
 }
 
+/// How log lines are written: for a person (`text`) or for a log shipper (`json`, one
+/// object per line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum AccessModeConfig {
@@ -214,6 +225,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             log_level: "info".into(),
+            log_format: LogFormat::Text,
             workers: 0,
             udp: UdpConfig::default(),
             http: HttpConfig::default(),
@@ -324,9 +336,27 @@ pub const UDP_MAX_SCRAPE_HASHES: usize = 100;
 impl Config {
     /// Parses a config file's text.
     pub fn from_toml(text: &str) -> anyhow::Result<Self> {
-        let config: Config = toml::from_str(text)?;
+        let config = Self::parse(text)?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Parses without validating. An error names the key path first (`udp.listen[0]: invalid
+    /// socket address syntax (line 3, column 11)`, `udp.bogus: unknown field ...`): toml's
+    /// own message points at a line but does not say which option a wrong type belongs to.
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let message = inner.message().trim_end();
+            let at = inner.span().map(|span| line_and_column(text, span.start));
+            match at {
+                Some((line, column)) => {
+                    anyhow::anyhow!("{path}: {message} (line {line}, column {column})")
+                }
+                None => anyhow::anyhow!("{path}: {message}"),
+            }
+        })
     }
 
     /// Reads and parses a config file.
@@ -480,6 +510,14 @@ impl Config {
     pub fn admin_token_file(&self) -> Option<&Path> {
         set(&self.admin.token_file)
     }
+}
+
+/// 1-based line and column of a byte offset.
+fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, column)
 }
 
 /// The config's rule for optional paths: empty means unset.

@@ -27,6 +27,7 @@ pub mod admin;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod config_check;
 pub mod http;
 pub mod listen;
 pub mod policy;

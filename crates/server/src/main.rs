@@ -4,7 +4,8 @@ use std::io::Write;
 
 use anyhow::Context;
 use clap::Parser;
-use shoal_server::cli::Args;
+use shoal_server::cli::{Args, Command};
+use shoal_server::config::LogFormat;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 fn main() -> anyhow::Result<()> {
@@ -13,18 +14,37 @@ fn main() -> anyhow::Result<()> {
         std::io::stdout().write_all(shoal_server::cli::default_config_text().as_bytes())?;
         return Ok(());
     }
+    if let Some(Command::CheckConfig { file }) = &args.command {
+        let problems = shoal_server::config_check::report(file, &mut std::io::stdout())?;
+        std::process::exit(i32::from(problems > 0));
+    }
     let config = args.config()?;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&config.log_level)
-                .context("invalid log level")?,
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+    let json = config.log_format == LogFormat::Json;
+    let logs = tracing_subscriber::fmt().with_env_filter(
+        tracing_subscriber::EnvFilter::try_new(&config.log_level).context("invalid log level")?,
+    );
+    if json {
+        logs.json().flatten_event(true).init();
+    } else {
+        logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init();
+    }
     let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM])?;
-    let tracker = shoal_server::Tracker::start(config)?;
+    let tracker = match shoal_server::Tracker::start(config) {
+        Ok(tracker) => tracker,
+        // A log shipper reads JSON lines only: the reason a start failed is one of them.
+        Err(e) if json => {
+            tracing::error!("cannot start: {e:#}");
+            std::process::exit(1);
+        }
+        Err(e) => return Err(e),
+    };
     for line in tracker.describe_listeners() {
-        println!("shoal: {line}");
+        if json {
+            tracing::info!("{line}");
+        } else {
+            println!("shoal: {line}");
+        }
     }
     std::io::stdout().flush()?;
     for signal in signals.forever() {

@@ -27,7 +27,8 @@ pub fn enter_jail_dir(p: &PrivilegesConfig) -> anyhow::Result<()> {
         .with_context(|| format!("changing into the chroot directory {}", p.chroot.display()))
 }
 
-fn resolve_user(spec: &str) -> anyhow::Result<User> {
+/// The user `spec` names (a name or a numeric id); an error if there is none.
+pub fn resolve_user(spec: &str) -> anyhow::Result<User> {
     let found = match spec.parse::<u32>() {
         Ok(uid) => User::from_uid(Uid::from_raw(uid)),
         Err(_) => User::from_name(spec),
@@ -36,7 +37,8 @@ fn resolve_user(spec: &str) -> anyhow::Result<User> {
     found.with_context(|| format!("no user {spec:?}"))
 }
 
-fn resolve_group(spec: &str) -> anyhow::Result<Gid> {
+/// The group `spec` names (a name or a numeric id); an error if there is none.
+pub fn resolve_group(spec: &str) -> anyhow::Result<Gid> {
     if let Ok(gid) = spec.parse::<u32>() {
         return Ok(Gid::from_raw(gid));
     }
