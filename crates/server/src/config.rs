@@ -12,8 +12,10 @@ use anyhow::{bail, Context};
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+mod abuse;
 mod private;
 
+pub use abuse::{BlockListConfig, RateLimitConfig};
 pub use private::PrivateConfig;
 
 /// The documented default configuration, as printed by `shoal --print-config`.
@@ -30,6 +32,8 @@ pub struct Config {
     pub announce: AnnounceConfig,
     pub store: StoreSection,
     pub access_list: AccessListConfig,
+    pub rate_limit: RateLimitConfig,
+    pub block_list: BlockListConfig,
     pub ws: WsConfig,
     pub state: StateConfig,
     pub admin: AdminConfig,
@@ -119,6 +123,7 @@ pub struct HttpConfig {
     pub proxy_header: String,
     pub proxy_hop: usize,
     pub proxy_trusted: Vec<String>,
+    pub proxy_protocol: bool,
 }
 
 /// HTTPS listeners (rustls) and their certificate.
@@ -218,6 +223,8 @@ impl Default for Config {
             announce: AnnounceConfig::default(),
             store: StoreSection::default(),
             access_list: AccessListConfig::default(),
+            rate_limit: RateLimitConfig::default(),
+            block_list: BlockListConfig::default(),
             ws: WsConfig::default(),
             state: StateConfig::default(),
             admin: AdminConfig::default(),
@@ -260,6 +267,7 @@ impl Default for HttpConfig {
             proxy_header: String::new(),
             proxy_hop: 1,
             proxy_trusted: vec!["127.0.0.1".into(), "::1".into()],
+            proxy_protocol: false,
         }
     }
 }
@@ -352,6 +360,7 @@ impl Config {
             bail!("access_list.path must be set when access_list.mode is not \"off\"");
         }
         self.private.validate()?;
+        self.rate_limit.validate()?;
         let ws = &self.ws;
         if ws.max_message_size < 1024 || ws.max_frame_size < 1024 {
             bail!("ws.max_message_size and ws.max_frame_size must be at least 1024");
