@@ -556,6 +556,7 @@ mod tests {
             policy: policy.clone(),
             settings: super::super::HttpSettings::from_config(&config),
             proxy: super::super::proxy::ProxyRules::new("", 1, &[]).unwrap(),
+            proxy_protocol: None,
             full_scrape: None,
             ws: Arc::new(crate::ws::WsContext::new(&config, policy)),
             open: Default::default(),

@@ -152,14 +152,11 @@ pub fn edit_file(path: &Path, net: IpNet, add: bool) -> anyhow::Result<Option<Bl
 mod tests {
     use super::*;
 
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
-
     #[test]
     fn networks_and_addresses_block_their_members_only() {
         let text = "# bad\n10.0.0.0/8\n192.168.1.7 # one\n2001:db8::/32\n::ffff:172.16.0.0/108\n";
         let l = BlockList::parse(text, "f").unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(l.len(), 4);
         for blocked in [
             "10.0.0.0",
@@ -191,6 +188,7 @@ mod tests {
         let nets = ["10.0.0.0/24", "10.0.1.0/24", "10.0.0.128/25", "0.0.0.0/1"];
         let l = BlockList::new(nets.iter().map(|n| n.parse().unwrap()));
         assert_eq!(l.v4, vec![(0, u128::from(u32::MAX >> 1))]);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let all = BlockList::new(["0.0.0.0/0".parse().unwrap(), "::/0".parse().unwrap()]);
         assert!(all.blocks(ip("255.255.255.255")) && all.blocks(ip("ffff::1")));
         assert!(!BlockList::default().blocks(ip("1.2.3.4")));
@@ -213,6 +211,7 @@ mod tests {
 
     #[test]
     fn edits_keep_the_file_and_say_when_nothing_changed() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("blocked");
         std::fs::write(&path, "# kept\n10.0.0.0/8\n").unwrap();
