@@ -302,5 +302,8 @@ fn a_dual_stack_socket_serves_ipv4_clients_as_ipv4_and_ipv6_replies_fit_1232_byt
     assert_eq!(n, 20 + 67 * 18, "as many peers as fit");
     let counters = t.udp_counters();
     assert_eq!((counters.ipv4, counters.ipv6), (4, 2), "{counters:?}");
+    assert!(http_announce(t.http_addrs()[0], "127.0.0.1", 1).starts_with("HTTP/1.1 200"));
+    let by_family = "shoal_requests_by_family_total{protocol=\"http\",family=\"ipv4\"}";
+    assert_metrics(&t, &[(by_family, 1.0)]);
     t.shutdown();
 }

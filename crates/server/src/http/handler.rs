@@ -697,6 +697,25 @@ mod tests {
     }
 
     #[test]
+    fn a_mapped_ipv4_client_is_an_ipv4_peer() {
+        let ctx = ctx();
+        let raw = format!(
+            "GET /announce?info_hash={IH}&peer_id=-qB4520-abcdefghijkl&port=7&left=1 \
+             HTTP/1.1\r\n\r\n"
+        );
+        let mut headers = [httparse::EMPTY_HEADER; 4];
+        let mut req = httparse::Request::new(&mut headers);
+        req.parse(raw.as_bytes()).unwrap();
+        let remote = "[::ffff:127.0.0.9]:5555".parse().unwrap();
+        Handler::new(ctx.clone()).handle(&req, remote, b"", &mut Vec::new());
+        let peers = ctx.store.with_torrent(&InfoHash([1; 20]), |t| {
+            let v4: Vec<_> = t.v4().peers().map(|p| p.addr.addr()).collect();
+            (v4, t.v6().map_or(0, |v6| v6.peers().count()))
+        });
+        assert_eq!(peers, Some((vec!["127.0.0.9:7".parse().unwrap()], 0)));
+    }
+
+    #[test]
     fn connection_tokens_are_found_in_lists() {
         assert!(has_token(b"keep-alive, Upgrade", "upgrade"));
         assert!(!has_token(b"closed", "close"));
