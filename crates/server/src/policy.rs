@@ -32,7 +32,9 @@
 //! private rule, so that a flood is cut before any passkey lookup. Then the access list
 //! ([`access_list`]), then, in private mode, the private rule ([`private_rule`]: passkey,
 //! user, registered torrent, client prefix, and the accounting of an admitted announce).
-//! A UDP connect, which names no torrent, asks [`Policy::source`] alone. An admitted request
+//! A UDP connect, which names no torrent and whose address is not proven yet, asks
+//! [`Policy::unproven_source`]: the block list, and whether the source has tokens left,
+//! without spending one (so that spoofed connects cannot drain a victim's bucket). An admitted request
 //! may be served from another swarm than the hash it named ([`Verdict::AdmitAs`]: a
 //! hybrid torrent's v2 hash joins its v1 swarm). Documents built for no client in
 //! particular (the cached HTTP full scrape) ask [`Policy::lists`], the rules about the
@@ -184,18 +186,39 @@ impl Policy {
         }
     }
 
-    /// The rules about the source alone (block list, then rate limit): `Admit`, `Blocked`
-    /// or `Limited`. Every [`Policy::check`] asks it first; a UDP connect asks it alone.
+    /// The rules about the source alone (block list, then rate limit, which takes a token):
+    /// `Admit`, `Blocked` or `Limited`. Every [`Policy::check`] asks it first.
     #[inline]
     pub fn source(&self, source: IpAddr) -> Verdict {
+        self.source_rules(source, true)
+    }
+
+    /// The source rules for a request whose source address is not proven (a UDP connect):
+    /// the block list, then whether the source has tokens left, without taking one.
+    #[inline]
+    pub fn unproven_source(&self, source: IpAddr) -> Verdict {
+        self.source_rules(source, false)
+    }
+
+    #[inline]
+    fn source_rules(&self, source: IpAddr, spend: bool) -> Verdict {
         if let Some((list, _)) = &self.block_list {
             if list.load().blocks(source) {
                 return Verdict::Blocked;
             }
         }
-        match &self.rate_limit {
-            Some(limit) if !limit.admit(source) => Verdict::Limited,
-            _ => Verdict::Admit,
+        let Some(limit) = &self.rate_limit else {
+            return Verdict::Admit;
+        };
+        let admitted = if spend {
+            limit.admit(source)
+        } else {
+            limit.has_tokens(source)
+        };
+        if admitted {
+            Verdict::Admit
+        } else {
+            Verdict::Limited
         }
     }
 

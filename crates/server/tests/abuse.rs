@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{http, temp_dir, Ann, Client};
 use serde_json::Value;
-use shoal_proto::udp::{ConnectRequest, Request, TransactionId};
+use shoal_proto::udp::{Request, TransactionId, PROTOCOL_ID};
 use shoal_proto::{AnnounceEvent, CompactPeerV6, InfoHash, PeerId};
 use shoal_server::config::RateLimitConfig;
 use shoal_server::{Config, Tracker};
@@ -39,6 +39,18 @@ fn call(t: &Tracker, method: &str, path: &str) -> (u16, Value) {
     (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
+/// An announce of torrent `info` by peer `peer` (port 1000 + peer) with `left` to go.
+fn ann(info: u8, peer: u8, left: u64) -> Ann {
+    Ann {
+        info_hash: InfoHash([info; 20]),
+        peer_id: PeerId([peer; 20]),
+        port: 1000 + u16::from(peer),
+        left,
+        event: AnnounceEvent::Started,
+        numwant: 50,
+    }
+}
+
 /// A UDP socket on loopback address `from` with a short read timeout.
 fn udp_from(from: &str) -> UdpSocket {
     let s = UdpSocket::bind(format!("{from}:0")).unwrap();
@@ -49,14 +61,10 @@ fn udp_from(from: &str) -> UdpSocket {
 
 /// Whether a connect sent from `socket` to `tracker` is answered.
 fn connect_answered(socket: &UdpSocket, tracker: SocketAddr) -> bool {
-    let mut out = Vec::new();
-    Request::Connect(ConnectRequest {
-        transaction_id: TransactionId(1),
-    })
-    .write(&mut out);
-    socket.send_to(&out, tracker).unwrap();
-    let mut buf = [0u8; 64];
-    socket.recv_from(&mut buf).is_ok()
+    // BEP 15: the protocol id, action 0 (connect), transaction id 0.
+    let connect = [PROTOCOL_ID.to_be_bytes(), [0; 8]].concat();
+    socket.send_to(&connect, tracker).unwrap();
+    socket.recv_from(&mut [0u8; 64]).is_ok()
 }
 
 /// One HTTP announce from loopback address `from` on a fresh connection (asking for it to
@@ -167,24 +175,22 @@ fn over_the_limit_udp_is_silent_and_http_gets_429_then_a_close() {
         c.rate_limit = RateLimitConfig::on(1, 5)
     });
     let udp = t.udp_addrs()[0];
-    let flood = udp_from("127.0.0.2");
-    let mut out = Vec::new();
-    Request::Connect(ConnectRequest {
-        transaction_id: TransactionId(1),
-    })
-    .write(&mut out);
-    for _ in 0..20 {
-        flood.send_to(&out, udp).unwrap();
-    }
-    let mut buf = [0u8; 64];
-    let answered = std::iter::from_fn(|| flood.recv_from(&mut buf).ok()).count();
+    let mut flood = Client::new(udp);
+    flood.socket = udp_from("127.0.0.2");
+    flood.connect();
+    let anns: Vec<Ann> = (0..20).map(|i| ann(5, i, 1)).collect();
+    let answered = flood.announce_all(&anns, 20).iter().filter(|&&a| a).count();
     // The burst, and at most a token or two that came back meanwhile.
-    assert!((5..=8).contains(&answered), "{answered} answered");
+    assert!((5..=7).contains(&answered), "{answered} answered");
+    assert!(
+        !connect_answered(&flood.socket, udp),
+        "no connect without tokens"
+    );
     assert!(
         connect_answered(&udp_from("127.0.0.3"), udp),
         "others keep theirs"
     );
-    assert!(t.udp_counters().rate_limited >= 12);
+    assert!(t.udp_counters().rate_limited >= 14);
 
     // Five in the burst, then three 429s on the open connection, then a 429 that closes.
     let got = http_announce(t.http_addrs()[0], "127.0.0.4", 12);
@@ -199,7 +205,7 @@ fn over_the_limit_udp_is_silent_and_http_gets_429_then_a_close() {
         "{got}"
     );
     assert!(got.matches("Connection: close").count() == 1, "{got}");
-    assert_by_protocol(&t, "shoal_rate_limited_total", [12.0, 4.0]);
+    assert_by_protocol(&t, "shoal_rate_limited_total", [14.0, 4.0]);
     t.shutdown();
 }
 
@@ -211,14 +217,7 @@ fn ids_refused_only_for_age_are_counted() {
     });
     let mut c = Client::new(t.udp_addrs()[0]);
     c.connect();
-    let ann = Ann {
-        info_hash: InfoHash([3; 20]),
-        peer_id: PeerId([3; 20]),
-        port: 1,
-        left: 0,
-        event: AnnounceEvent::Started,
-        numwant: 1,
-    };
+    let ann = ann(3, 3, 0);
     assert!(c.announce(&ann).is_some());
     std::thread::sleep(Duration::from_millis(2100));
     assert!(c.announce(&ann).is_none(), "too old");
@@ -233,25 +232,17 @@ fn a_dual_stack_socket_serves_ipv4_clients_as_ipv4_and_ipv6_replies_fit_1232_byt
         c.udp.listen = vec!["[::]:0".parse().unwrap()]
     });
     let port = t.udp_addrs()[0].port();
-    let ann = |peer: u8, port: u16| Ann {
-        info_hash: InfoHash([4; 20]),
-        peer_id: PeerId([peer; 20]),
-        port,
-        left: 1,
-        event: AnnounceEvent::Started,
-        numwant: 50,
-    };
     // Two IPv4 clients of the IPv6 socket (they arrive as ::ffff:127.0.0.1).
     let v4: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let mut a = Client::new(v4);
     a.connect();
-    a.announce(&ann(1, 7001)).unwrap();
+    a.announce(&ann(4, 1, 1)).unwrap();
     let mut b = Client::new(v4);
     b.connect();
-    let (_, _, ports) = b.announce(&ann(2, 7002)).expect("an IPv4 reply");
+    let (_, _, ports) = b.announce(&ann(4, 2, 1)).expect("an IPv4 reply");
     assert_eq!(
         ports,
-        vec![7001],
+        vec![1001],
         "the mapped client is in IPv4 compact peers"
     );
 

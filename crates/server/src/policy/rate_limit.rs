@@ -29,10 +29,18 @@
 //!
 //! # What counts
 //!
-//! Every question the front ends ask [`super::Policy`] costs a token: an announce, each
-//! info hash of a scrape (a scrape of 50 hashes costs the store 50 lookups), a UDP connect.
-//! Requests that never reach the policy (malformed datagrams, forged connection ids) cost
-//! none: they are dropped before, at no more cost than a refusal.
+//! Every question the front ends ask [`super::Policy::check`] costs a token: an announce,
+//! each info hash of a scrape (a scrape of 50 hashes costs the store 50 lookups). Requests
+//! that never reach the policy (malformed datagrams, forged connection ids) cost none:
+//! they are dropped before, at no more cost than a refusal.
+//!
+//! A UDP connect costs no token but is not answered while its source has none left
+//! ([`RateLimit::has_tokens`]): its source address is not proven yet (the connection id is
+//! the proof), and if connects took tokens anyone could spoof a victim's address and
+//! drain the victim's bucket. So only requests from proven addresses (UDP announces and
+//! scrapes with a valid connection id, HTTP and WebTorrent after the TCP handshake) spend
+//! tokens, and a spoofed connect flood is answered one small datagram for one, never
+//! amplified.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -98,10 +106,24 @@ impl RateLimit {
         self.admit_at(self.source_key(ip), now)
     }
 
+    /// Whether `ip`'s bucket has a token left, without taking it (for requests whose source
+    /// is not proven: see the module docs).
+    #[inline]
+    pub fn has_tokens(&self, ip: IpAddr) -> bool {
+        let now = self.start.elapsed().as_nanos() as u64;
+        let slot = &self.slots[self.slot(self.source_key(ip))];
+        slot.load(Ordering::Relaxed).max(now) + self.interval - now <= self.tolerance
+    }
+
+    #[inline]
+    fn slot(&self, key: u128) -> usize {
+        self.hasher.hash_one(key) as usize & self.mask
+    }
+
     /// [`RateLimit::admit`] for source `key` at `now` (ns since start).
     #[inline]
     fn admit_at(&self, key: u128, now: u64) -> bool {
-        let slot = &self.slots[self.hasher.hash_one(key) as usize & self.mask];
+        let slot = &self.slots[self.slot(key)];
         let mut seen = slot.load(Ordering::Relaxed);
         loop {
             let next = seen.max(now) + self.interval;
@@ -150,6 +172,8 @@ mod tests {
         assert!(!l.admit_at(key, t0 + SECOND / 10));
         // After a quiet spell the whole burst is back, no more.
         let later = t0 + 60 * SECOND;
+        let ip = "10.0.0.1".parse().unwrap();
+        assert!(!l.has_tokens(ip) || l.start.elapsed().as_secs() > 5);
         assert_eq!((0..20).filter(|_| l.admit_at(key, later)).count(), 5);
         // Another source has its own bucket (1000 slots: rounded up to 1024).
         assert_eq!(l.buckets(), 1024);

@@ -13,8 +13,9 @@
 //! open mode nothing depends on them. Scrape datagrams carry no options in practice (BEP 41
 //! defines them after an announce only), so a UDP scrape has no credential.
 //!
-//! Abuse controls: a connect asks [`Policy::source`] (block list, rate limit) before it is
-//! answered, and announces and scrapes ask the whole policy; a source over its limit or
+//! Abuse controls: a connect asks [`Policy::unproven_source`] (the block list, and whether
+//! its source has rate-limit tokens left, spending none: its address is not proven yet)
+//! before it is answered, and announces and scrapes ask the whole policy; a source over its limit or
 //! blocked gets no reply at all, so the tracker is never a reflection amplifier. IPv4-mapped
 //! IPv6 sources (a dual-stack socket) are IPv4 clients from the first line on: their
 //! connection ids, limits, peer lists and counters are those of the IPv4 address. An IPv6
@@ -117,7 +118,7 @@ impl Handler {
         let mut action = None;
         let len = match Request::parse(packet) {
             Ok(Request::Connect(r)) => {
-                if self.refused(self.policy.source(ip)) {
+                if self.refused(self.policy.unproven_source(ip)) {
                     return None;
                 }
                 self.counters.connect += 1;
@@ -481,21 +482,22 @@ mod tests {
     fn sources_over_the_limit_or_blocked_get_no_reply_and_are_counted() {
         let policy = Policy::default().guarded(1, 3);
         let mut h = handler_with(policy);
-        // A connect and two announces use the burst of three.
+        // Three announces use the burst of three; the connect cost nothing.
         let cid = connect(&mut h);
-        assert_eq!(send(&mut h, &announce(cid, 1, None)), Some(ACTION_ANNOUNCE));
-        assert_eq!(send(&mut h, &announce(cid, 1, None)), Some(ACTION_ANNOUNCE));
+        for _ in 0..3 {
+            assert_eq!(send(&mut h, &announce(cid, 1, None)), Some(ACTION_ANNOUNCE));
+        }
         assert_eq!(send(&mut h, &announce(cid, 1, None)), None);
         let p = datagram(ConnectionId(PROTOCOL_ID), ACTION_CONNECT, 16, &[]);
-        assert_eq!(send(&mut h, &p), None, "connects count too");
+        assert_eq!(send(&mut h, &p), None, "no connect answered without tokens");
         assert_eq!(reply_to(&mut h, "10.0.0.1:1", &p), None, "blocked");
         assert_eq!(reply_to(&mut h, "[::ffff:10.0.0.1]:1", &p), None, "blocked");
         let c = h.counters;
         assert_eq!(
             (c.rate_limited, c.blocked, c.connect, c.announce),
-            (2, 2, 1, 3)
+            (2, 2, 1, 4)
         );
-        assert_eq!((c.ipv4, c.ipv6), (7, 0), "mapped addresses are IPv4");
+        assert_eq!((c.ipv4, c.ipv6), (8, 0), "mapped addresses are IPv4");
     }
 
     #[test]
