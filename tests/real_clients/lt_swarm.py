@@ -7,6 +7,7 @@ A module, not a test: run.sh runs libtorrent_*.py only. It imports libtorrent, s
 that must prepare OpenSSL's environment first (libtorrent_http.py's certificate) does so
 before importing it. Each test names its own checks; the steps behind them live here once.
 """
+import ctypes
 import hashlib
 import os
 import signal
@@ -183,9 +184,18 @@ class Pump:
         return None
 
 
+def die_with_parent():
+    """In the child, before exec: ask Linux to SIGTERM it when the test process dies, so
+    that a test killed (or crashed inside libtorrent) cannot leave a tracker running."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Tracker:
-    """The tracker under test, a child process writing to DIR/tracker.log; stopped by its
-    PID. `start` returns None (after failing the check "tracker starts") if it cannot
+    """The tracker under test, a child process writing to DIR/tracker.log (or another
+    `log_name`, for a test that starts it again); stopped by its PID. `start` returns None (after failing the check "tracker starts") if it cannot
     be spawned."""
 
     def __init__(self, proc, log_file):
@@ -193,14 +203,14 @@ class Tracker:
         self.log_file = log_file
 
     @classmethod
-    def start(cls, res, cmd, log_dir):
+    def start(cls, res, cmd, log_dir, log_name="tracker.log"):
         env = dict(os.environ)
         env.pop("RUST_BACKTRACE", None)
         log("tracker: " + " ".join(cmd))
-        log_file = open(os.path.join(log_dir, "tracker.log"), "w+")
+        log_file = open(os.path.join(log_dir, log_name), "w+")
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file,
-                                    stderr=subprocess.STDOUT, env=env)
+                                    stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
         except OSError as e:
             log_file.close()
             res.check("tracker starts", False, f"{cmd[0]}: {e}")

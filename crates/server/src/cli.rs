@@ -60,6 +60,10 @@ pub struct Args {
     /// (config `[private] database`).
     #[arg(long, value_name = "URL")]
     pub database: Option<String>,
+    /// Share swarms with other nodes through Redis: comma-separated redis://host:port seed
+    /// nodes of a Redis Cluster, or one Redis (config `[cluster]`).
+    #[arg(long, value_name = "URL,...", value_delimiter = ',')]
+    pub cluster: Vec<String>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -97,6 +101,10 @@ impl Args {
         }
         if let Some(url) = &self.database {
             config.private.database = url.clone();
+        }
+        if !self.cluster.is_empty() {
+            config.cluster.enabled = true;
+            config.cluster.redis = self.cluster.clone();
         }
         if let Some(l) = &self.log_level {
             config.log_level = l.clone();

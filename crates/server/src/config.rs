@@ -13,9 +13,11 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 mod abuse;
+mod cluster;
 mod private;
 
 pub use abuse::{BlockListConfig, RateLimitConfig};
+pub use cluster::ClusterConfig;
 pub use private::PrivateConfig;
 
 /// The documented default configuration, as printed by `shoal --print-config`.
@@ -39,6 +41,7 @@ pub struct Config {
     pub admin: AdminConfig,
     pub privileges: PrivilegesConfig,
     pub private: PrivateConfig,
+    pub cluster: ClusterConfig,
 }
 
 /// Snapshots of the swarm store (see `state.rs`).
@@ -230,6 +233,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             privileges: PrivilegesConfig::default(),
             private: PrivateConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -361,6 +365,7 @@ impl Config {
         }
         self.private.validate()?;
         self.rate_limit.validate()?;
+        self.cluster.validate()?;
         let ws = &self.ws;
         if ws.max_message_size < 1024 || ws.max_frame_size < 1024 {
             bail!("ws.max_message_size and ws.max_frame_size must be at least 1024");

@@ -25,6 +25,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod http;
 pub mod listen;
@@ -71,6 +72,8 @@ pub struct Tracker {
     sampler: Option<Sampler>,
     /// Private mode's accounting writer.
     writer: Option<private::writer::Writer>,
+    /// The cluster exchange, when on.
+    cluster: Option<cluster::ClusterNode>,
 }
 
 impl Tracker {
@@ -109,9 +112,24 @@ impl Tracker {
             Some(path) => state::restore(path, config.store_config()),
             None => (Store::new(config.store_config()), Restored::Missing),
         };
-        let store = Arc::new(store);
+        let clustered = config.cluster.enabled;
+        // The journal holds one round's changes; a million is minutes of a busy node.
+        let store = Arc::new(if clustered {
+            store.with_journal(1 << 20)
+        } else {
+            store
+        });
         let shutdown = Arc::new(AtomicBool::new(false));
-        let ids = ConnectionIds::from_config(&config, restored.key())?;
+        let key = if clustered {
+            let own = restored.key().unwrap_or_else(ConnectionIds::random_key);
+            Some(cluster::ClusterNode::connection_id_key(
+                &config.cluster,
+                own,
+            ))
+        } else {
+            restored.key()
+        };
+        let ids = ConnectionIds::from_config(&config, key)?;
         let state_file = config
             .state_file()
             .map(|path| Arc::new(StateFile::new(path.to_path_buf(), ids.key())));
@@ -156,6 +174,7 @@ impl Tracker {
                 Ok("TLS certificate reloaded".to_string())
             }));
         }
+        let cluster_view = clustered.then(|| Arc::new(cluster::ClusterView::default()));
         let view = Arc::new(TrackerView {
             config: config.clone(),
             store: store.clone(),
@@ -163,6 +182,7 @@ impl Tracker {
             ws: ws.clone(),
             policy: policy.clone(),
             accounts: accounts.clone(),
+            cluster: cluster_view.clone(),
             snapshots: state_file.clone(),
             reload: reload.clone(),
             token,
@@ -192,6 +212,16 @@ impl Tracker {
                 .context("spawning the cleaner")?
         };
         let sampler = Sampler::start(view)?;
+        let cluster = if clustered {
+            Some(cluster::ClusterNode::start(
+                &config.cluster,
+                (store.clone(), ws.clone()),
+                cluster_view.clone().unwrap_or_default(),
+                config.store.peer_ttl,
+            )?)
+        } else {
+            None
+        };
         let writer = match accounts {
             Some(a) => Some(private::writer::Writer::start(
                 a,
@@ -224,6 +254,7 @@ impl Tracker {
             admin,
             sampler: Some(sampler),
             writer,
+            cluster,
         })
     }
 
@@ -361,6 +392,10 @@ impl Tracker {
         }
         if let Some(c) = self.cleaner.take() {
             let _ = c.join();
+        }
+        // After the front ends: the last round publishes their last changes.
+        if let Some(c) = self.cluster.take() {
+            c.stop();
         }
         // After the front ends: nothing is recorded once the final write begins.
         if let Some(w) = self.writer.take() {

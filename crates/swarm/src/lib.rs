@@ -15,6 +15,7 @@
 //! [`webtorrent::WebTorrentStore`], sharded the same way.
 
 pub mod clock;
+pub mod journal;
 mod peers;
 pub mod sharded;
 pub mod snapshot;
@@ -27,6 +28,7 @@ use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId}
 pub use peers::{Address, Peer, PeerSink, Swarm, INDEX_THRESHOLD};
 pub use snapshot::{SnapshotError, SnapshotHeader, SnapshotSummary};
 
+use journal::{AnyAddr, Change, Journal};
 use sharded::Sharded;
 
 /// Tunables of the store. The server fills it from its config.
@@ -118,6 +120,8 @@ impl Torrent {
 /// An address family's place in a torrent.
 pub trait Family: Address {
     fn swarm(t: &mut Torrent) -> &mut Swarm<Self>;
+    /// The address as either family's.
+    fn any(self) -> AnyAddr;
 }
 
 impl Family for CompactPeerV4 {
@@ -125,12 +129,20 @@ impl Family for CompactPeerV4 {
     fn swarm(t: &mut Torrent) -> &mut Swarm<Self> {
         &mut t.v4
     }
+    #[inline]
+    fn any(self) -> AnyAddr {
+        AnyAddr::V4(self)
+    }
 }
 
 impl Family for CompactPeerV6 {
     #[inline]
     fn swarm(t: &mut Torrent) -> &mut Swarm<Self> {
         t.v6.get_or_insert_with(Box::default)
+    }
+    #[inline]
+    fn any(self) -> AnyAddr {
+        AnyAddr::V6(self)
     }
 }
 
@@ -160,6 +172,8 @@ pub struct Store {
     torrents: Sharded<Torrent>,
     config: StoreConfig,
     totals: Totals,
+    /// Local changes for the cluster exchange, when on ([`Store::with_journal`]).
+    journal: Option<Journal>,
 }
 
 impl Store {
@@ -168,7 +182,27 @@ impl Store {
             torrents: Sharded::new(config.shards),
             config,
             totals: Totals::default(),
+            journal: None,
         }
+    }
+
+    /// This store, journaling local changes (at most about `capacity` between two takes)
+    /// for [`Store::take_changes`].
+    pub fn with_journal(self, capacity: usize) -> Self {
+        Self {
+            journal: Some(Journal::new(64, capacity)),
+            ..self
+        }
+    }
+
+    /// Local changes since the last call (none without a journal).
+    pub fn take_changes(&self) -> Vec<Change> {
+        self.journal.as_ref().map_or_else(Vec::new, Journal::take)
+    }
+
+    /// Changes the journal had to drop because it was full (since start).
+    pub fn journal_dropped(&self) -> u64 {
+        self.journal.as_ref().map_or(0, Journal::dropped)
     }
 
     pub fn config(&self) -> &StoreConfig {
@@ -232,11 +266,72 @@ impl Store {
         if !stopped {
             A::swarm(torrent).select(req.numwant, seeder, done.position, out);
         }
-        torrent.stats()
+        let stats = torrent.stats();
+        drop(slot);
+        if let Some(journal) = &self.journal {
+            let addr = req.addr.any();
+            journal.push(
+                &req.info_hash,
+                if stopped {
+                    Change::Stopped {
+                        info_hash: req.info_hash,
+                        addr,
+                    }
+                } else {
+                    Change::Announced {
+                        info_hash: req.info_hash,
+                        addr,
+                        peer_id: req.peer_id,
+                        seeder,
+                        completed: req.event == AnnounceEvent::Completed,
+                    }
+                },
+            );
+        }
+        stats
+    }
+
+    /// Records a peer another node knows (no journal entry: it is not this node's to
+    /// publish). `peer.expires` is on this store's clock.
+    pub fn upsert_remote<A: Family>(&self, info_hash: &InfoHash, peer: Peer<A>) {
+        let mut slot = self.torrents.lock(info_hash);
+        let hasher = self.torrents.hasher();
+        let torrent = slot.get_or_insert_default();
+        A::swarm(torrent).upsert(peer, false, hasher);
+    }
+
+    /// Removes a peer another node knew and no longer does.
+    pub fn remove_remote<A: Family>(&self, info_hash: &InfoHash, addr: A) {
+        let mut slot = self.torrents.lock(info_hash);
+        let hasher = self.torrents.hasher();
+        if let Some(torrent) = slot.get() {
+            let peer = Peer {
+                peer_id: PeerId([0; 20]),
+                addr,
+                expires: 0,
+                seeder: false,
+            };
+            A::swarm(torrent).upsert(peer, true, hasher);
+        }
+    }
+
+    /// Raises a torrent's completed count to `completed` (the cluster's total), if known.
+    pub fn raise_completed(&self, info_hash: &InfoHash, completed: u32) {
+        if let Some(t) = self.torrents.lock(info_hash).get() {
+            t.completed = t.completed.max(completed);
+        }
     }
 
     /// Figures of one torrent (zeros for an unknown one).
     pub fn scrape(&self, info_hash: &InfoHash) -> TorrentStats {
+        if let Some(journal) = &self.journal {
+            journal.push(
+                info_hash,
+                Change::Scraped {
+                    info_hash: *info_hash,
+                },
+            );
+        }
         self.torrents
             .lock(info_hash)
             .get()

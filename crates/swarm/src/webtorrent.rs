@@ -22,6 +22,17 @@ use crate::TorrentStats;
 /// server while a peer may still point at it.
 pub type ConnectionId = u64;
 
+/// Connection ids with this bit set stand for another node of a cluster (the rest of the
+/// bits say which): a peer on such a "connection" is served by that node, and offers and
+/// answers for it are forwarded there instead of delivered here.
+pub const REMOTE_CONNECTION: ConnectionId = 1 << 63;
+
+/// Whether `conn` stands for another node (see [`REMOTE_CONNECTION`]).
+#[inline]
+pub fn is_remote(conn: ConnectionId) -> bool {
+    conn & REMOTE_CONNECTION != 0
+}
+
 /// Tunables of the WebTorrent store. The server fills it from its config.
 #[derive(Clone, Debug)]
 pub struct WsStoreConfig {
@@ -420,6 +431,108 @@ impl WebTorrentStore {
             }
         }
         t
+    }
+
+    /// Lists a peer another node serves, on that node's remote connection id (see
+    /// [`REMOTE_CONNECTION`]), unless a local connection has announced it here. `expires` is
+    /// on this store's clock.
+    pub fn upsert_remote(
+        &self,
+        info_hash: &InfoHash,
+        peer_id: PeerId,
+        conn: ConnectionId,
+        seeder: bool,
+        expires: u32,
+    ) {
+        debug_assert!(is_remote(conn));
+        let mut slot = self.torrents.lock(info_hash);
+        let t = slot.get_or_insert_default();
+        match t.peers.get_mut(&peer_id) {
+            Some(p) if !is_remote(p.conn) => {}
+            Some(p) => {
+                p.conn = conn;
+                p.expires = expires;
+                if p.seeder != seeder {
+                    p.seeder = seeder;
+                    if seeder {
+                        t.seeders += 1;
+                    } else {
+                        t.seeders -= 1;
+                    }
+                }
+            }
+            None => {
+                t.peers.insert(
+                    peer_id,
+                    WsPeer {
+                        conn,
+                        seeder,
+                        expires,
+                        pending: Vec::new(),
+                    },
+                );
+                if seeder {
+                    t.seeders += 1;
+                }
+            }
+        }
+    }
+
+    /// Unlists a peer another node served, if it is still listed as that node's.
+    pub fn remove_remote(&self, info_hash: &InfoHash, peer_id: &PeerId) {
+        if let Some(t) = self.torrents.lock(info_hash).get() {
+            if t.peers.get(peer_id).is_some_and(|p| is_remote(p.conn)) {
+                t.remove(peer_id);
+            }
+        }
+    }
+
+    /// An offer from `from`, a peer of the node `from_conn` stands for, to `to`, forwarded by
+    /// that node: if `to` is a local peer, the offer is remembered (so that `to`'s answer is
+    /// accepted, by the same rule as a local offer) and `to`'s connection returned for
+    /// delivery. An offerer not yet listed here (the exchange has not brought it) is listed
+    /// for as long as its answer may come.
+    pub fn accept_remote_offer(
+        &self,
+        info_hash: &InfoHash,
+        to: &PeerId,
+        (from, from_conn): (&PeerId, ConnectionId),
+        offer_id: OfferId,
+        now: u32,
+    ) -> Option<ConnectionId> {
+        debug_assert!(is_remote(from_conn));
+        let mut slot = self.torrents.lock(info_hash);
+        let t = slot.get()?;
+        if t.peers.get(to).is_none_or(|p| is_remote(p.conn)) {
+            return None;
+        }
+        if !t.peers.contains_key(from) {
+            t.peers.insert(
+                *from,
+                WsPeer {
+                    conn: from_conn,
+                    seeder: false,
+                    expires: now.saturating_add(self.config.offer_max_age),
+                    pending: Vec::new(),
+                },
+            );
+        }
+        let p = t.peers.get_mut(to)?;
+        let (max_age, cap) = (
+            self.config.offer_max_age,
+            self.config.max_pending_offers.max(1),
+        );
+        p.pending
+            .retain(|o| now.saturating_sub(o.sent_at) <= max_age);
+        if p.pending.len() >= cap {
+            p.pending.remove(0);
+        }
+        p.pending.push(PendingOffer {
+            offer_id,
+            from: *from,
+            sent_at: now,
+        });
+        Some(p.conn)
     }
 
     /// Whether `peer_id` is listed in `info_hash`, and on which connection (tests, admin).

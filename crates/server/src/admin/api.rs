@@ -103,6 +103,7 @@ fn stats(view: &TrackerView) -> Value {
         })
     });
     json!({
+        "cluster": view.cluster_json(),
         "torrents": s.torrents,
         "peers": s.seeders + s.leechers,
         "seeders": s.seeders,

@@ -253,6 +253,9 @@ fn update(view: &TrackerView) {
         gauge!("shoal_snapshot_age_seconds").set(age as f64);
         gauge!("shoal_snapshot_duration_seconds").set(state.last_duration().as_secs_f64());
     }
+    if let Some(lag) = view.cluster_lag() {
+        gauge!("shoal_cluster_exchange_lag_seconds").set(lag as f64);
+    }
     gauge!("shoal_handover_waiting").set(if view.handover_waiting() { 1.0 } else { 0.0 });
     gauge!("shoal_uptime_seconds").set(view.started.elapsed().as_secs_f64());
 }

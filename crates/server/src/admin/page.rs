@@ -78,6 +78,7 @@ pub fn data(view: &TrackerView) -> Response<Body> {
                 "ws_connections": view.ws.open_connections(),
             },
             "snapshot_age_seconds": view.snapshot_age(),
+            "cluster": view.cluster_json(),
             "handover_waiting": view.handover_waiting(),
             "config": config_text(view),
         }),

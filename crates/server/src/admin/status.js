@@ -80,6 +80,11 @@
     const last = d.samples[d.samples.length - 1] || { udp: 0, http: 0, ws: 0 };
     setText("t-rps", fmt(last.udp + last.http + last.ws));
     setText("t-snapshot", d.handover_waiting ? "hand-over" : duration(d.snapshot_age_seconds));
+    const cl = d.cluster;
+    document.getElementById("tile-cluster").hidden = !cl;
+    if (cl) {
+      setText("t-cluster", `${fmt(cl.nodes_seen)} · ${duration(cl.lag_seconds)} · ${fmt(cl.errors)}`);
+    }
     // The first sample has no rate yet: leave it out of the requests chart.
     draw(document.getElementById("chart-requests"), d.samples.slice(1),
          [{ key: "udp", color: c("--udp") }, { key: "http", color: c("--http") },

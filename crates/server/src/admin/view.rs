@@ -9,6 +9,7 @@ use shoal_swarm::Store;
 
 use super::samples::Samples;
 use super::token::AdminToken;
+use crate::cluster::ClusterView;
 use crate::config::Config;
 use crate::policy::Policy;
 use crate::private::Accounts;
@@ -30,6 +31,8 @@ pub struct TrackerView {
     pub policy: Arc<Policy>,
     /// Private mode's database, tables and ledger (`None` when open).
     pub accounts: Option<Arc<Accounts>>,
+    /// The cluster exchange's figures (`None` when the cluster is off).
+    pub cluster: Option<Arc<ClusterView>>,
     /// The snapshot file, when snapshots are on.
     pub snapshots: Option<Arc<StateFile>>,
     /// What `POST /api/reload` runs (the same steps as SIGHUP).
@@ -41,6 +44,31 @@ pub struct TrackerView {
 }
 
 impl TrackerView {
+    /// Seconds since the cluster exchange last reached Redis (`None`: cluster off, or it
+    /// never has).
+    pub fn cluster_lag(&self) -> Option<u64> {
+        let last = self
+            .cluster
+            .as_ref()?
+            .last_exchange_unix
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (last > 0).then(|| shoal_swarm::clock::unix_now().saturating_sub(last))
+    }
+
+    /// The cluster's figures for the status page and the API (`null` when off).
+    pub fn cluster_json(&self) -> serde_json::Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        match &self.cluster {
+            None => serde_json::Value::Null,
+            Some(c) => serde_json::json!({
+                "nodes_seen": c.nodes_seen.load(Relaxed),
+                "lag_seconds": self.cluster_lag(),
+                "remote_peers": c.remote_peers.load(Relaxed),
+                "errors": c.errors.load(Relaxed),
+            }),
+        }
+    }
+
     /// Request counters of the UDP front end, summed over workers.
     pub fn udp_totals(&self) -> LocalCounters {
         counters::total(&self.udp_counters)

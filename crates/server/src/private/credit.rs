@@ -52,17 +52,31 @@ pub struct PeerRecord {
 }
 
 impl PeerRecord {
-    /// The record after `announce`.
+    /// The record after `announce`, given the `previous` one: a counter is kept at its
+    /// highest value within a session, so that bytes a client reports again after
+    /// reporting less (see [`transferred`]) are not credited twice.
     #[inline]
-    pub fn after(announce: &AccountedAnnounce) -> Self {
+    pub fn after(previous: Option<&PeerRecord>, announce: &AccountedAnnounce) -> Self {
+        let (mut uploaded, mut downloaded) = (announce.uploaded, announce.downloaded);
+        if let Some(p) = previous.filter(|p| !new_session(p, announce)) {
+            uploaded = uploaded.max(p.uploaded);
+            downloaded = downloaded.max(p.downloaded);
+        }
         Self {
-            uploaded: announce.uploaded,
-            downloaded: announce.downloaded,
+            uploaded,
+            downloaded,
             seen: announce.now,
             seeding: announce.left == 0,
             started: announce.event == AnnounceEvent::Started,
         }
     }
+}
+
+/// Whether `a` opens a new session of the client `previous` describes: a `started` that is
+/// not the retry of another.
+#[inline]
+fn new_session(previous: &PeerRecord, a: &AccountedAnnounce) -> bool {
+    a.event == AnnounceEvent::Started && !previous.started
 }
 
 /// What one (user, torrent) account gained: from one announce, or summed over many until
@@ -143,11 +157,13 @@ impl Delta {
 /// - No previous record: counted from zero on `started` (a new session's counters begin
 ///   at zero); otherwise the values are only the baseline (0 counted), because the ledger
 ///   cannot tell what part of them was already counted before the tracker restarted.
-/// - A counter went down: the client restarted and its counters are since the restart,
-///   so both are counted from zero.
 /// - `started` after anything but `started`: a new session, counted from zero. `started`
-///   right after `started` with counters not lower is a retry: only the difference counts.
-/// - Otherwise: the differences.
+///   right after `started` is a retry: only the difference counts.
+/// - Otherwise: the differences, each counter on its own; a counter lower than before
+///   counts nothing. Only `started` opens a session: a counter that goes down is not a
+///   restart (libtorrent's `stopped` reports a few KiB less than its last announce, leaving
+///   out the block it was receiving), and the record keeps the higher value, so the bytes
+///   are not credited again when the counter climbs back past it.
 #[inline]
 pub fn transferred(previous: Option<&PeerRecord>, a: &AccountedAnnounce) -> (u64, u64, bool) {
     let started = a.event == AnnounceEvent::Started;
@@ -158,11 +174,14 @@ pub fn transferred(previous: Option<&PeerRecord>, a: &AccountedAnnounce) -> (u64
             (0, 0, false)
         };
     };
-    let went_down = a.uploaded < p.uploaded || a.downloaded < p.downloaded;
-    if went_down || (started && !p.started) {
+    if new_session(p, a) {
         (a.uploaded, a.downloaded, false)
     } else {
-        (a.uploaded - p.uploaded, a.downloaded - p.downloaded, true)
+        (
+            a.uploaded.saturating_sub(p.uploaded),
+            a.downloaded.saturating_sub(p.downloaded),
+            true,
+        )
     }
 }
 

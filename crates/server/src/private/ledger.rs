@@ -45,12 +45,14 @@ pub struct LedgerConfig {
 
 impl LedgerConfig {
     /// The defaults for an announce `interval` (seconds): time credited up to two
-    /// intervals per announce, records kept for four.
+    /// intervals per announce, records kept for four, and never less than clients really
+    /// wait: libtorrent re-announces over UDP at most once a minute whatever the interval,
+    /// so time counts up to two minutes per announce and records stay two hours at least.
     pub fn for_interval(interval: u32) -> Self {
         Self {
             shards: 64,
-            max_gap: interval.saturating_mul(2),
-            peer_ttl: interval.saturating_mul(4),
+            max_gap: interval.saturating_mul(2).max(120),
+            peer_ttl: interval.saturating_mul(4).max(7200),
             max_pending: 1_000_000,
         }
     }
@@ -192,11 +194,12 @@ impl Ledger {
             match shard.peers.entry(key) {
                 Entry::Occupied(mut seen) => {
                     let delta = credit(Some(seen.get()), a, gap);
-                    *seen.get_mut() = PeerRecord::after(a);
+                    let next = PeerRecord::after(Some(seen.get()), a);
+                    *seen.get_mut() = next;
                     (delta, true)
                 }
                 Entry::Vacant(new) => {
-                    new.insert(PeerRecord::after(a));
+                    new.insert(PeerRecord::after(None, a));
                     (credit(None, a, gap), false)
                 }
             }

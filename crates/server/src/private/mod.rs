@@ -23,13 +23,15 @@
 //! the same account.
 //!
 //! **Bytes.** For a client the ledger has seen before, an announce is worth its counters
-//! minus the previous announce's. When a counter went *down*, the client restarted
-//! without telling us; its counters are since that restart, so their current values are
-//! what it moved since (the bytes between its last announce before the restart and the
-//! restart itself were never reported to anyone and cannot be counted). A `started` opens
-//! a new session whose counters begin at zero, so it too counts from zero, except right
-//! after another `started`: that is the client retrying an announce whose answer it did
-//! not get, and only the difference counts. Nothing is ever negative, and no byte is
+//! minus the previous announce's, each counter on its own. Only a `started` opens a new
+//! session (counted from zero), except right after another `started`: that is the client
+//! retrying an announce whose answer it did not get, and only the difference counts. A
+//! counter that went *down* without a `started` counts nothing, and the ledger keeps the
+//! higher value as the client's baseline: libtorrent (so qBittorrent and Deluge) reports a
+//! few KiB less in its `stopped` than in its last announce, leaving out the block it was
+//! receiving, and taking that for a restart would credit its whole session twice. A client
+//! that restarts without saying `started` (none of the real ones does) loses what it moved
+//! until its counters pass their old values; nothing is ever negative, and no byte is
 //! counted twice.
 //!
 //! **A client never seen before** counts from zero if it says `started`. Otherwise its
@@ -51,7 +53,7 @@
 //!
 //! **Time.** The seconds between two announces of a client count as seeding if it was
 //! seeding at the first of them (it had nothing left), else as leeching; a client that
-//! restarted (counters down, or a new `started`) is credited no time for the gap, since it
+//! restarted (a new `started`) is credited no time for the gap, since it
 //! was not running for all of it. One gap counts at most
 //! [`ledger::LedgerConfig::max_gap`] seconds (two announce intervals by default): a
 //! client that vanished for hours (a laptop asleep, a crash) and comes back was not

@@ -32,6 +32,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
+use super::cluster_link::Outgoing;
 use super::context::WsContext;
 use super::handler::{self, ConnState, Verdict};
 use super::registry::Mailbox;
@@ -189,6 +190,16 @@ where
     };
 
     ctx.registry.remove(id);
+    if let Some(link) = &ctx.cluster {
+        for (info_hash, peer_id) in &state.peers {
+            link.send(Outgoing::Peer {
+                info_hash: *info_hash,
+                peer_id: *peer_id,
+                seeder: false,
+                stopped: true,
+            });
+        }
+    }
     let removed = ctx.torrents.remove_connection(id, state.peers.drain());
     metrics::counter!("shoal_ws_disconnects_total", "reason" => end.as_str()).increment(1);
     tracing::debug!(

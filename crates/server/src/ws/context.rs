@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use shoal_swarm::webtorrent::{WebTorrentStore, WsCleanReport, WsStoreConfig};
 
+use super::cluster_link::WsLink;
 use super::registry::Registry;
 use crate::config::{Config, WsConfig};
 use crate::policy::Policy;
@@ -53,6 +54,8 @@ pub struct WsContext {
     pub policy: Arc<Policy>,
     pub torrents: WebTorrentStore,
     pub registry: Registry,
+    /// The cluster exchange's link, when the cluster is on.
+    pub cluster: Option<Arc<WsLink>>,
     next_id: AtomicU64,
     open: AtomicUsize,
 }
@@ -67,6 +70,10 @@ impl WsContext {
             settings,
             policy,
             registry: Registry::new(),
+            cluster: config
+                .cluster
+                .enabled
+                .then(|| Arc::new(WsLink::new(config.cluster.node_id()))),
             next_id: AtomicU64::new(1),
             open: AtomicUsize::new(0),
         }

@@ -21,9 +21,10 @@ use shoal_proto::ws::{
 use std::net::IpAddr;
 
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
-use shoal_swarm::webtorrent::{ConnectionId, OfferTarget, WsAnnounce};
+use shoal_swarm::webtorrent::{is_remote, ConnectionId, OfferTarget, WsAnnounce};
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
+use super::cluster_link::{Forwarded, Outgoing};
 use super::context::WsContext;
 use super::registry::Delivery;
 use crate::policy::{self, Protocol};
@@ -231,6 +232,14 @@ fn announce(
     if outcome.left {
         conn.peers.remove(&key);
     }
+    if let Some(link) = &ctx.cluster {
+        link.send(Outgoing::Peer {
+            info_hash: a.info_hash,
+            peer_id: a.peer_id,
+            seeder: a.is_seeder(),
+            stopped: a.event == AnnounceEvent::Stopped,
+        });
+    }
     for t in &conn.targets {
         let o = &a.offers[t.offer];
         let relayed = ws::to_json(&RelayedOffer {
@@ -239,7 +248,25 @@ fn announce(
             offer_id: o.offer_id,
             offer: o.offer,
         });
-        relay("offer", ctx.registry.deliver(t.conn, relayed.into()));
+        match &ctx.cluster {
+            Some(link) if is_remote(t.conn) => {
+                let ids = (&t.peer_id, &a.peer_id);
+                let message = Forwarded::new(
+                    true,
+                    &a.info_hash,
+                    ids,
+                    o.offer_id.as_bytes(),
+                    link.node(),
+                    relayed,
+                );
+                link.send(Outgoing::Forward {
+                    node: t.conn,
+                    message,
+                });
+                relay("offer", Delivery::Queued);
+            }
+            _ => relay("offer", ctx.registry.deliver(t.conn, relayed.into())),
+        }
     }
     count("announce", "ok");
     replies.push(
@@ -286,7 +313,22 @@ fn answer(
                 offer_id: a.offer_id,
                 answer: a.answer,
             });
-            let delivery = ctx.registry.deliver(to, relayed.into());
+            let delivery = match &ctx.cluster {
+                Some(link) if is_remote(to) => {
+                    let ids = (&a.to_peer_id, &a.peer_id);
+                    let message = Forwarded::new(
+                        false,
+                        &a.info_hash,
+                        ids,
+                        a.offer_id.as_bytes(),
+                        link.node(),
+                        relayed,
+                    );
+                    link.send(Outgoing::Forward { node: to, message });
+                    Delivery::Queued
+                }
+                _ => ctx.registry.deliver(to, relayed.into()),
+            };
             relay("answer", delivery);
             if delivery == Delivery::Queued {
                 count("answer", "ok");

@@ -15,6 +15,7 @@
 //! - [`handler`]: what a message does (policy, announce, offers, answer, scrape, failures).
 //! - [`registry`]: connection ids to outgoing queues; slow readers are kicked.
 
+pub mod cluster_link;
 pub mod connection;
 pub mod context;
 pub mod handler;

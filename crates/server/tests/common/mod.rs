@@ -9,6 +9,7 @@
 
 pub mod admin;
 pub mod bencode;
+pub mod redis;
 pub mod scratch;
 pub mod shoal;
 pub mod store;

@@ -1,0 +1,243 @@
+//! Several nodes, one swarm, against a real Redis Cluster of three masters (started here):
+//! three in-process shoal nodes and one `shoal` process. A peer announced to one node is in
+//! the others' answers and scrapes within a few exchange intervals, over UDP and HTTP; any
+//! node accepts another's UDP connection ids; with a master stopped every node still
+//! answers every announce at once, and what was announced meanwhile converges once it is
+//! back; a node killed with SIGKILL leaves the others' answers within the peer lifetime.
+//! Real clients over the same setup: tests/real_clients.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::redis::RedisCluster;
+use common::{temp_dir, Ann, Client, Shoal};
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+use shoal_server::{Config, Tracker};
+
+/// Exchange interval of every node in this test (milliseconds).
+const EXCHANGE_MS: u64 = 200;
+
+fn node(name: &str, seeds: &[String]) -> Tracker {
+    let mut c = Config::ephemeral();
+    c.udp.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.workers = 1;
+    c.cluster.enabled = true;
+    c.cluster.redis = seeds.to_vec();
+    c.cluster.node_id = name.into();
+    c.cluster.exchange_interval_ms = EXCHANGE_MS;
+    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    Tracker::start(c).unwrap()
+}
+
+fn ann(info: u8, peer: u8, port: u16, left: u64, event: AnnounceEvent) -> Ann {
+    Ann {
+        info_hash: InfoHash([info; 20]),
+        peer_id: PeerId([peer; 20]),
+        port,
+        left,
+        event,
+        numwant: 50,
+    }
+}
+
+/// Polls `f` until it is true, for at most `limit`; how long it took.
+fn within(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    start.elapsed()
+}
+
+fn udp(t: &Tracker) -> Client {
+    let mut c = Client::new(t.udp_addrs()[0]);
+    c.connect();
+    c
+}
+
+/// An HTTP scrape of one hash: (complete, downloaded, incomplete).
+fn http_scrape(addr: SocketAddr, info: u8) -> (i64, i64, i64) {
+    use common::bencode::{bdecode, Fields};
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let ih: String = [info; 20].iter().map(|b| format!("%{b:02x}")).collect();
+    write!(
+        s,
+        "GET /scrape?info_hash={ih} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let v = bdecode(&raw[at..]);
+    let files = v.get(b"files").unwrap();
+    match files.get(&[info; 20]) {
+        Some(f) => (f.int("complete"), f.int("downloaded"), f.int("incomplete")),
+        None => (0, 0, 0),
+    }
+}
+
+fn webtorrent_across(a: &Tracker, b: &Tracker) {
+    use common::ws as wsc;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (ih, x, y) = ([42u8; 20], [1u8; 20], [2u8; 20]);
+    rt.block_on(async {
+        let mut on_b = wsc::connect_to(b.http_addrs()[0], "/announce").await;
+        let reply = wsc::request(&mut on_b, wsc::announce(ih, y, Some(0), "started")).await;
+        assert_eq!(reply["action"], "announce", "{reply}");
+        let mut on_a = wsc::connect_to(a.http_addrs()[0], "/announce").await;
+        wsc::request(&mut on_a, wsc::announce(ih, x, Some(100), "started")).await;
+        // A learns B's peer at its next exchange after this local activity.
+        tokio::time::sleep(Duration::from_millis(3 * EXCHANGE_MS)).await;
+        let offer = wsc::with_offers(wsc::announce(ih, x, Some(100), "update"), &[7]);
+        let reply = wsc::request(&mut on_a, offer).await;
+        assert_eq!(reply["complete"], 1, "A counts B's seeder: {reply}");
+        let relayed = wsc::recv(&mut on_b).await;
+        assert_eq!(relayed["offer"]["sdp"], "sdp-7", "{relayed}");
+        assert_eq!(relayed["peer_id"], wsc::bin(&x));
+        let offer_id = relayed["offer_id"].as_str().unwrap().to_string();
+        let bogus = wsc::request(&mut on_b, wsc::answer(ih, y, x, &wsc::bin(&[9; 20]))).await;
+        wsc::assert_refused(&bogus, "not relayed to this peer");
+        wsc::send(&mut on_b, wsc::answer(ih, y, x, &offer_id)).await;
+        let answered = wsc::recv(&mut on_a).await;
+        assert_eq!(answered["answer"]["sdp"], "ans", "{answered}");
+        assert_eq!(answered["peer_id"], wsc::bin(&y));
+        // The offer is consumed: a second answer to it is refused.
+        let again = wsc::request(&mut on_b, wsc::answer(ih, y, x, &offer_id)).await;
+        wsc::assert_refused(&again, "not relayed to this peer");
+    });
+}
+
+#[test]
+fn nodes_share_swarms_through_a_redis_cluster_and_survive_its_faults() {
+    let Some(mut redis) = RedisCluster::start("cluster-redis") else {
+        return;
+    };
+    let seeds = redis.seeds();
+    let (a, b, c) = (node("a", &seeds), node("b", &seeds), node("c", &seeds));
+    let limit = Duration::from_secs(3);
+
+    // A seeder on A (UDP), a leecher on B (UDP): the leecher is sent the seeder.
+    let mut on_a = udp(&a);
+    let mut on_b = udp(&b);
+    on_a.announce(&ann(1, 1, 7001, 0, AnnounceEvent::Started))
+        .unwrap();
+    let took = within(limit, "B lists A's seeder", || {
+        let (_, seeders, ports) = on_b
+            .announce(&ann(1, 2, 7002, 100, AnnounceEvent::None))
+            .unwrap();
+        seeders == 1 && ports == vec![7001]
+    });
+    eprintln!("converged in {took:?}");
+    // The leecher completes on B; a scrape on C (HTTP) shows the seeder and the download.
+    on_b.announce(&ann(1, 2, 7002, 0, AnnounceEvent::Completed))
+        .unwrap();
+    let http_c = c.http_addrs()[0];
+    within(
+        limit,
+        "C's scrape shows both seeders and the completion",
+        || http_scrape(http_c, 1) == (2, 1, 0),
+    );
+
+    // The status page and /metrics show the cluster.
+    let admin = c.admin_addrs()[0];
+    within(limit, "C sees three nodes", || {
+        let status: serde_json::Value =
+            serde_json::from_str(&common::http(admin, "GET", "/status.json", None).1).unwrap();
+        status["cluster"]["nodes_seen"] == 3 && status["cluster"]["lag_seconds"].as_u64() < Some(2)
+    });
+    let metrics = common::http(admin, "GET", "/metrics", None).1;
+    for name in [
+        "shoal_cluster_nodes_seen 3",
+        "shoal_cluster_redis_commands_total",
+        "shoal_cluster_exchange_lag_seconds",
+    ] {
+        assert!(metrics.contains(name), "{name} not in /metrics");
+    }
+
+    // Any node accepts another's connection ids: B's client talks to C with B's id.
+    let mut moved = Client::new(c.udp_addrs()[0]);
+    moved.cid = on_b.cid;
+    assert!(moved
+        .announce(&ann(2, 3, 7003, 0, AnnounceEvent::Started))
+        .is_some());
+
+    // WebTorrent across nodes: an offer from a browser on A reaches the peer on B it was
+    // relayed to, its answer comes back to A, and an answer to an offer that was never
+    // relayed to the answerer is refused, as on one node.
+    webtorrent_across(&a, &b);
+
+    // A stopped peer leaves the others' answers.
+    on_a.announce(&ann(1, 1, 7001, 0, AnnounceEvent::Stopped));
+    within(limit, "A's seeder leaves C", || {
+        http_scrape(http_c, 1).0 == 1
+    });
+
+    // One master stopped: every node answers every announce at once, whatever the slot.
+    let key = |n: u8| format!("shoal:{{{}}}:peers", InfoHash([n; 20]).to_hex());
+    let down = redis.master_of(&key(10));
+    redis.stop(down);
+    for t in [&a, &b, &c] {
+        let mut client = udp(t);
+        for n in 10..40 {
+            let started = Instant::now();
+            let reply = client.announce(&ann(n, 50, 7050, 10, AnnounceEvent::Started));
+            assert!(reply.is_some(), "torrent {n} unanswered with a master down");
+            assert!(
+                started.elapsed() < Duration::from_millis(500),
+                "torrent {n} waited"
+            );
+        }
+    }
+    // A peer announced to A during the outage, on a torrent of the stopped master.
+    on_a.announce(&ann(10, 60, 7060, 0, AnnounceEvent::Started))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(3 * EXCHANGE_MS));
+    redis.restart(down);
+    let took = within(
+        Duration::from_secs(10),
+        "the outage's peer reaches C",
+        || http_scrape(http_c, 10).0 == 1,
+    );
+    eprintln!("after the master came back, converged in {took:?}");
+
+    // A node killed with SIGKILL: its peers leave the others' answers within the peer
+    // lifetime (5 s here).
+    let dir = temp_dir("cluster-killed");
+    let port = common::free_udp_port();
+    let config = format!(
+        "workers = 1\n[udp]\nlisten = [\"127.0.0.1:{port}\"]\n[http]\nlisten = []\n\
+         [admin]\nlisten = []\n[state]\nfile = \"\"\n[store]\npeer_ttl = 5\n\
+         [cluster]\nenabled = true\nredis = [{}]\nnode_id = \"d\"\nexchange_interval_ms = {EXCHANGE_MS}\n",
+        seeds.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
+    );
+    let d = Shoal::start(&dir, "d", &config);
+    let mut on_d = Client::new(format!("127.0.0.1:{port}").parse().unwrap());
+    on_d.connect();
+    on_d.announce(&ann(3, 70, 7070, 0, AnnounceEvent::Started))
+        .unwrap();
+    within(limit, "D's seeder reaches C", || {
+        http_scrape(http_c, 3).0 == 1
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(d.pid()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let took = within(Duration::from_secs(5 + 3), "D's seeder leaves C", || {
+        http_scrape(http_c, 3).0 == 0
+    });
+    eprintln!("a killed node's peer left after {took:?}");
+    drop(d);
+    for t in [a, b, c] {
+        t.shutdown();
+    }
+}

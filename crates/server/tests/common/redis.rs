@@ -1,0 +1,229 @@
+//! A real Redis Cluster for the cluster tests (docs/real-servers.md): three masters from
+//! Debian's `redis-server` (installed if missing), on free loopback ports, each in a private
+//! directory, joined with `redis-cli --cluster create`. Stopped by PID when dropped; a
+//! master can be stopped and started again (same directory, so it rejoins with its slots).
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct RedisCluster {
+    dir: PathBuf,
+    pub ports: Vec<u16>,
+    servers: Vec<Option<Child>>,
+}
+
+/// A free port whose cluster-bus port (10000 above) is free too.
+fn free_port() -> u16 {
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        if port <= 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// `redis-server` and `redis-cli`, installed with apt-get if missing; `Err` says why not.
+fn installed() -> Result<(), String> {
+    let present = |p: &str| {
+        Command::new(p)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok()
+    };
+    if present("redis-server") && present("redis-cli") {
+        return Ok(());
+    }
+    let status = Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends", "redis-server"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .map_err(|e| format!("apt-get: {e}"))?;
+    if !status.success() {
+        Command::new("apt-get")
+            .arg("update")
+            .status()
+            .map_err(|e| e.to_string())?;
+        let again = Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "redis-server"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .map_err(|e| e.to_string())?;
+        if !again.success() {
+            return Err("apt-get install redis-server failed".into());
+        }
+    }
+    Ok(())
+}
+
+impl RedisCluster {
+    /// Three masters joined into a cluster, ready (`cluster_state:ok`). `None` (with the
+    /// reason printed) only when SHOAL_SKIP_REAL_SERVERS=1 and Redis cannot be had.
+    pub fn start(name: &str) -> Option<Self> {
+        if let Err(e) = installed() {
+            if std::env::var("SHOAL_SKIP_REAL_SERVERS").as_deref() == Ok("1") {
+                eprintln!("SKIPPED (SHOAL_SKIP_REAL_SERVERS=1): {e}");
+                return None;
+            }
+            panic!("Redis could not be installed: {e} (SHOAL_SKIP_REAL_SERVERS=1 skips)");
+        }
+        let dir = super::temp_dir(name);
+        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let mut c = Self {
+            dir,
+            ports: ports.clone(),
+            servers: Vec::new(),
+        };
+        for i in 0..3 {
+            let child = c.spawn(i);
+            c.servers.push(Some(child));
+        }
+        for &p in &ports {
+            c.wait_for_ping(p);
+        }
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for p in &ports {
+            create.arg(format!("127.0.0.1:{p}"));
+        }
+        let out = create
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        c.wait_until_ok();
+        Some(c)
+    }
+
+    fn spawn(&self, i: usize) -> Child {
+        let port = self.ports[i];
+        let dir = self.dir.join(port.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ])
+            .args([
+                "--cluster-node-timeout",
+                "2000",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--logfile")
+            .arg(dir.join("redis.log"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server")
+    }
+
+    fn cli(&self, port: u16, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn wait_for_ping(&self, port: u16) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while self.cli(port, &["ping"]).trim() != "PONG" {
+            if Instant::now() > until {
+                let log = self.dir.join(port.to_string()).join("redis.log");
+                let log = std::fs::read_to_string(log).unwrap_or_default();
+                panic!("redis on {port} did not start:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until every running master says `cluster_state:ok`.
+    pub fn wait_until_ok(&self) {
+        let until = Instant::now() + Duration::from_secs(30);
+        for (i, s) in self.servers.iter().enumerate() {
+            if s.is_none() {
+                continue;
+            }
+            while !self
+                .cli(self.ports[i], &["cluster", "info"])
+                .contains("cluster_state:ok")
+            {
+                assert!(Instant::now() < until, "the cluster did not become ok");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// The seed URLs, comma-separated (for `--cluster`).
+    pub fn seeds(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .collect()
+    }
+
+    /// Stops master `i` (SIGKILL, by PID).
+    pub fn stop(&mut self, i: usize) {
+        if let Some(mut child) = self.servers[i].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts master `i` again with its directory (it rejoins with its slots).
+    pub fn restart(&mut self, i: usize) {
+        let child = self.spawn(i);
+        self.servers[i] = Some(child);
+        self.wait_for_ping(self.ports[i]);
+        self.wait_until_ok();
+    }
+
+    /// The master that serves `key`'s slot (its index).
+    pub fn master_of(&self, key: &str) -> usize {
+        let slot: u16 = self
+            .cli(self.ports[0], &["cluster", "keyslot", key])
+            .trim()
+            .parse()
+            .unwrap();
+        let nodes = self.cli(self.ports[0], &["cluster", "nodes"]);
+        for line in nodes.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let port: u16 = f[1].split(['@', ':']).nth(1).unwrap().parse().unwrap();
+            for range in &f[8..] {
+                let (a, b) = range.split_once('-').unwrap_or((range, range));
+                if let (Ok(a), Ok(b)) = (a.parse::<u16>(), b.parse::<u16>()) {
+                    if (a..=b).contains(&slot) {
+                        return self.ports.iter().position(|p| *p == port).unwrap();
+                    }
+                }
+            }
+        }
+        panic!("no master for slot {slot}")
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for i in 0..self.servers.len() {
+            self.stop(i);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
