@@ -111,7 +111,12 @@ impl RateLimit {
     #[inline]
     pub fn has_tokens(&self, ip: IpAddr) -> bool {
         let now = self.start.elapsed().as_nanos() as u64;
-        let slot = &self.slots[self.slot(self.source_key(ip))];
+        self.has_tokens_at(self.source_key(ip), now)
+    }
+
+    #[inline]
+    fn has_tokens_at(&self, key: u128, now: u64) -> bool {
+        let slot = &self.slots[self.slot(key)];
         slot.load(Ordering::Relaxed).max(now) + self.interval - now <= self.tolerance
     }
 
@@ -171,9 +176,12 @@ mod tests {
         assert!(l.admit_at(key, t0 + SECOND / 10), "one interval later");
         assert!(!l.admit_at(key, t0 + SECOND / 10));
         // After a quiet spell the whole burst is back, no more.
+        assert!(!l.has_tokens_at(key, t0 + SECOND / 10));
         let later = t0 + 60 * SECOND;
-        let ip = "10.0.0.1".parse().unwrap();
-        assert!(!l.has_tokens(ip) || l.start.elapsed().as_secs() > 5);
+        assert!(
+            (0..20).all(|_| l.has_tokens_at(key, later)),
+            "looking takes none"
+        );
         assert_eq!((0..20).filter(|_| l.admit_at(key, later)).count(), 5);
         // Another source has its own bucket (1000 slots: rounded up to 1024).
         assert_eq!(l.buckets(), 1024);
