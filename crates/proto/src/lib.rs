@@ -14,11 +14,13 @@
 //! - [`http`]: BEP 3 / BEP 48 request targets and query strings.
 //! - [`bencode`]: the bencoded responses of the HTTP tracker (BEP 3, 7, 23, 48).
 //! - [`ws`]: WebTorrent tracker messages (JSON over WebSocket).
+//! - [`proxy_header`]: the PROXY protocol header (v1 and v2) a load balancer sends first.
 
 pub mod bencode;
 pub mod common;
 pub mod http;
 pub mod path;
+pub mod proxy_header;
 pub mod udp;
 pub mod ws;
 

@@ -2,6 +2,10 @@
 //! costs in shoal's own code (parse, connection-id check, store, reply), to set beside the
 //! kernel's per-datagram cost that dominates a real run.
 //!
+//! The abuse controls' cost is measured beside it: a connect with the rate limit and a
+//! block list of 10,000 networks on (the source admitted, so every rule runs in full),
+//! and a connect from a source over its limit (what a flood costs per datagram).
+//!
 //! `cargo bench -p shoal-server --bench udp_handler`
 
 use std::net::SocketAddr;
@@ -10,16 +14,34 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use shoal_proto::udp::{AnnounceRequest, ConnectRequest, Request, ScrapeRequest, TransactionId};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
-use shoal_server::policy::Policy;
+use shoal_server::config::RateLimitConfig;
+use shoal_server::policy::{BlockList, Policy, RateLimit};
 use shoal_server::udp::connection_id::ConnectionIds;
 use shoal_server::udp::handler::{Handler, HandlerConfig, Now};
 use shoal_swarm::{Store, StoreConfig};
 
 fn handler() -> Handler {
+    handler_with(Policy::default())
+}
+
+/// A policy with a block list of 10,000 networks (none of them loopback) and a rate limit
+/// of `rps` requests a second per source, in bursts of `burst`.
+fn guarded(rps: u32, burst: u32) -> Policy {
+    let nets = (0..10_000u32).map(|i| {
+        let addr = std::net::Ipv4Addr::from((11 << 24) | (i << 8));
+        ipnet::IpNet::V4(ipnet::Ipv4Net::new(addr, 24).unwrap())
+    });
+    let limit = RateLimitConfig::on(rps, burst);
+    Policy::default()
+        .with_block_list(BlockList::new(nets), Default::default())
+        .with_rate_limit(RateLimit::new(&limit))
+}
+
+fn handler_with(policy: Policy) -> Handler {
     let store = Arc::new(Store::new(StoreConfig::default()));
     Handler::new(
         store,
-        Arc::new(Policy::default()),
+        Arc::new(policy),
         ConnectionIds::new([3; 16], 300),
         HandlerConfig {
             interval: 1800,
@@ -42,6 +64,14 @@ fn bench(c: &mut Criterion) {
     .write(&mut connect);
     c.bench_function("connect", |b| {
         b.iter(|| h.handle(&connect, src, now, &mut out))
+    });
+    let mut open = handler_with(guarded(u32::MAX, u32::MAX));
+    c.bench_function("connect, rate limit and 10k-network block list on", |b| {
+        b.iter(|| open.handle(&connect, src, now, &mut out))
+    });
+    let mut flooded = handler_with(guarded(1, 1));
+    c.bench_function("connect from a source over its limit (dropped)", |b| {
+        b.iter(|| flooded.handle(&connect, src, now, &mut out))
     });
 
     let cid = ConnectionIds::new([3; 16], 300).issue(src.ip(), now.unix);

@@ -12,9 +12,11 @@ use anyhow::{bail, Context};
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+mod abuse;
 mod cluster;
 mod private;
 
+pub use abuse::{BlockListConfig, RateLimitConfig};
 pub use cluster::ClusterConfig;
 pub use private::PrivateConfig;
 
@@ -33,6 +35,8 @@ pub struct Config {
     pub announce: AnnounceConfig,
     pub store: StoreSection,
     pub access_list: AccessListConfig,
+    pub rate_limit: RateLimitConfig,
+    pub block_list: BlockListConfig,
     pub ws: WsConfig,
     pub state: StateConfig,
     pub admin: AdminConfig,
@@ -123,6 +127,7 @@ pub struct HttpConfig {
     pub proxy_header: String,
     pub proxy_hop: usize,
     pub proxy_trusted: Vec<String>,
+    pub proxy_protocol: bool,
 }
 
 /// HTTPS listeners (rustls) and their certificate.
@@ -233,6 +238,8 @@ impl Default for Config {
             announce: AnnounceConfig::default(),
             store: StoreSection::default(),
             access_list: AccessListConfig::default(),
+            rate_limit: RateLimitConfig::default(),
+            block_list: BlockListConfig::default(),
             ws: WsConfig::default(),
             state: StateConfig::default(),
             admin: AdminConfig::default(),
@@ -276,6 +283,7 @@ impl Default for HttpConfig {
             proxy_header: String::new(),
             proxy_hop: 1,
             proxy_trusted: vec!["127.0.0.1".into(), "::1".into()],
+            proxy_protocol: false,
         }
     }
 }
@@ -386,6 +394,7 @@ impl Config {
             bail!("access_list.path must be set when access_list.mode is not \"off\"");
         }
         self.private.validate()?;
+        self.rate_limit.validate()?;
         self.cluster.validate()?;
         let ws = &self.ws;
         if ws.max_message_size < 1024 || ws.max_frame_size < 1024 {

@@ -21,11 +21,20 @@
 //!   closed without a response, a WebTorrent message gets no reply), for clients not worth
 //!   a reply.
 //!
-//! Rules are asked in a fixed order and the first verdict other than `Admit` wins: the
-//! access list ([`access_list`]), then, in private mode, the private rule
-//! ([`private_rule`]: passkey, user, registered torrent, client prefix, and the accounting
-//! of an admitted announce). The next ones (rate limits, block lists) go into
-//! [`Policy::check`] too, so that every protocol gets them at once. An admitted request
+//! - [`Verdict::Limited`] and [`Verdict::Blocked`]: the source is over its rate limit, or
+//!   in the block list; each front end answers them its own way (`docs/abuse.md`).
+//!
+//! Rules are asked in a fixed order and the first verdict other than `Admit` wins. First
+//! the rules about the source alone, [`Policy::source`]: the block list ([`block_list`]),
+//! then the rate limit ([`rate_limit`]). They come before the access list so that a
+//! blocked or flooding source gets no answer at all (not even "torrent not allowed") and
+//! so that requests for unlisted torrents count against the limit too; and before the
+//! private rule, so that a flood is cut before any passkey lookup. Then the access list
+//! ([`access_list`]), then, in private mode, the private rule ([`private_rule`]: passkey,
+//! user, registered torrent, client prefix, and the accounting of an admitted announce).
+//! A UDP connect, which names no torrent and whose address is not proven yet, asks
+//! [`Policy::unproven_source`]: the block list, and whether the source has tokens left,
+//! without spending one (so that spoofed connects cannot drain a victim's bucket). An admitted request
 //! may be served from another swarm than the hash it named ([`Verdict::AdmitAs`]: a
 //! hybrid torrent's v2 hash joins its v1 swarm). Documents built for no client in
 //! particular (the cached HTTP full scrape) ask [`Policy::lists`], the rules about the
@@ -37,17 +46,25 @@
 //! takes no lock;
 //! the access list in force is one `ArcSwap` load (the list is swapped whole on reload or
 //! edit, so readers never wait), exactly what the store's own check cost before the seam.
+//! A rule that is off costs one branch on an `Option`; the block list in force is one more
+//! `ArcSwap` load and a binary search, the rate limit a keyed hash, a clock read and one
+//! compare-and-swap (`benches/udp_handler.rs` measures the handler with both on).
 //!
 //! # Changing it
 //!
-//! [`Policy::reload`] re-reads the access-list file (SIGHUP and the admin API's reload);
-//! [`Policy::edit_access_list`] adds or removes a hash in the file, then in force (the
-//! admin API). On error the list in force stays.
+//! [`Policy::reload`] re-reads the access-list and block-list files (SIGHUP and the admin
+//! API's reload); [`Policy::edit_access_list`] adds or removes a hash in the file, then in
+//! force, and [`Policy::edit_block_list`] a network (the admin API). On error the list in
+//! force stays.
 
 pub mod access_list;
+pub mod block_list;
+mod list_file;
 pub mod private_rule;
+pub mod rate_limit;
 pub mod request;
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -57,7 +74,9 @@ use parking_lot::Mutex;
 use shoal_proto::InfoHash;
 
 pub use access_list::{AccessList, AccessListError, AccessMode};
+pub use block_list::BlockList;
 pub use private_rule::PrivateRule;
+pub use rate_limit::{RateLimit, RATE_LIMITED};
 pub use request::{Action, Counters, Protocol, Request, Verdict};
 
 use crate::config::{AccessModeConfig, Config};
@@ -74,6 +93,10 @@ pub struct Policy {
     editing: Mutex<()>,
     /// Private mode's rule (passkeys, registered torrents, accounting); `None` when open.
     private: Option<PrivateRule>,
+    /// The block list in force and its file; `None` when `block_list.path` is empty.
+    block_list: Option<(ArcSwap<BlockList>, PathBuf)>,
+    /// Per-source token buckets; `None` unless `rate_limit.enabled`.
+    rate_limit: Option<RateLimit>,
 }
 
 impl Default for Policy {
@@ -92,6 +115,24 @@ impl Policy {
             access_file,
             editing: Mutex::new(()),
             private: None,
+            block_list: None,
+            rate_limit: None,
+        }
+    }
+
+    /// This policy with the block list `list` (from `path`) before the other rules.
+    pub fn with_block_list(self, list: BlockList, path: PathBuf) -> Self {
+        Self {
+            block_list: Some((ArcSwap::from_pointee(list), path)),
+            ..self
+        }
+    }
+
+    /// This policy with per-source rate limits before the rules about torrents.
+    pub fn with_rate_limit(self, limit: RateLimit) -> Self {
+        Self {
+            rate_limit: Some(limit),
+            ..self
         }
     }
 
@@ -116,7 +157,15 @@ impl Policy {
             AccessModeConfig::Deny => AccessMode::Deny,
         };
         let path = config.access_list.path.clone();
-        Ok(Self::new(AccessList::load(mode, &path)?, path))
+        let mut policy = Self::new(AccessList::load(mode, &path)?, path);
+        let blocks = &config.block_list.path;
+        if !blocks.as_os_str().is_empty() {
+            policy = policy.with_block_list(BlockList::load(blocks)?, blocks.clone());
+        }
+        if config.rate_limit.enabled {
+            policy = policy.with_rate_limit(RateLimit::new(&config.rate_limit));
+        }
+        Ok(policy)
     }
 
     /// Decides one request: the rules in order, the first refusal or drop wins.
@@ -124,12 +173,52 @@ impl Policy {
     pub fn check(&self, req: &Request<'_>) -> Verdict {
         #[cfg(test)]
         seen::record(req);
+        let verdict = self.source(req.source);
+        if verdict != Verdict::Admit {
+            return verdict;
+        }
         if !self.lists(req.info_hash) {
             return Verdict::Refuse(NOT_ALLOWED);
         }
         match &self.private {
             Some(rule) => rule.check(req),
             None => Verdict::Admit,
+        }
+    }
+
+    /// The rules about the source alone (block list, then rate limit, which takes a token):
+    /// `Admit`, `Blocked` or `Limited`. Every [`Policy::check`] asks it first.
+    #[inline]
+    pub fn source(&self, source: IpAddr) -> Verdict {
+        self.source_rules(source, true)
+    }
+
+    /// The source rules for a request whose source address is not proven (a UDP connect):
+    /// the block list, then whether the source has tokens left, without taking one.
+    #[inline]
+    pub fn unproven_source(&self, source: IpAddr) -> Verdict {
+        self.source_rules(source, false)
+    }
+
+    #[inline]
+    fn source_rules(&self, source: IpAddr, spend: bool) -> Verdict {
+        if let Some((list, _)) = &self.block_list {
+            if list.load().blocks(source) {
+                return Verdict::Blocked;
+            }
+        }
+        let Some(limit) = &self.rate_limit else {
+            return Verdict::Admit;
+        };
+        let admitted = if spend {
+            limit.admit(source)
+        } else {
+            limit.has_tokens(source)
+        };
+        if admitted {
+            Verdict::Admit
+        } else {
+            Verdict::Limited
         }
     }
 
@@ -160,17 +249,50 @@ impl Policy {
         self.access.store(Arc::new(list));
     }
 
-    /// Re-reads the access-list file; returns a line for the log. On error the list in
-    /// force stays.
+    /// Re-reads the access-list file, then the block-list file; returns a line for the
+    /// log. On error the list in force stays (each list is read whole before it is put in
+    /// force).
     pub fn reload(&self) -> anyhow::Result<String> {
         let list = AccessList::load(self.mode, &self.access_file)?;
-        let line = format!(
+        let mut line = format!(
             "access list reloaded: mode {:?}, {} info hashes",
             list.mode(),
             list.len()
         );
         self.set_access_list(list);
+        if let Some((in_force, path)) = &self.block_list {
+            let blocks = BlockList::load(path)?;
+            line += &format!("; block list reloaded: {} networks", blocks.len());
+            in_force.store(Arc::new(blocks));
+        }
         Ok(line)
+    }
+
+    /// The block list in force and its file; `None` when there is none.
+    pub fn block_list(&self) -> Option<(Arc<BlockList>, &Path)> {
+        let (list, path) = self.block_list.as_ref()?;
+        Some((list.load_full(), path))
+    }
+
+    /// Adds (`add`) or removes a network of the block list, in its file first, then in
+    /// force. Returns whether anything changed.
+    pub fn edit_block_list(&self, net: ipnet::IpNet, add: bool) -> anyhow::Result<bool> {
+        let Some((in_force, path)) = &self.block_list else {
+            bail!("there is no block list (block_list.path is empty)");
+        };
+        let _guard = self.editing.lock();
+        match block_list::edit_file(path, net, add)? {
+            Some(list) => {
+                in_force.store(Arc::new(list));
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Whether per-source rate limits are on.
+    pub fn rate_limited(&self) -> bool {
+        self.rate_limit.is_some()
     }
 
     /// Adds (`add`) or removes an info hash of the access list, in its file first (so the
@@ -188,6 +310,20 @@ impl Policy {
             }
             None => Ok(false),
         }
+    }
+}
+
+/// The abuse controls the front ends' unit tests run under: 10.0.0.0/8 blocked, and
+/// `requests_per_second` in bursts of `burst` per source.
+#[cfg(test)]
+impl Policy {
+    pub(crate) fn guarded(self, requests_per_second: u32, burst: u32) -> Self {
+        let limit = crate::config::RateLimitConfig::on(requests_per_second, burst);
+        self.with_block_list(
+            BlockList::new(["10.0.0.0/8".parse().expect("a network")]),
+            PathBuf::new(),
+        )
+        .with_rate_limit(RateLimit::new(&limit))
     }
 }
 
@@ -276,6 +412,42 @@ mod tests {
             check(&Policy::default(), Protocol::Ws, Action::Announce, 9),
             Verdict::Admit
         );
+    }
+
+    /// The source rules come before the rules about torrents: a blocked or flooding source
+    /// gets its own verdict, never "torrent not allowed", and unlisted torrents cost tokens.
+    #[test]
+    fn block_list_then_rate_limit_then_the_torrent_rules() {
+        let policy =
+            Policy::new(AccessList::new(AccessMode::Allow, [ih(1)]), PathBuf::new()).guarded(1, 2);
+        let ask = |source: &str, n: u8| {
+            policy.check(&Request {
+                protocol: Protocol::Http,
+                action: Action::Announce,
+                source: source.parse().unwrap(),
+                info_hash: &ih(n),
+                peer_id: None,
+                credential: None,
+                counters: None,
+            })
+        };
+        assert_eq!(ask("10.1.2.3", 1), Verdict::Blocked);
+        assert_eq!(ask("::ffff:10.1.2.3", 2), Verdict::Blocked);
+        assert_eq!(ask("127.0.0.1", 2), Verdict::Refuse(NOT_ALLOWED));
+        assert_eq!(ask("127.0.0.1", 1), Verdict::Admit);
+        assert_eq!(ask("127.0.0.1", 1), Verdict::Limited);
+        assert_eq!(ask("127.0.0.1", 2), Verdict::Limited);
+        // Another source has its own bucket; a blocked one spent none.
+        assert_eq!(ask("127.0.0.2", 1), Verdict::Admit);
+        assert_eq!(policy.source("127.0.0.2".parse().unwrap()), Verdict::Admit);
+        assert_eq!(
+            policy.source("127.0.0.2".parse().unwrap()),
+            Verdict::Limited
+        );
+        assert!(policy.rate_limited() && !Policy::default().rate_limited());
+        assert!(Policy::default()
+            .edit_block_list("1.2.3.4/32".parse().unwrap(), true)
+            .is_err());
     }
 
     #[test]

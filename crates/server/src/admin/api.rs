@@ -8,8 +8,14 @@
 //! | `GET /api/access-list`            | mode and info hashes in force                   |
 //! | `PUT /api/access-list/<hash>`     | adds a hash (to the file, then in force)        |
 //! | `DELETE /api/access-list/<hash>`  | removes a hash (from the file, then in force)   |
-//! | `POST /api/reload`                | access list, token file, front ends' hooks      |
+//! | `GET /api/block-list`             | the networks blocked in force, and the file     |
+//! | `PUT /api/block-list/<net>`       | blocks a network (to the file, then in force)   |
+//! | `DELETE /api/block-list/<net>`    | unblocks it (from the file, then in force)      |
+//! | `POST /api/reload`                | lists, token file, front ends' hooks            |
 //! | `POST /api/snapshot`              | writes a snapshot now                           |
+//!
+//! A network in a path is written with `_` or `%2F` for its slash (`10.0.0.0_8`,
+//! `10.0.0.0%2F8`), or as one address (`192.0.2.7`, `2001:db8::1`).
 //!
 //! Private mode's calls (users, torrents, clients, reload, flush) are in `private_api.rs`.
 //!
@@ -48,6 +54,9 @@ pub fn route(call: &Call, rest: &str, view: &TrackerView) -> Response<Body> {
         (["access-list"], &Method::GET) => access_list(view),
         (["access-list", hash], &Method::PUT) => edit(hash, true, view),
         (["access-list", hash], &Method::DELETE) => edit(hash, false, view),
+        (["block-list"], &Method::GET) => block_list(view),
+        (["block-list", net], &Method::PUT) => edit_block_list(net, true, view),
+        (["block-list", net], &Method::DELETE) => edit_block_list(net, false, view),
         (["reload"], &Method::POST) => match view.reload.run() {
             Ok(done) => {
                 for line in &done {
@@ -74,7 +83,7 @@ pub fn route(call: &Call, rest: &str, view: &TrackerView) -> Response<Body> {
                 Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
             },
         },
-        (["stats" | "torrents" | "access-list" | "reload" | "snapshot", ..], _) => {
+        (["stats" | "torrents" | "access-list" | "block-list" | "reload" | "snapshot", ..], _) => {
             error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here")
         }
         _ => error(StatusCode::NOT_FOUND, "no such API call"),
@@ -108,6 +117,11 @@ fn stats(view: &TrackerView) -> Value {
                 "scrape": c.scrape,
                 "error_replies": c.errors,
                 "bad_connection_id": c.bad_connection_id,
+                "expired_connection_id": c.expired_connection_id,
+                "rate_limited": c.rate_limited,
+                "blocked": c.blocked,
+                "ipv4": c.ipv4,
+                "ipv6": c.ipv6,
                 "malformed": c.dropped,
                 "bytes_in": c.bytes_in,
                 "bytes_out": c.bytes_out,
@@ -261,6 +275,52 @@ fn edit(hex: &str, add: bool, view: &TrackerView) -> Response<Body> {
         }
         Err(e) if view.policy.access_mode() == AccessMode::Off => {
             error(StatusCode::CONFLICT, format!("{e:#}"))
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+    }
+}
+
+fn block_list(view: &TrackerView) -> Response<Body> {
+    let Some((list, file)) = view.policy.block_list() else {
+        return no_block_list();
+    };
+    let nets: Vec<String> = list.nets().iter().map(ToString::to_string).collect();
+    json(StatusCode::OK, &json!({ "file": file, "networks": nets }))
+}
+
+fn no_block_list() -> Response<Body> {
+    error(
+        StatusCode::CONFLICT,
+        "there is no block list (block_list.path is empty)",
+    )
+}
+
+fn edit_block_list(text: &str, add: bool, view: &TrackerView) -> Response<Body> {
+    if view.policy.block_list().is_none() {
+        return no_block_list();
+    }
+    let net = match crate::policy::block_list::parse_entry(text) {
+        Ok(net) => net,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("not a network (10.0.0.0_8, 10.0.0.0%2F8 or one address): {e:#}"),
+            )
+        }
+    };
+    match view.policy.edit_block_list(net, add) {
+        Ok(changed) => {
+            tracing::info!(
+                "block list: {} {net} (admin API){}",
+                if add { "added" } else { "removed" },
+                if changed { "" } else { ", no change" }
+            );
+            let count = view.policy.block_list().map_or(0, |(l, _)| l.len());
+            json(
+                StatusCode::OK,
+                &json!({ "network": net.to_string(), "blocked": add, "changed": changed,
+                         "count": count }),
+            )
         }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
     }

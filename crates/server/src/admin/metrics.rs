@@ -105,6 +105,31 @@ fn describe(r: &dyn Recorder) {
         "Datagram payload bytes, by protocol and direction.",
         0,
     );
+    d(
+        "shoal_rate_limited_total",
+        None,
+        "Requests not served because their source was over its rate limit, by protocol.",
+        0,
+    );
+    d(
+        "shoal_blocked_total",
+        None,
+        "Requests not served because their source is in the block list, by protocol.",
+        0,
+    );
+    d(
+        "shoal_requests_by_family_total",
+        None,
+        "Requests received, by protocol and source address family (IPv4-mapped IPv6 is ipv4).",
+        0,
+    );
+    d(
+        "shoal_udp_connection_id_expired_total",
+        None,
+        "UDP requests dropped only because their connection id was older than \
+         udp.connection_id_max_age + udp.connection_id_grace.",
+        0,
+    );
     d("shoal_torrents", None, "Torrents in the store.", 1);
     d(
         "shoal_peers",
@@ -205,6 +230,13 @@ fn update(view: &TrackerView) {
     counter!("shoal_errors_total", "protocol" => "udp", "kind" => "bad_connection_id")
         .absolute(c.bad_connection_id);
     counter!("shoal_errors_total", "protocol" => "udp", "kind" => "malformed").absolute(c.dropped);
+    counter!("shoal_udp_connection_id_expired_total").absolute(c.expired_connection_id);
+    counter!("shoal_rate_limited_total", "protocol" => "udp").absolute(c.rate_limited);
+    counter!("shoal_blocked_total", "protocol" => "udp").absolute(c.blocked);
+    for (family, v) in [("ipv4", c.ipv4), ("ipv6", c.ipv6)] {
+        counter!("shoal_requests_by_family_total", "protocol" => "udp", "family" => family)
+            .absolute(v);
+    }
     counter!("shoal_bytes_total", "protocol" => "udp", "direction" => "in").absolute(c.bytes_in);
     counter!("shoal_bytes_total", "protocol" => "udp", "direction" => "out").absolute(c.bytes_out);
 

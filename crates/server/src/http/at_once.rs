@@ -68,6 +68,7 @@ impl AtOnce {
 
     /// Tries to answer `tcp` without waiting.
     pub fn try_answer(&mut self, tcp: &TcpStream, remote: SocketAddr) -> Outcome {
+        self.handler.new_connection();
         let sock = SockRef::from(tcp);
         // The socket is non-blocking (tokio made it so): this is one recv, data or not.
         let filled = match (&*sock).read(&mut self.buf) {

@@ -58,6 +58,12 @@ pub(super) fn answer_head(
         Err(e) => {
             let msg = match e {
                 httparse::Error::TooManyHeaders => "too many headers",
+                // Headers from trusted proxies were taken before (`proxy_protocol.rs`).
+                _ if shoal_proto::proxy_header::looks_like_header(buf) => {
+                    metrics::counter!("shoal_proxy_protocol_total", "result" => "untrusted")
+                        .increment(1);
+                    "PROXY header from an address not in http.proxy_trusted"
+                }
                 _ => "malformed HTTP request",
             };
             write_http_error(out, "400 Bad Request", msg);

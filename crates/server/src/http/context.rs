@@ -12,6 +12,7 @@ use shoal_swarm::Store;
 
 use super::full_scrape::FullScrape;
 use super::proxy::ProxyRules;
+use super::proxy_protocol::ProxyProtocol;
 use crate::config::Config;
 use crate::policy::Policy;
 use crate::ws::WsContext;
@@ -55,6 +56,8 @@ pub struct HttpContext {
     pub policy: Arc<Policy>,
     pub settings: HttpSettings,
     pub proxy: ProxyRules,
+    /// Which connections begin with a PROXY header; `None` when `http.proxy_protocol` is off.
+    pub proxy_protocol: Option<ProxyProtocol>,
     /// `None` when the full scrape is switched off.
     pub full_scrape: Option<FullScrape>,
     pub ws: Arc<WsContext>,

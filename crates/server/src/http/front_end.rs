@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 use super::context::{HttpContext, HttpSettings};
 use super::full_scrape::FullScrape;
 use super::proxy::ProxyRules;
+use super::proxy_protocol::{self, ProxyProtocol};
 use super::tls::TlsCerts;
 use super::{at_once, connection};
 use crate::config::Config;
@@ -125,6 +126,7 @@ impl HttpFrontEnd {
                 config.http.proxy_hop,
                 &config.http.proxy_trusted,
             )?,
+            proxy_protocol: ProxyProtocol::from_config(config)?,
             full_scrape,
             ws,
             open: AtomicUsize::new(0),
@@ -244,6 +246,26 @@ async fn accept_loop(
             continue;
         }
         let guard = OpenConnection(ctx.clone());
+        let proxied = ctx.proxy_protocol.as_ref();
+        if proxied.is_some_and(|p| p.expects_header(remote.ip())) {
+            // From a load balancer: its header first, then the usual general path.
+            let (ctx, tls) = (ctx.clone(), tls.clone());
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                let mut tcp = tcp;
+                let limit = ctx.settings.request_timeout;
+                let Some(client) = proxy_protocol::take_header(&mut tcp, remote, limit).await
+                else {
+                    return;
+                };
+                let _ = tcp.set_nodelay(true);
+                match tls {
+                    None => connection::serve(tcp, client, ctx, &[]).await,
+                    Some(acceptor) => serve_tls(tcp, client, acceptor, ctx).await,
+                }
+            });
+            continue;
+        }
         match &tls {
             None => match fast.try_answer(&tcp, remote) {
                 at_once::Outcome::Done => drop(guard),
@@ -257,17 +279,27 @@ async fn accept_loop(
             },
             Some(acceptor) => {
                 let _ = tcp.set_nodelay(true);
-                let ctx = ctx.clone();
-                let accept = acceptor.accept(tcp);
+                let (ctx, acceptor) = (ctx.clone(), acceptor.clone());
                 tokio::task::spawn_local(async move {
                     let _guard = guard;
-                    let limit = ctx.settings.request_timeout;
-                    if let Ok(Ok(stream)) = tokio::time::timeout(limit, accept).await {
-                        connection::serve(stream, remote, ctx, &[]).await;
-                    }
+                    serve_tls(tcp, remote, acceptor, ctx).await;
                 });
             }
         }
+    }
+}
+
+/// Serves an HTTPS connection: the TLS handshake (within the request timeout), then the
+/// general path.
+async fn serve_tls(
+    tcp: tokio::net::TcpStream,
+    remote: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    ctx: Arc<HttpContext>,
+) {
+    let limit = ctx.settings.request_timeout;
+    if let Ok(Ok(stream)) = tokio::time::timeout(limit, acceptor.accept(tcp)).await {
+        connection::serve(stream, remote, ctx, &[]).await;
     }
 }
 

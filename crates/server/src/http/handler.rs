@@ -15,6 +15,11 @@
 //! a bencoded `failure reason` with status 200, which is what clients read; only requests
 //! that are not tracker requests at all get HTTP error statuses. A request the policy
 //! drops gets no response: the connection is closed.
+//!
+//! Abuse controls: a source over its rate limit gets `429 Too Many Requests` with a
+//! bencoded `failure reason` (clients show it), and after [`LIMITED_BEFORE_CLOSE`] of them
+//! on one connection the 429 closes it. A blocked source gets no response at all: the
+//! connection is closed, with no status that would confirm a tracker is there.
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -47,9 +52,15 @@ pub enum Next {
     Upgrade(UpgradeRequest),
 }
 
+/// 429s answered on one connection before the next one closes it: a client that keeps
+/// asking after being told to slow down costs us a connection no longer.
+pub const LIMITED_BEFORE_CLOSE: u32 = 3;
+
 /// One connection's request handler and its reusable scratch space.
 pub struct Handler {
     ctx: Arc<HttpContext>,
+    /// Requests over the rate limit on this connection so far.
+    limited: u32,
     body: Vec<u8>,
     v4: PeerLists<CompactPeerV4>,
     v6: PeerLists<CompactPeerV6>,
@@ -146,6 +157,8 @@ enum Reply {
     Failed,
     /// Not answered: the policy dropped it (the connection is closed).
     Dropped,
+    /// Over the source's rate limit: 429 with a failure reason.
+    Limited,
 }
 
 /// The store's announce for `req` into `swarm`, from `addr`.
@@ -242,12 +255,18 @@ impl Handler {
     pub fn new(ctx: Arc<HttpContext>) -> Self {
         Self {
             ctx,
+            limited: 0,
             body: Vec::new(),
             v4: PeerLists::default(),
             v6: PeerLists::default(),
             hashes: Vec::new(),
             files: Vec::new(),
         }
+    }
+
+    /// Starts over for a new connection (the accept loop's fast path reuses one handler).
+    pub fn new_connection(&mut self) {
+        self.limited = 0;
     }
 
     /// Answers one request head from `remote`, appending the response to `out`.
@@ -273,6 +292,7 @@ impl Handler {
             return Next::Close;
         }
         let client_ip = self.ctx.proxy.client_ip(remote.ip(), req.headers);
+        Protocol::Http.count_family(*client_ip.as_ref().unwrap_or(&remote.ip()));
         if f.upgrade_websocket {
             let (Some(key), Ok(ip)) = (f.ws_key, &client_ip) else {
                 write_http_error(
@@ -306,7 +326,12 @@ impl Handler {
             Ok(Target::Scrape { key, query }) => {
                 match parse_scrape(query, self.ctx.settings.max_scrape_hashes, &mut self.hashes) {
                     Ok(()) if self.hashes.is_empty() => {
-                        return self.full_scrape(f.accepts_gzip, close, out);
+                        // A document for no client in particular: only the source rules.
+                        let ip = client_ip.unwrap_or(remote.ip());
+                        match self.ctx.policy.source(ip) {
+                            Verdict::Admit => return self.full_scrape(f.accepts_gzip, close, out),
+                            verdict => ("scrape", self.stopped(verdict)),
+                        }
                     }
                     // A bad proxy header does not stop a scrape (it never did): the policy
                     // then sees the connection's own address.
@@ -329,10 +354,16 @@ impl Handler {
             }
         };
         count(action, reply == Reply::Served);
-        if reply == Reply::Dropped {
-            return Next::Close;
-        }
-        write_head(out, "200 OK", self.body.len(), close, "");
+        let (status, close) = match reply {
+            Reply::Dropped => return Next::Close,
+            Reply::Limited => {
+                self.limited += 1;
+                let close = close || self.limited > LIMITED_BEFORE_CLOSE;
+                ("429 Too Many Requests", close)
+            }
+            Reply::Served | Reply::Failed => ("200 OK", close),
+        };
+        write_head(out, status, self.body.len(), close, "");
         out.extend_from_slice(&self.body);
         if close {
             Next::Close
@@ -362,7 +393,20 @@ impl Handler {
                 write_failure(&mut self.body, reason.as_bytes());
                 Err(Reply::Failed)
             }
-            Verdict::Drop => Err(Reply::Dropped),
+            verdict => Err(self.stopped(verdict)),
+        }
+    }
+
+    /// How a request the policy did not serve or refuse ends: dropped, blocked (both
+    /// closed without a response) or over the rate limit (429, its reason in the body).
+    fn stopped(&mut self, verdict: Verdict) -> Reply {
+        Protocol::Http.count_stopped(verdict);
+        if verdict == Verdict::Limited {
+            self.body.clear();
+            write_failure(&mut self.body, policy::RATE_LIMITED.as_bytes());
+            Reply::Limited
+        } else {
+            Reply::Dropped
         }
     }
 
@@ -487,6 +531,7 @@ impl Handler {
 mod tests {
     use super::*;
     use crate::policy::seen::{self, Seen};
+    use crate::policy::RATE_LIMITED;
 
     #[test]
     fn gzip_acceptance_follows_q_values() {
@@ -499,14 +544,19 @@ mod tests {
     }
 
     fn ctx() -> Arc<HttpContext> {
+        ctx_with(crate::policy::Policy::default())
+    }
+
+    fn ctx_with(policy: crate::policy::Policy) -> Arc<HttpContext> {
         let config = crate::Config::default();
         let store = Arc::new(shoal_swarm::Store::new(config.store_config()));
-        let policy = Arc::new(crate::policy::Policy::default());
+        let policy = Arc::new(policy);
         Arc::new(HttpContext {
             store,
             policy: policy.clone(),
             settings: super::super::HttpSettings::from_config(&config),
             proxy: super::super::proxy::ProxyRules::new("", 1, &[]).unwrap(),
+            proxy_protocol: None,
             full_scrape: None,
             ws: Arc::new(crate::ws::WsContext::new(&config, policy)),
             open: Default::default(),
@@ -601,6 +651,68 @@ mod tests {
         assert!(reply.contains("malformed passkey"), "{reply}");
         assert!(get("/a/b/announce").starts_with("HTTP/1.1 404"));
         assert!(seen::take().is_empty(), "nothing reached the policy");
+    }
+
+    #[test]
+    fn over_the_limit_is_429_then_a_close_and_blocked_is_a_silent_close() {
+        let policy = crate::policy::Policy::default().guarded(1, 1);
+        let mut h = Handler::new(ctx_with(policy));
+        let raw = format!(
+            "GET /announce?info_hash={IH}&peer_id=-qB4520-abcdefghijkl&port=1&left=7 \
+             HTTP/1.1\r\n\r\n"
+        );
+        let ask = |h: &mut Handler, from: &str| {
+            let mut headers = [httparse::EMPTY_HEADER; 4];
+            let mut req = httparse::Request::new(&mut headers);
+            req.parse(raw.as_bytes()).unwrap();
+            let mut out = Vec::new();
+            let next = h.handle(&req, from.parse().unwrap(), b"", &mut out);
+            (next, String::from_utf8_lossy(&out).into_owned())
+        };
+        let (next, out) = ask(&mut h, "127.0.0.1:1");
+        assert!(out.starts_with("HTTP/1.1 200") && matches!(next, Next::KeepAlive));
+        for _ in 0..LIMITED_BEFORE_CLOSE {
+            let (next, out) = ask(&mut h, "127.0.0.1:1");
+            assert!(out.starts_with("HTTP/1.1 429 Too Many Requests"), "{out}");
+            assert!(
+                out.contains("14:failure reason") && out.contains(RATE_LIMITED),
+                "{out}"
+            );
+            assert!(matches!(next, Next::KeepAlive), "{next:?}");
+        }
+        let (next, out) = ask(&mut h, "127.0.0.1:1");
+        assert!(out.starts_with("HTTP/1.1 429") && out.contains("Connection: close"));
+        assert!(matches!(next, Next::Close));
+        let (next, out) = ask(&mut h, "10.1.1.1:1");
+        assert!(
+            out.is_empty() && matches!(next, Next::Close),
+            "blocked: {out}"
+        );
+        h.new_connection();
+        let (next, _) = ask(&mut h, "127.0.0.1:1");
+        assert!(
+            matches!(next, Next::KeepAlive),
+            "a new connection starts over"
+        );
+    }
+
+    #[test]
+    fn a_mapped_ipv4_client_is_an_ipv4_peer() {
+        let ctx = ctx();
+        let raw = format!(
+            "GET /announce?info_hash={IH}&peer_id=-qB4520-abcdefghijkl&port=7&left=1 \
+             HTTP/1.1\r\n\r\n"
+        );
+        let mut headers = [httparse::EMPTY_HEADER; 4];
+        let mut req = httparse::Request::new(&mut headers);
+        req.parse(raw.as_bytes()).unwrap();
+        let remote = "[::ffff:127.0.0.9]:5555".parse().unwrap();
+        Handler::new(ctx.clone()).handle(&req, remote, b"", &mut Vec::new());
+        let peers = ctx.store.with_torrent(&InfoHash([1; 20]), |t| {
+            let v4: Vec<_> = t.v4().peers().map(|p| p.addr.addr()).collect();
+            (v4, t.v6().map_or(0, |v6| v6.peers().count()))
+        });
+        assert_eq!(peers, Some((vec!["127.0.0.9:7".parse().unwrap()], 0)));
     }
 
     #[test]

@@ -37,6 +37,7 @@
 //! - [`connection`]: the per-connection loop (bytes, timeouts, limits).
 //! - [`handler`]: one request head in, response bytes out (announce, scrape, upgrade).
 //! - [`proxy`]: the client address behind a reverse proxy.
+//! - [`proxy_protocol`]: the client address from a load balancer's PROXY header.
 //! - [`full_scrape`]: the cached, periodically rebuilt full-scrape document.
 //! - [`tls`]: rustls certificates, reloadable on SIGHUP.
 
@@ -47,6 +48,7 @@ pub mod front_end;
 pub mod full_scrape;
 pub mod handler;
 pub mod proxy;
+pub mod proxy_protocol;
 pub mod tls;
 
 pub use context::{HttpContext, HttpSettings};

@@ -1,17 +1,18 @@
-//! The access list, the policy's first rule: which info hashes may be announced and
+//! The access list, the policy's rule about torrents: which info hashes may be announced and
 //! scraped.
 //!
 //! It is a plain set plus a mode, loaded from a file of hex info hashes; the policy swaps
 //! it in whole (`arc_swap`) on reload so that workers read it without a lock. Edits from
-//! the admin API rewrite the file ([`edit_file`]) before the new list is put in force.
+//! the admin API rewrite the file ([`edit_file`], through the shared [`list_file`]) before
+//! the new list is put in force.
 
 use std::collections::HashSet;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::Context;
 use shoal_proto::InfoHash;
 use thiserror::Error;
+
+use super::list_file;
 
 /// How the list is applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -60,15 +61,11 @@ impl AccessList {
     /// or closes the tracker.
     pub fn parse(mode: AccessMode, text: &str, path: &str) -> Result<Self, AccessListError> {
         let mut hashes = HashSet::new();
-        for (i, line) in text.lines().enumerate() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            let hash = InfoHash::from_hex(line).ok_or_else(|| AccessListError::BadLine {
+        for (line, entry) in list_file::entries(text) {
+            let hash = InfoHash::from_hex(entry).ok_or_else(|| AccessListError::BadLine {
                 path: path.to_owned(),
-                line: i + 1,
-                text: line.to_owned(),
+                line,
+                text: entry.to_owned(),
             })?;
             hashes.insert(hash);
         }
@@ -119,52 +116,17 @@ impl AccessList {
 }
 
 /// Adds (`add`) or removes `info_hash` in the list file at `path`, keeping comments and
-/// other lines, written to a temporary file, synced and renamed over the old one. Returns
-/// the new list, or `None` when the file already said so (nothing written).
+/// other lines (see [`list_file::edit`]). Returns the new list, or `None` when the file
+/// already said so (nothing written).
 pub fn edit_file(
     mode: AccessMode,
     path: &Path,
     info_hash: InfoHash,
     add: bool,
 ) -> anyhow::Result<Option<AccessList>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    let listed = |line: &str| {
-        InfoHash::from_hex(line.split('#').next().unwrap_or("").trim()) == Some(info_hash)
-    };
-    let present = text.lines().any(listed);
-    let new_text = match (add, present) {
-        (true, true) | (false, false) => return Ok(None),
-        (true, false) => {
-            let mut t = text;
-            if !t.is_empty() && !t.ends_with('\n') {
-                t.push('\n');
-            }
-            t.push_str(&info_hash.to_hex());
-            t.push('\n');
-            t
-        }
-        (false, true) => text
-            .lines()
-            .filter(|l| !listed(l))
-            .flat_map(|l| [l, "\n"])
-            .collect(),
-    };
-    let list = AccessList::parse(mode, &new_text, &path.display().to_string())?;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(new_text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })()
-    .with_context(|| format!("writing {}", path.display()))?;
-    Ok(Some(list))
+    let same = |entry: &str| InfoHash::from_hex(entry) == Some(info_hash);
+    let parse = |text: &str| Ok(AccessList::parse(mode, text, &path.display().to_string())?);
+    list_file::edit(path, &info_hash.to_hex(), add, same, parse)
 }
 
 #[cfg(test)]

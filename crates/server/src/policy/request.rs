@@ -23,6 +23,34 @@ impl Protocol {
             Protocol::Ws => "ws",
         }
     }
+
+    /// Counts a request by its source's address family (IPv4-mapped IPv6 is IPv4), in
+    /// `shoal_requests_by_family_total` (HTTP and WebTorrent; UDP counts per worker).
+    pub fn count_family(self, source: IpAddr) {
+        let family = if source.to_canonical().is_ipv4() {
+            "ipv4"
+        } else {
+            "ipv6"
+        };
+        metrics::counter!("shoal_requests_by_family_total",
+            "protocol" => self.label(), "family" => family)
+        .increment(1);
+    }
+
+    /// Counts a request the source rules stopped (`shoal_rate_limited_total`,
+    /// `shoal_blocked_total`); other verdicts count nothing here.
+    pub fn count_stopped(self, verdict: Verdict) {
+        match verdict {
+            Verdict::Limited => {
+                metrics::counter!("shoal_rate_limited_total", "protocol" => self.label())
+                    .increment(1)
+            }
+            Verdict::Blocked => {
+                metrics::counter!("shoal_blocked_total", "protocol" => self.label()).increment(1)
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What a request asks for.
@@ -86,6 +114,13 @@ pub enum Verdict {
     Refuse(&'static str),
     /// Not answered at all.
     Drop,
+    /// The source is over its rate limit (`policy/rate_limit.rs`): no UDP reply (never a
+    /// reflection amplifier), an HTTP 429 with a bencoded failure reason (the connection
+    /// closed after repeats), a closed WebSocket.
+    Limited,
+    /// The source is in the block list (`policy/block_list.rs`): no UDP reply, the HTTP
+    /// connection or WebSocket closed without an answer.
+    Blocked,
 }
 
 impl Verdict {
@@ -95,7 +130,7 @@ impl Verdict {
         match self {
             Verdict::Admit => Some(*asked),
             Verdict::AdmitAs(swarm) => Some(swarm),
-            Verdict::Refuse(_) | Verdict::Drop => None,
+            Verdict::Refuse(_) | Verdict::Drop | Verdict::Limited | Verdict::Blocked => None,
         }
     }
 }

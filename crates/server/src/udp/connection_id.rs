@@ -21,6 +21,18 @@ use subtle::ConstantTimeEq;
 
 use crate::config::Config;
 
+/// What a connection id turned out to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdCheck {
+    Valid,
+    /// Issued by us to this address, but older than the accepted age (max age plus
+    /// grace), or dated in the future: what `shoal_udp_connection_id_expired_total`
+    /// counts, so that an operator sees what a shorter age costs real clients.
+    Expired,
+    /// Not issued by us to this address (forged, another key, another address).
+    Forged,
+}
+
 /// Issues and checks connection ids.
 #[derive(Clone)]
 pub struct ConnectionIds {
@@ -115,11 +127,21 @@ impl ConnectionIds {
     /// Whether `id` was issued by us to `ip` no more than `max_age` seconds before `now`
     /// (and not in the future, beyond a second of clock skew between workers).
     pub fn check(&self, id: ConnectionId, ip: IpAddr, now: u32) -> bool {
+        self.judge(id, ip, now) == IdCheck::Valid
+    }
+
+    /// What `id` is for `ip` at `now`: valid, ours but too old (or from the future), or
+    /// not ours. The MAC is computed and compared in constant time either way.
+    pub fn judge(&self, id: ConnectionId, ip: IpAddr, now: u32) -> IdCheck {
         let issued = (id.0 >> 32) as u32;
         let mac = id.0 as u32;
         let fresh = issued <= now.saturating_add(1) && now.saturating_sub(issued) <= self.max_age;
         let authentic: bool = self.mac(ip, issued).ct_eq(&mac).into();
-        fresh & authentic
+        match (authentic, fresh) {
+            (true, true) => IdCheck::Valid,
+            (true, false) => IdCheck::Expired,
+            (false, _) => IdCheck::Forged,
+        }
     }
 }
 
@@ -138,6 +160,8 @@ mod tests {
         assert!(ids().check(id, ip, 1_000_000));
         assert!(ids().check(id, ip, 1_000_300));
         assert!(!ids().check(id, ip, 1_000_301), "too old");
+        assert_eq!(ids().judge(id, ip, 1_000_301), IdCheck::Expired);
+        assert_eq!(ids().judge(id, ip, 1_000_300), IdCheck::Valid);
         assert!(!ids().check(id, ip, 999_990), "from the future");
         assert!(!ids().check(id, "10.0.0.2".parse().unwrap(), 1_000_000));
         assert!(
@@ -154,6 +178,7 @@ mod tests {
             let forged = ConnectionId(id.0 ^ (1 << bit));
             // Flipping a bit of the time may land within the age; the MAC must still fail.
             assert!(!ids().check(forged, ip, 5000), "bit {bit}");
+            assert_ne!(ids().judge(forged, ip, 5000), IdCheck::Valid, "bit {bit}");
         }
     }
 

@@ -24,6 +24,16 @@ pub struct LocalCounters {
     pub dropped: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// Requests (connects included) dropped because their source was over its rate limit.
+    pub rate_limited: u64,
+    /// Requests dropped because their source is in the block list.
+    pub blocked: u64,
+    /// Of `bad_connection_id`: ids that were ours but too old (see `IdCheck::Expired`).
+    pub expired_connection_id: u64,
+    /// Datagrams from IPv4 sources (IPv4-mapped IPv6 included) ...
+    pub ipv4: u64,
+    /// ... and from IPv6 sources.
+    pub ipv6: u64,
 }
 
 /// One worker's published counts.
@@ -40,6 +50,11 @@ pub struct WorkerCounters {
     dropped: AtomicU64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    rate_limited: AtomicU64,
+    blocked: AtomicU64,
+    expired_connection_id: AtomicU64,
+    ipv4: AtomicU64,
+    ipv6: AtomicU64,
 }
 
 impl WorkerCounters {
@@ -57,6 +72,12 @@ impl WorkerCounters {
         self.dropped.store(c.dropped, Ordering::Relaxed);
         self.bytes_in.store(c.bytes_in, Ordering::Relaxed);
         self.bytes_out.store(c.bytes_out, Ordering::Relaxed);
+        self.rate_limited.store(c.rate_limited, Ordering::Relaxed);
+        self.blocked.store(c.blocked, Ordering::Relaxed);
+        self.expired_connection_id
+            .store(c.expired_connection_id, Ordering::Relaxed);
+        self.ipv4.store(c.ipv4, Ordering::Relaxed);
+        self.ipv6.store(c.ipv6, Ordering::Relaxed);
     }
 
     pub fn read(&self) -> LocalCounters {
@@ -71,6 +92,11 @@ impl WorkerCounters {
             dropped: self.dropped.load(Ordering::Relaxed),
             bytes_in: self.bytes_in.load(Ordering::Relaxed),
             bytes_out: self.bytes_out.load(Ordering::Relaxed),
+            rate_limited: self.rate_limited.load(Ordering::Relaxed),
+            blocked: self.blocked.load(Ordering::Relaxed),
+            expired_connection_id: self.expired_connection_id.load(Ordering::Relaxed),
+            ipv4: self.ipv4.load(Ordering::Relaxed),
+            ipv6: self.ipv6.load(Ordering::Relaxed),
         }
     }
 }
@@ -87,6 +113,11 @@ impl std::ops::AddAssign for LocalCounters {
         self.dropped += o.dropped;
         self.bytes_in += o.bytes_in;
         self.bytes_out += o.bytes_out;
+        self.rate_limited += o.rate_limited;
+        self.blocked += o.blocked;
+        self.expired_connection_id += o.expired_connection_id;
+        self.ipv4 += o.ipv4;
+        self.ipv6 += o.ipv6;
     }
 }
 

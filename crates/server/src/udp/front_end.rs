@@ -61,12 +61,24 @@ pub struct UdpFrontEnd {
     threads: Vec<JoinHandle<()>>,
 }
 
-fn bind(addr: SocketAddr, recv_buffer: usize) -> anyhow::Result<Socket> {
+/// Whether the IPv6 wildcard `addr` also takes IPv4 traffic (as IPv4-mapped addresses):
+/// yes, unless an IPv4 wildcard on the same port is configured too, with which it would
+/// collide. So `listen = ["[::]:6969"]` alone is one dual-stack socket, and the default
+/// pair keeps one socket per family.
+pub fn dual_stack(addr: SocketAddr, listen: &[SocketAddr]) -> bool {
+    addr.is_ipv6()
+        && addr.ip().is_unspecified()
+        && !listen
+            .iter()
+            .any(|a| a.is_ipv4() && a.ip().is_unspecified() && a.port() == addr.port())
+}
+
+fn bind(addr: SocketAddr, recv_buffer: usize, dual: bool) -> anyhow::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() {
-        // Keep the families apart: `[::]` must not also take IPv4 traffic, or it would
-        // collide with a `0.0.0.0` listener on the same port.
-        socket.set_only_v6(true)?;
+        // Keep the families apart unless asked (see `dual_stack`); a dual-stack socket's
+        // IPv4 clients arrive as `::ffff:a.b.c.d` and are IPv4 clients in the handler.
+        socket.set_only_v6(!dual)?;
     }
     socket.set_reuse_port(true)?;
     if recv_buffer > 0 {
@@ -94,7 +106,8 @@ impl UdpFrontEnd {
         let mut local_addrs = Vec::new();
         for &addr in &settings.listen {
             // The first socket may ask for port 0; the others join the port it got.
-            let first = bind(addr, settings.recv_buffer_bytes)?;
+            let dual = dual_stack(addr, &settings.listen);
+            let first = bind(addr, settings.recv_buffer_bytes, dual)?;
             let actual = first
                 .local_addr()?
                 .as_socket()
@@ -102,7 +115,7 @@ impl UdpFrontEnd {
             local_addrs.push(actual);
             sockets.push(first);
             for _ in 1..settings.workers.max(1) {
-                sockets.push(bind(actual, settings.recv_buffer_bytes)?);
+                sockets.push(bind(actual, settings.recv_buffer_bytes, dual)?);
             }
         }
         let send_slot = (shoal_proto::udp::ANNOUNCE_RESPONSE_HEADER_LEN

@@ -12,6 +12,15 @@
 //! credential and the announce is served as before: BEP 41 options are advisory, and in
 //! open mode nothing depends on them. Scrape datagrams carry no options in practice (BEP 41
 //! defines them after an announce only), so a UDP scrape has no credential.
+//!
+//! Abuse controls: a connect asks [`Policy::unproven_source`] (the block list, and whether
+//! its source has rate-limit tokens left, spending none: its address is not proven yet)
+//! before it is answered, and announces and scrapes ask the whole policy; a source over its limit or
+//! blocked gets no reply at all, so the tracker is never a reflection amplifier. IPv4-mapped
+//! IPv6 sources (a dual-stack socket) are IPv4 clients from the first line on: their
+//! connection ids, limits, peer lists and counters are those of the IPv4 address. An IPv6
+//! reply never carries more than [`V6_MAX_PEERS`] peers, so that it fits the 1,232 bytes
+//! of payload an IPv6 datagram can carry without fragmentation on any path.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -23,9 +32,13 @@ use shoal_proto::udp::{
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
 use shoal_swarm::{Announce, Family, PeerSink, Store, TorrentStats};
 
-use super::connection_id::ConnectionIds;
+use super::connection_id::{ConnectionIds, IdCheck};
 use super::counters::LocalCounters;
 use crate::policy::{self, Policy, Protocol, Verdict};
+
+/// Most peers in an IPv6 announce reply: 1,232 bytes of payload (the IPv6 minimum MTU of
+/// 1,280 less the IPv6 and UDP headers) less the 20-byte header, 18 bytes a peer.
+pub const V6_MAX_PEERS: usize = (1232 - 20) / 18;
 
 /// Settings a handler needs, copied out of the config.
 #[derive(Clone, Debug, Default)]
@@ -97,9 +110,17 @@ impl Handler {
     ) -> Option<usize> {
         self.counters.bytes_in += packet.len() as u64;
         let ip = src.ip().to_canonical();
+        if ip.is_ipv4() {
+            self.counters.ipv4 += 1;
+        } else {
+            self.counters.ipv6 += 1;
+        }
         let mut action = None;
         let len = match Request::parse(packet) {
             Ok(Request::Connect(r)) => {
+                if self.refused(self.policy.unproven_source(ip)) {
+                    return None;
+                }
                 self.counters.connect += 1;
                 Response::Connect {
                     transaction_id: r.transaction_id,
@@ -155,21 +176,41 @@ impl Handler {
         len
     }
 
-    /// Whether `id` is one we issued to `ip` and still valid (counting those that are not).
+    /// Whether `id` is one we issued to `ip` and still valid (counting those that are not,
+    /// and of them those that were only too old).
     #[inline]
     fn proven(&mut self, id: ConnectionId, ip: IpAddr, now: Now) -> bool {
-        let ok = self.ids.check(id, ip, now.unix);
-        if !ok {
-            self.counters.bad_connection_id += 1;
+        match self.ids.judge(id, ip, now.unix) {
+            IdCheck::Valid => true,
+            IdCheck::Expired => {
+                self.counters.bad_connection_id += 1;
+                self.counters.expired_connection_id += 1;
+                false
+            }
+            IdCheck::Forged => {
+                self.counters.bad_connection_id += 1;
+                false
+            }
         }
-        ok
+    }
+
+    /// Whether `verdict` is one of the source rules' (over the limit, blocked): counted,
+    /// and never answered.
+    #[inline]
+    fn refused(&mut self, verdict: Verdict) -> bool {
+        match verdict {
+            Verdict::Limited => self.counters.rate_limited += 1,
+            Verdict::Blocked => self.counters.blocked += 1,
+            _ => return false,
+        }
+        true
     }
 
     /// The policy's verdict on `req`: `Ok` to serve it, or the reply to give instead (an
     /// error datagram, or none).
     #[inline]
     fn admitted(
-        &self,
+        &mut self,
         req: &policy::Request<'_>,
         transaction_id: TransactionId,
         out: &mut [u8],
@@ -178,7 +219,10 @@ impl Handler {
             Verdict::Admit => Ok(*req.info_hash),
             Verdict::AdmitAs(swarm) => Ok(swarm),
             Verdict::Refuse(reason) => Err(error(transaction_id, reason, out)),
-            Verdict::Drop => Err(None),
+            verdict @ (Verdict::Drop | Verdict::Limited | Verdict::Blocked) => {
+                self.refused(verdict);
+                Err(None)
+            }
         }
     }
 
@@ -232,6 +276,7 @@ impl Handler {
                 (announce_in(store, &a, now, &mut self.peers_v4), true)
             }
             IpAddr::V6(v6) => {
+                let numwant = numwant.min(V6_MAX_PEERS);
                 let a = announce_of(r, swarm, CompactPeerV6::new(v6, r.port), numwant);
                 (announce_in(store, &a, now, &mut self.peers_v6), false)
             }
@@ -333,47 +378,49 @@ mod tests {
     };
 
     fn handler() -> Handler {
+        handler_with(Policy::default())
+    }
+
+    fn handler_with(policy: Policy) -> Handler {
         let store = Arc::new(Store::new(crate::Config::default().store_config()));
         let config = HandlerConfig {
             max_scrape_hashes: 10,
             ..HandlerConfig::default()
         };
         let ids = ConnectionIds::new([7; 16], 120);
-        Handler::new(store, Arc::new(Policy::default()), ids, config)
+        Handler::new(store, Arc::new(policy), ids, config)
     }
 
     const SRC: &str = "127.0.0.1:6881";
+    const NOW: Now = Now {
+        store: 1,
+        unix: 1000,
+    };
+
+    /// Sends `packet` from `src` and returns the reply (`None`: no reply).
+    fn reply_to(h: &mut Handler, src: &str, packet: &[u8]) -> Option<Vec<u8>> {
+        let mut out = [0u8; 4096];
+        let n = h.handle(packet, src.parse().unwrap(), NOW, &mut out)?;
+        Some(out[..n].to_vec())
+    }
 
     /// Sends `packet` and returns the reply's action (`None`: no reply).
     fn send(h: &mut Handler, packet: &[u8]) -> Option<u32> {
-        let mut out = [0u8; 2048];
-        h.handle(
-            packet,
-            SRC.parse().unwrap(),
-            Now {
-                store: 1,
-                unix: 1000,
-            },
-            &mut out,
-        )?;
+        let out = reply_to(h, SRC, packet)?;
         Some(u32::from_be_bytes(out[..4].try_into().unwrap()))
     }
 
-    /// A connection id for `SRC`, as a client gets it.
-    fn connect(h: &mut Handler) -> ConnectionId {
+    /// A connection id for `src`, as a client gets it.
+    fn connect_from(h: &mut Handler, src: &str) -> ConnectionId {
         let p = datagram(ConnectionId(PROTOCOL_ID), ACTION_CONNECT, 16, &[]);
-        let mut out = [0u8; 64];
-        let n = h.handle(
-            &p,
-            SRC.parse().unwrap(),
-            Now {
-                store: 1,
-                unix: 1000,
-            },
-            &mut out,
-        );
-        assert_eq!(n, Some(16));
+        let out = reply_to(h, src, &p).expect("a connect reply");
+        assert_eq!(out.len(), 16);
         ConnectionId(u64::from_be_bytes(out[8..16].try_into().unwrap()))
+    }
+
+    /// A connection id for `SRC`.
+    fn connect(h: &mut Handler) -> ConnectionId {
+        connect_from(h, SRC)
     }
 
     /// A request datagram at BEP 15's offsets: `len` bytes, the connection id and the
@@ -429,6 +476,82 @@ mod tests {
         // A seeder's left reaches the policy as it is.
         send(&mut h, &announce(cid, 0, Some(&b"/k/announce"[..])));
         assert_eq!(seen::take(), seen_announce(Some("k"), 0));
+    }
+
+    #[test]
+    fn sources_over_the_limit_or_blocked_get_no_reply_and_are_counted() {
+        let policy = Policy::default().guarded(1, 3);
+        let mut h = handler_with(policy);
+        // Three announces use the burst of three; the connect cost nothing.
+        let cid = connect(&mut h);
+        for _ in 0..3 {
+            assert_eq!(send(&mut h, &announce(cid, 1, None)), Some(ACTION_ANNOUNCE));
+        }
+        assert_eq!(send(&mut h, &announce(cid, 1, None)), None);
+        let p = datagram(ConnectionId(PROTOCOL_ID), ACTION_CONNECT, 16, &[]);
+        assert_eq!(send(&mut h, &p), None, "no connect answered without tokens");
+        assert_eq!(reply_to(&mut h, "10.0.0.1:1", &p), None, "blocked");
+        assert_eq!(reply_to(&mut h, "[::ffff:10.0.0.1]:1", &p), None, "blocked");
+        let c = h.counters;
+        assert_eq!(
+            (c.rate_limited, c.blocked, c.connect, c.announce),
+            (2, 2, 1, 4)
+        );
+        assert_eq!((c.ipv4, c.ipv6), (8, 0), "mapped addresses are IPv4");
+    }
+
+    #[test]
+    fn ids_refused_only_for_age_are_counted_apart() {
+        let mut h = handler();
+        let cid = connect(&mut h);
+        let late = Now {
+            store: 1,
+            unix: 1000 + 121,
+        };
+        let mut out = [0u8; 256];
+        let src = SRC.parse().unwrap();
+        assert_eq!(h.handle(&announce(cid, 1, None), src, late, &mut out), None);
+        assert_eq!(send(&mut h, &announce(ConnectionId(5), 1, None)), None);
+        let c = h.counters;
+        assert_eq!((c.bad_connection_id, c.expired_connection_id), (2, 1));
+    }
+
+    /// An announce of `numwant` peers for torrent 9, from port `port` (and a peer id made
+    /// of it).
+    fn announce_for(cid: ConnectionId, port: u16, numwant: i32) -> Vec<u8> {
+        let fields: [(usize, &[u8]); 4] = [
+            (16, &[9u8; 20]),
+            (36, &[port.to_be_bytes(); 10].concat()),
+            (92, &numwant.to_be_bytes()),
+            (96, &port.to_be_bytes()),
+        ];
+        let mut p = datagram(cid, ACTION_ANNOUNCE, ANNOUNCE_REQUEST_LEN, &fields);
+        p[64..72].copy_from_slice(&1u64.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn ipv6_replies_fit_1232_bytes_and_mapped_sources_join_ipv4_swarms() {
+        let mut h = handler();
+        for i in 0..150u16 {
+            let src = format!("[2001:db8::{:x}]:6881", i + 1);
+            let cid = connect_from(&mut h, &src);
+            reply_to(&mut h, &src, &announce_for(cid, 10_000 + i, 0)).unwrap();
+        }
+        let src = "[2001:db8::ffff]:6881";
+        let cid = connect_from(&mut h, src);
+        for (numwant, peers) in [(-1, 50), (60, 60), (200, V6_MAX_PEERS), (i32::MAX, 67)] {
+            let out = reply_to(&mut h, src, &announce_for(cid, 6881, numwant)).unwrap();
+            assert_eq!(out.len(), 20 + peers * 18, "numwant {numwant}");
+            assert!(out.len() <= 1232);
+        }
+        // A mapped source is an IPv4 peer: an IPv4 client gets it in its compact peers.
+        let mapped = "[::ffff:127.0.0.9]:7000";
+        let cid = connect_from(&mut h, mapped);
+        reply_to(&mut h, mapped, &announce_for(cid, 7000, 0)).unwrap();
+        let cid = connect(&mut h);
+        let out = reply_to(&mut h, SRC, &announce_for(cid, 6881, 50)).unwrap();
+        assert_eq!(&out[20..], &[127, 0, 0, 9, 0x1b, 0x58], "one IPv4 peer");
     }
 
     #[test]

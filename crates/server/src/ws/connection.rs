@@ -51,6 +51,8 @@ enum End {
     Misbehaved,
     TooLarge,
     Error,
+    RateLimited,
+    Blocked,
 }
 
 impl End {
@@ -63,6 +65,8 @@ impl End {
             End::Misbehaved => "misbehaved",
             End::TooLarge => "too_large",
             End::Error => "error",
+            End::RateLimited => "rate_limited",
+            End::Blocked => "blocked",
         }
     }
 }
@@ -160,10 +164,14 @@ where
                     Ok(()) => {}
                     Err(end) => break end,
                 }
-                if verdict == Verdict::Close {
-                    let _ = close(&mut ws, CloseCode::Policy, "too many bad messages", s.send_timeout).await;
-                    break End::Misbehaved;
-                }
+                let (reason, end) = match verdict {
+                    Verdict::Continue => continue,
+                    Verdict::Close => ("too many bad messages", End::Misbehaved),
+                    Verdict::Limited => (crate::policy::RATE_LIMITED, End::RateLimited),
+                    Verdict::Blocked => ("refused", End::Blocked),
+                };
+                let _ = close(&mut ws, CloseCode::Policy, reason, s.send_timeout).await;
+                break end;
             }
             _ = ticker.tick() => {
                 let quiet = last_heard.elapsed();

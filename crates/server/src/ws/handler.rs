@@ -9,7 +9,8 @@
 //! Announces and scrapes ask the policy first, with the connection's client address as
 //! the source and the passkey of its upgrade path as the credential (both fixed for the
 //! connection's life): a refused announce gets a `failure reason`, a refused hash is left
-//! out of a scrape, and a dropped request gets no reply.
+//! out of a scrape, and a dropped request gets no reply. A source over its rate limit, or
+//! blocked, has its connection closed ([`Verdict::Limited`], [`Verdict::Blocked`]).
 
 use std::collections::HashSet;
 
@@ -66,6 +67,20 @@ pub enum Verdict {
     Continue,
     /// Too many bad messages: send the replies, then close.
     Close,
+    /// The source is over its rate limit: close.
+    Limited,
+    /// The source is in the block list: close.
+    Blocked,
+}
+
+/// What the connection does after a policy verdict that stops the source, if it is one.
+fn stopped(verdict: policy::Verdict) -> Option<Verdict> {
+    Protocol::Ws.count_stopped(verdict);
+    match verdict {
+        policy::Verdict::Limited => Some(Verdict::Limited),
+        policy::Verdict::Blocked => Some(Verdict::Blocked),
+        _ => None,
+    }
 }
 
 fn count(action: &'static str, result: &'static str) {
@@ -126,13 +141,16 @@ pub fn handle(
     now: u32,
     replies: &mut Vec<Utf8Bytes>,
 ) -> Verdict {
+    Protocol::Ws.count_family(conn.source);
     match ws::parse_request(message) {
         Ok(Request::Announce(a)) => announce(ctx, conn, &a, now, replies),
-        Ok(Request::Answer(a)) => answer(ctx, conn, &a, now, replies),
+        Ok(Request::Answer(a)) => {
+            answer(ctx, conn, &a, now, replies);
+            Verdict::Continue
+        }
         Ok(Request::Scrape(s)) => scrape(ctx, conn, &s.info_hashes, replies),
-        Err((err, context)) => return misbehaved(ctx, conn, &err, context, replies),
+        Err((err, context)) => misbehaved(ctx, conn, &err, context, replies),
     }
-    Verdict::Continue
 }
 
 /// A bad message: a `failure reason`, and a strike.
@@ -159,7 +177,7 @@ fn announce(
     a: &ws::Announce<'_>,
     now: u32,
     replies: &mut Vec<Utf8Bytes>,
-) {
+) -> Verdict {
     let context = announcing(a.info_hash);
     match verdict(ctx, conn, &a.info_hash, Some(a)) {
         // A v2 hash stays its own swarm here: relayed offers name the hash their receivers
@@ -168,11 +186,15 @@ fn announce(
         policy::Verdict::Refuse(reason) => {
             count("announce", "refused");
             replies.push(failure(reason, context));
-            return;
+            return Verdict::Continue;
         }
         policy::Verdict::Drop => {
             count("announce", "dropped");
-            return;
+            return Verdict::Continue;
+        }
+        stop @ (policy::Verdict::Limited | policy::Verdict::Blocked) => {
+            count("announce", "dropped");
+            return stopped(stop).unwrap_or(Verdict::Continue);
         }
     }
     let key = (a.info_hash, a.peer_id);
@@ -182,7 +204,7 @@ fn announce(
     {
         count("announce", "refused");
         replies.push(failure("too many torrents on this connection", context));
-        return;
+        return Verdict::Continue;
     }
     // As many offers as the client sent, asked for, and the server allows.
     let n = a.offers.len().min(ctx.settings.limits.max_offers).min(
@@ -256,6 +278,7 @@ fn announce(
         })
         .into(),
     );
+    Verdict::Continue
 }
 
 fn relay(what: &'static str, delivery: Delivery) {
@@ -326,7 +349,7 @@ fn scrape(
     conn: &ConnState,
     info_hashes: &[InfoHash],
     replies: &mut Vec<Utf8Bytes>,
-) {
+) -> Verdict {
     let context = FailureContext {
         action: Some(ws::Action::Scrape),
         info_hash: None,
@@ -338,20 +361,23 @@ fn scrape(
             &format!("too many info hashes (at most {limit})"),
             context,
         ));
-        return;
+        return Verdict::Continue;
     }
     let mut files = Vec::with_capacity(info_hashes.len());
     if info_hashes.is_empty() {
         if !ctx.settings.limits.full_scrape {
             count("scrape", "refused");
             replies.push(failure("full scrape is disabled", context));
-            return;
+            return Verdict::Continue;
+        }
+        // A document for no client in particular (private mode turns it off): the source
+        // rules once, for one token, then the rules about each torrent alone.
+        if let Some(stop) = stopped(ctx.policy.source(conn.source)) {
+            count("scrape", "dropped");
+            return stop;
         }
         ctx.torrents.scrape_all(limit, |ih, st| {
-            if matches!(
-                verdict(ctx, conn, &ih, None),
-                policy::Verdict::Admit | policy::Verdict::AdmitAs(_)
-            ) {
+            if ctx.policy.lists(&ih) {
                 files.push((ih, stats(st)));
             }
         });
@@ -369,9 +395,9 @@ fn scrape(
                     files.push((*ih, stats(ctx.torrents.scrape(ih))))
                 }
                 policy::Verdict::Refuse(_) => {}
-                policy::Verdict::Drop => {
+                stop => {
                     count("scrape", "dropped");
-                    return;
+                    return stopped(stop).unwrap_or(Verdict::Continue);
                 }
             }
         }
@@ -384,6 +410,7 @@ fn scrape(
         })
         .into(),
     );
+    Verdict::Continue
 }
 
 fn stats(st: shoal_swarm::TorrentStats) -> ScrapeStats {
@@ -432,6 +459,22 @@ mod tests {
         format!(
             r#"{{"action":"announce","info_hash":"aaaaaaaaaaaaaaaaaaaa","peer_id":"{peer_id}","numwant":0"#
         )
+    }
+
+    #[test]
+    fn a_source_over_its_limit_or_blocked_is_closed() {
+        let policy = policy::Policy::default().guarded(1, 1);
+        let ctx = WsContext::new(&crate::Config::default(), Arc::new(policy));
+        let mut conn = ConnState::new(1, "127.0.0.1".parse().unwrap(), None);
+        let message = format!("{}}}", announce_of('d'));
+        let mut replies = Vec::new();
+        let mut ask =
+            |conn: &mut ConnState| handle(&ctx, conn, message.as_bytes(), 1, &mut replies);
+        assert_eq!(ask(&mut conn), Verdict::Continue);
+        assert_eq!(ask(&mut conn), Verdict::Limited);
+        let mut far = ConnState::new(2, "10.0.0.1".parse().unwrap(), None);
+        assert_eq!(ask(&mut far), Verdict::Blocked);
+        assert_eq!(replies.len(), 1, "only the admitted announce is answered");
     }
 
     #[test]

@@ -1,0 +1,72 @@
+//! The `[rate_limit]` and `[block_list]` sections: the abuse controls asked before the store
+//! (see `policy/rate_limit.rs` and `policy/block_list.rs`). Their own file so that the
+//! config tree's main file only names them; `docs/abuse.md` explains them at length.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use serde::{Deserialize, Serialize};
+
+/// Per-source token buckets (one per IPv4 address or IPv6 prefix, in a fixed table).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Off by default: one IPv4 address can be a whole carrier-grade NAT.
+    pub enabled: bool,
+    /// Requests per second a source may keep up (its bucket's refill rate).
+    pub requests_per_second: u32,
+    /// Requests a source may send at once after a quiet spell (its bucket's size).
+    pub burst: u32,
+    /// Leading bits of an IPv4 address that make one source (32: each address).
+    pub ipv4_prefix: u8,
+    /// Leading bits of an IPv6 address that make one source (64: each subnet).
+    pub ipv6_prefix: u8,
+    /// Buckets in the table (rounded up to a power of two); its memory is 8 bytes each.
+    pub buckets: usize,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            requests_per_second: 20,
+            burst: 1000,
+            ipv4_prefix: 32,
+            ipv6_prefix: 64,
+            buckets: 1 << 16,
+        }
+    }
+}
+
+impl RateLimitConfig {
+    /// Limits on, at `requests_per_second` in bursts of `burst`, the rest by default.
+    pub fn on(requests_per_second: u32, burst: u32) -> Self {
+        Self {
+            enabled: true,
+            requests_per_second,
+            burst,
+            ..Self::default()
+        }
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.requests_per_second == 0 || self.burst == 0 {
+            bail!("rate_limit.requests_per_second and rate_limit.burst must be at least 1");
+        }
+        if !(1..=32).contains(&self.ipv4_prefix) || !(1..=128).contains(&self.ipv6_prefix) {
+            bail!("rate_limit.ipv4_prefix must be 1 to 32 and rate_limit.ipv6_prefix 1 to 128");
+        }
+        if !(1..=1 << 24).contains(&self.buckets) {
+            bail!("rate_limit.buckets must be between 1 and 16777216");
+        }
+        Ok(())
+    }
+}
+
+/// Networks whose requests are never served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct BlockListConfig {
+    /// File of CIDR ranges, one per line; empty: no block list.
+    pub path: PathBuf,
+}
