@@ -106,6 +106,8 @@ pub struct Exchange {
     /// Remote peers by expiry (Unix seconds), to take them out when it passes; an entry
     /// whose peer was refreshed since is skipped.
     expiring: BTreeMap<u32, Vec<PeerKey>>,
+    /// This node's own version of each bucket, as Redis last answered it (0: not known).
+    own: Vec<u64>,
     rounds: u64,
 }
 
@@ -123,6 +125,7 @@ impl Exchange {
             remote: vec![HashMap::default(); BUCKETS],
             remote_completed: HashMap::default(),
             expiring: BTreeMap::new(),
+            own: vec![0; BUCKETS],
             rounds: 0,
         }
     }
@@ -370,6 +373,29 @@ impl Exchange {
         }
     }
 
+    /// Checks this node's own version of a bucket against what it wrote: a version that
+    /// did not move as it should means Redis lost the bucket (a master back without its
+    /// data, a failover to a replica behind), so everything this node publishes there is
+    /// written again next round.
+    pub fn check_own(&mut self, call: &Call, version: u64) {
+        let b = call.bucket;
+        let expected = self.own[b] + u64::from(!call.writes.is_empty());
+        if self.own[b] != 0 && version != expected {
+            let w = &mut self.pending[b];
+            for (key, value) in &self.published {
+                if bucket_of(&key.0) == b {
+                    w.peers.entry(*key).or_insert(Some(*value));
+                }
+            }
+            for (info_hash, total) in &self.completed {
+                if bucket_of(info_hash) == b {
+                    w.completed.entry(*info_hash).or_insert(*total);
+                }
+            }
+        }
+        self.own[b] = version;
+    }
+
     /// Forgets what this node read of a bucket: the next round reads it from the start.
     pub fn forget(&mut self, bucket: usize) {
         self.held[bucket].clear();
@@ -529,6 +555,27 @@ mod tests {
         );
         assert!(w.peers.contains_key(&(IH, v4(2))));
         assert_eq!(w.completed[&IH], 1);
+    }
+
+    #[test]
+    fn what_redis_lost_is_written_again() {
+        let mut x = Exchange::new("a".into(), 800);
+        x.record(&[announced(1, false, true)], 1000);
+        let call = x
+            .plan(1000)
+            .into_iter()
+            .find(|c| !c.writes.is_empty())
+            .unwrap();
+        x.check_own(&call, 7);
+        // The next round writes nothing and finds its version as it left it: nothing.
+        let idle = x.plan(1000).swap_remove(call.bucket);
+        x.check_own(&idle, 7);
+        assert!(writes(&mut x, 1000).peers.is_empty());
+        // Redis came back empty: the version is not the one this node wrote.
+        let idle = x.plan(1000).swap_remove(call.bucket);
+        x.check_own(&idle, 0);
+        let again = writes(&mut x, 1000);
+        assert!(again.peers[&(IH, v4(1))].is_some() && again.completed[&IH] == 1);
     }
 
     fn entry(records: &[Record]) -> Vec<u8> {

@@ -188,8 +188,9 @@ impl Record {
 /// One node's round for one bucket. KEYS: the versions hash, this node's log, this node's
 /// hash. ARGV: the bucket's key base, node, key lifetime (seconds), log length, this
 /// node's log entry for the round ("" if none), then (node, version) pairs this node holds.
-/// Writes the entry (log and hash), then answers, for each other node whose version moved,
-/// `node, version, 0, {log entries}` or `node, version, 1, {field, value, ...}` (its hash).
+/// Writes the entry (log and hash), then answers this node's own version (0: none), then,
+/// for each other node whose version moved, `node, version, 0, {log entries}` or
+/// `node, version, 1, {field, value, ...}` (its hash).
 pub const FEED_SCRIPT: &str = r#"
 local versions, log, hash = KEYS[1], KEYS[2], KEYS[3]
 local base, node = ARGV[1], ARGV[2]
@@ -226,7 +227,7 @@ local held = {}
 for j = 6, #ARGV, 2 do
   held[ARGV[j]] = tonumber(ARGV[j + 1])
 end
-local out = {}
+local out = {tonumber(redis.call('HGET', versions, node) or 0)}
 local all = redis.call('HGETALL', versions)
 for j = 1, #all, 2 do
   local other, v = all[j], tonumber(all[j + 1])
@@ -263,14 +264,12 @@ pub enum News {
     Whole(Vec<Vec<u8>>),
 }
 
-/// Parses the script's answer; `None` if it is not shaped as the script makes it.
-pub fn parse_answer(answer: redis::Value) -> Option<Vec<NodeFeed>> {
+/// Parses the script's answer (this node's own version and the other nodes' news); `None`
+/// if it is not shaped as the script makes it.
+pub fn parse_answer(answer: redis::Value) -> Option<(u64, Vec<NodeFeed>)> {
     use redis::Value;
     let Value::Array(items) = answer else {
-        return match answer {
-            Value::Nil => Some(Vec::new()),
-            _ => None,
-        };
+        return None;
     };
     let bytes = |v: Value| match v {
         Value::BulkString(b) => Some(b),
@@ -283,6 +282,7 @@ pub fn parse_answer(answer: redis::Value) -> Option<Vec<NodeFeed>> {
     };
     let mut out = Vec::with_capacity(items.len() / 4);
     let mut it = items.into_iter();
+    let own = int(&it.next()?)?;
     while let Some(node) = it.next() {
         let node = String::from_utf8(bytes(node)?).ok()?;
         let version = int(&it.next()?)?;
@@ -301,7 +301,7 @@ pub fn parse_answer(answer: redis::Value) -> Option<Vec<NodeFeed>> {
             },
         });
     }
-    Some(out)
+    Some((own, out))
 }
 
 #[cfg(test)]

@@ -358,7 +358,10 @@ impl Round {
         let mut all_ok = failed == 0;
         for (call, result) in results {
             match result.map(feed::parse_answer) {
-                Ok(Some(feeds)) => self.exchange.apply(&self.store, call.bucket, feeds, unix),
+                Ok(Some((own, feeds))) => {
+                    self.exchange.check_own(&call, own);
+                    self.exchange.apply(&self.store, call.bucket, feeds, unix);
+                }
                 Ok(None) => {
                     // Written, but the answer is not the script's: read it all again.
                     all_ok = false;
