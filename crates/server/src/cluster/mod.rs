@@ -16,6 +16,7 @@
 //! `docs/cluster.md` has the operator's view.
 
 pub mod exchange;
+pub mod feed;
 pub mod node;
 pub mod record;
 pub mod ws_exchange;
