@@ -209,26 +209,26 @@ mod tests {
 
     #[test]
     fn workers_settings_in_words() {
-        assert_eq!(workers_setting("shoal", "udp", 4), "`--workers 4`");
-        assert_eq!(
-            workers_setting("aquatic_ws", "ws", 12),
-            "socket_workers = 10, swarm_workers = 2"
-        );
-        assert_eq!(
-            workers_setting("aquatic_udp", "udp", 2),
-            "socket_workers = 2"
-        );
-        assert_eq!(
-            workers_setting("opentracker", "udp", 4),
-            "as it comes (no worker setting)"
-        );
-        assert_eq!(
-            workers_setting("x=x --threads {workers}", "udp", 4),
-            "`{workers}` = 4"
-        );
-        assert_eq!(
-            workers_setting("x=x --port {port}", "udp", 4),
-            "as it comes (no `{workers}` in its command)"
-        );
+        let cases = [
+            ("shoal", "udp", 4, "`--workers 4`"),
+            (
+                "aquatic_ws",
+                "ws",
+                12,
+                "socket_workers = 10, swarm_workers = 2",
+            ),
+            ("aquatic_udp", "udp", 2, "socket_workers = 2"),
+            ("opentracker", "udp", 4, "as it comes (no worker setting)"),
+            ("x=x --threads {workers}", "udp", 4, "`{workers}` = 4"),
+            (
+                "x=x --port {port}",
+                "udp",
+                4,
+                "as it comes (no `{workers}` in its command)",
+            ),
+        ];
+        for (spec, protocol, n, words) in cases {
+            assert_eq!(workers_setting(spec, protocol, n), words, "{spec}");
+        }
     }
 }
