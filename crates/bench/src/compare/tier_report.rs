@@ -138,10 +138,11 @@ pub fn section(cmp: &Comparison) -> String {
         out.push('\n');
     }
     out.push_str(
-        "\nA contender \"as it comes\" has no worker setting (opentracker is one process with \
-         one thread serving requests) and is run unchanged at every tier, on the tier's CPUs. \
-         At one tracker worker aquatic's socket and swarm workers share the one CPU, as the \
-         presets always did; from two on its workers add up to the tier.\n",
+        "\nA contender \"as it comes\" has no worker setting and runs unchanged at every tier, \
+         on the tier's CPUs (opentracker: as many threads as its build starts). At one \
+         tracker worker aquatic_http's and aquatic_ws's socket and swarm workers share the \
+         one CPU, as the presets always did; from two on they add up to the tier. \
+         aquatic_udp has socket workers only.\n",
     );
     out
 }
