@@ -164,3 +164,35 @@ pub struct HeadlineArgs {
     #[arg(long)]
     pub swarm_memory: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        compare: CompareArgs,
+    }
+
+    fn parse(flags: &str) -> Result<CompareArgs, clap::Error> {
+        let words =
+            format!("compare --tracker shoal --out /tmp/x {flags} udp --target 127.0.0.1:3100");
+        Cli::try_parse_from(words.split_whitespace()).map(|c| c.compare)
+    }
+
+    #[test]
+    fn tracker_workers_default_to_one_tier_of_one_on_the_default_cpus() {
+        let a = parse("").unwrap();
+        assert_eq!(a.pinning.tracker_workers, [1]);
+        assert_eq!(a.pinning.tracker_cpus, None);
+        assert_eq!(a.pinning.bench_cpus, None);
+        let a = parse("--tracker-workers 1,2,4 --tracker-cpus 0-3").unwrap();
+        assert_eq!(a.pinning.tracker_workers, [1, 2, 4]);
+        assert_eq!(a.pinning.tracker_cpus.as_deref(), Some("0-3"));
+        assert!(parse("--tracker-workers two").is_err());
+        assert!(parse("--tracker-workers -1").is_err());
+    }
+}

@@ -505,4 +505,58 @@ pub(crate) mod tests {
         assert!(svg.contains(">\n256\n</text>"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn several_tiers_name_the_tier_of_each_row_and_each_command() {
+        let cmp = crate::compare::tier_report::tests::tiered();
+        let md = markdown(&cmp, None);
+        assert!(
+            md.contains("Trackers pinned to the CPUs of their tier (below)"),
+            "{md}"
+        );
+        assert!(md.contains("| shoal (4 tracker workers) | `shoal 4` |"));
+        assert!(md.contains("## By tracker workers"));
+        assert!(
+            md.contains(
+                "| Tracker workers | Load workers | shoal | aquatic_ws |\n|---|---|---|---|\n"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| 4 | 2 | 900 / **1,800** / 2,700 |"), "{md}");
+        assert!(md.contains("| shoal | 4 | 1 | 1,200 | 80% | 500 |"), "{md}");
+        assert!(md.contains("### shoal (4 tracker workers, 2 workers, 64 in flight)"));
+        // One tier: the tables are as they were.
+        let md = markdown(&comparison(vec![1], vec![]), None);
+        assert!(md.contains("| Load workers | shoal | aquatic_ws |\n|---|---|---|\n"));
+        assert!(md.contains("Trackers pinned to CPUs `0`, load generator to `1`."));
+    }
+
+    #[test]
+    fn the_written_report_has_the_tier_charts_and_the_history() {
+        let dir = std::env::temp_dir().join(format!("shoal-bench-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cmp = comparison(vec![1], vec![]);
+        let run = crate::compare::figures::history_run(&cmp, Some("abc".into()));
+        let args = ReportArgs {
+            baseline: None,
+            charts: crate::chart::ChartArgs { png: false },
+        };
+        let path = write_report(&cmp, &args, &dir, (&[run.clone(), run], &[])).unwrap();
+        let md = std::fs::read_to_string(path).unwrap();
+        assert!(md.contains("## By tracker workers") && md.contains("## History"));
+        assert!(
+            md.contains(
+                "| shoal | 1 workers | 2026-11-23 12:00:00 UTC (`abc`) | 400 → 400 | No change |"
+            ),
+            "{md}"
+        );
+        for chart in [
+            "tracker-workers.svg",
+            "tracker-workers-per-cpu.svg",
+            "throughput.svg",
+        ] {
+            assert!(dir.join(chart).is_file(), "{chart}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

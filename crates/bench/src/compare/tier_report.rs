@@ -47,6 +47,20 @@ fn load_of(p: Point) -> String {
     })
 }
 
+/// A table's head: `first` columns, then one per contender.
+fn header(out: &mut String, first: &[&str], cmp: &Comparison) {
+    let names = first
+        .iter()
+        .copied()
+        .chain(cmp.contenders.iter().map(|c| c.name.as_str()));
+    let (mut head, mut rule) = (String::from("|"), String::from("|"));
+    for name in names {
+        let _ = write!(head, " {name} |");
+        rule.push_str("---|");
+    }
+    let _ = write!(out, "{head}\n{rule}\n");
+}
+
 /// The section, Markdown.
 pub fn section(cmp: &Comparison) -> String {
     let mut out = String::new();
@@ -64,17 +78,6 @@ pub fn section(cmp: &Comparison) -> String {
             ""
         }
     );
-    let head = |out: &mut String, title: &str| {
-        let _ = write!(out, "\n### {title}\n\n| Tracker workers |");
-        for c in &cmp.contenders {
-            let _ = write!(out, " {} |", c.name);
-        }
-        out.push_str("\n|---|");
-        for _ in &cmp.contenders {
-            out.push_str("---|");
-        }
-        out.push('\n');
-    };
     type Column = fn(&RunFigures) -> Option<f64>;
     let tables: [(&str, Column, &str); 2] = [
         (
@@ -89,7 +92,8 @@ pub fn section(cmp: &Comparison) -> String {
         ),
     ];
     for (title, column, chart) in tables {
-        head(&mut out, title);
+        let _ = write!(out, "\n### {title}\n\n");
+        header(&mut out, &["Tracker workers"], cmp);
         for t in &tiers {
             let _ = write!(out, "| {} |", t.tracker_workers);
             for c in &cmp.contenders {
@@ -110,18 +114,12 @@ pub fn section(cmp: &Comparison) -> String {
         }
         let _ = writeln!(out, "\n![{title} by tracker workers]({chart})");
     }
-    let _ = write!(
-        out,
-        "\n### Tiers\n\n| Tracker workers | Tracker CPUs | Load generator CPUs |"
+    out.push_str("\n### Tiers\n\n");
+    header(
+        &mut out,
+        &["Tracker workers", "Tracker CPUs", "Load generator CPUs"],
+        cmp,
     );
-    for c in &cmp.contenders {
-        let _ = write!(out, " {} |", c.name);
-    }
-    out.push_str("\n|---|---|---|");
-    for _ in &cmp.contenders {
-        out.push_str("---|");
-    }
-    out.push('\n');
     for t in &tiers {
         let _ = write!(
             out,
@@ -140,10 +138,11 @@ pub fn section(cmp: &Comparison) -> String {
         out.push('\n');
     }
     out.push_str(
-        "\nA contender \"as it comes\" has no worker setting (opentracker is one process with \
-         one thread serving requests) and is run unchanged at every tier, on the tier's CPUs. \
-         At one tracker worker aquatic's socket and swarm workers share the one CPU, as the \
-         presets always did; from two on its workers add up to the tier.\n",
+        "\nA contender \"as it comes\" has no worker setting and runs unchanged at every tier, \
+         on the tier's CPUs (opentracker: as many threads as its build starts). At one \
+         tracker worker aquatic_http's and aquatic_ws's socket and swarm workers share the \
+         one CPU, as the presets always did; from two on they add up to the tier. \
+         aquatic_udp has socket workers only.\n",
     );
     out
 }
@@ -194,14 +193,14 @@ pub fn write_charts(cmp: &Comparison, dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::compare::report::tests::comparison;
     use crate::compare::results::{ContenderTier, Run, TierSetup};
 
     /// The synthetic comparison at tiers 1 and 4: at 4 workers each contender's runs are
     /// three times as fast (and the load generator 1 or 2 workers).
-    fn tiered() -> Comparison {
+    pub(crate) fn tiered() -> Comparison {
         let mut cmp = comparison(vec![1, 2], vec![]);
         cmp.tiers = [(1, "0", "1-15"), (4, "0-3", "4-15")]
             .map(|(n, t, b)| TierSetup {

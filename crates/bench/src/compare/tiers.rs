@@ -42,13 +42,13 @@ pub fn plan(
                 if n >= allowed.len() {
                     bail!(
                         "tier {n} leaves the load generator no CPU: this run may use {} CPU{} \
-                         ({}), so the tracker can have at most {} worker{} with a CPU each and \
-                         the generator the rest; drop this tier or run on a bigger machine",
+                         ({}), and a tier of N tracker workers takes N of them, leaving the \
+                         rest to the generator, so tiers up to {} fit here; drop this tier or \
+                         run on a bigger machine",
                         allowed.len(),
                         if allowed.len() == 1 { "" } else { "s" },
                         format_cpu_list(allowed),
                         allowed.len().saturating_sub(1),
-                        if allowed.len() == 2 { "" } else { "s" }
                     );
                 }
                 allowed[..n].to_vec()
@@ -175,7 +175,7 @@ mod tests {
             e.starts_with("tier 2 leaves the load generator no CPU: this run may use 2 CPUs (0-1)"),
             "{e}"
         );
-        assert!(e.contains("at most 1 worker with"), "{e}");
+        assert!(e.contains("so tiers up to 1 fit here"), "{e}");
         assert!(plan(&[0], &[0, 1], None, None).is_err());
         assert!(plan(&[1, 1], &[0, 1, 2], None, None).is_err());
         assert!(plan(&[], &[0, 1], None, None).is_err());
@@ -209,26 +209,26 @@ mod tests {
 
     #[test]
     fn workers_settings_in_words() {
-        assert_eq!(workers_setting("shoal", "udp", 4), "`--workers 4`");
-        assert_eq!(
-            workers_setting("aquatic_ws", "ws", 12),
-            "socket_workers = 10, swarm_workers = 2"
-        );
-        assert_eq!(
-            workers_setting("aquatic_udp", "udp", 2),
-            "socket_workers = 2"
-        );
-        assert_eq!(
-            workers_setting("opentracker", "udp", 4),
-            "as it comes (no worker setting)"
-        );
-        assert_eq!(
-            workers_setting("x=x --threads {workers}", "udp", 4),
-            "`{workers}` = 4"
-        );
-        assert_eq!(
-            workers_setting("x=x --port {port}", "udp", 4),
-            "as it comes (no `{workers}` in its command)"
-        );
+        let cases = [
+            ("shoal", "udp", 4, "`--workers 4`"),
+            (
+                "aquatic_ws",
+                "ws",
+                12,
+                "socket_workers = 10, swarm_workers = 2",
+            ),
+            ("aquatic_udp", "udp", 2, "socket_workers = 2"),
+            ("opentracker", "udp", 4, "as it comes (no worker setting)"),
+            ("x=x --threads {workers}", "udp", 4, "`{workers}` = 4"),
+            (
+                "x=x --port {port}",
+                "udp",
+                4,
+                "as it comes (no `{workers}` in its command)",
+            ),
+        ];
+        for (spec, protocol, n, words) in cases {
+            assert_eq!(workers_setting(spec, protocol, n), words, "{spec}");
+        }
     }
 }
