@@ -32,7 +32,6 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
-use super::cluster_link::Outgoing;
 use super::context::WsContext;
 use super::handler::{self, ConnState, Verdict};
 use super::upgrade_request::UpgradeRequest;
@@ -177,17 +176,7 @@ where
     };
 
     ctx.registry.remove(id);
-    if let Some(link) = &ctx.cluster {
-        for (info_hash, peer_id) in state.peers.iter() {
-            link.send(Outgoing::Peer {
-                info_hash: *info_hash,
-                peer_id: *peer_id,
-                seeder: false,
-                stopped: true,
-            });
-        }
-    }
-    let removed = ctx.torrents.remove_connection(id, state.peers.drain());
+    let removed = handler::leave(ctx, id, state.peers.drain());
     metrics::counter!("shoal_ws_disconnects_total", "reason" => end.as_str()).increment(1);
     tracing::debug!(
         "ws connection {id} from {} ({}) ended: {}, {removed} peers removed",

@@ -69,11 +69,6 @@ impl ConnectionPeers {
         None
     }
 
-    /// Every live pair, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &Pair> {
-        self.latest.keys()
-    }
-
     /// Takes out every pair (the connection closed).
     pub fn drain(&mut self) -> impl Iterator<Item = Pair> + '_ {
         self.order.clear();

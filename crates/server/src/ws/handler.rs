@@ -204,7 +204,7 @@ fn announce(
         // Room for the new torrent: the connection's least recently announced one leaves
         // its swarm (no error: see `connection_peers`).
         if let Some(oldest) = conn.peers.pop_oldest() {
-            leave(ctx, conn.id, oldest);
+            leave(ctx, conn.id, [oldest]);
             count("announce", "evicted");
         }
     }
@@ -282,17 +282,22 @@ fn announce(
     Verdict::Continue
 }
 
-/// Takes `pair` of connection `conn` out of its swarm, here and on the other nodes.
-fn leave(ctx: &WsContext, conn: ConnectionId, pair: Pair) {
-    ctx.torrents.remove_connection(conn, std::iter::once(pair));
-    if let Some(link) = &ctx.cluster {
-        link.send(Outgoing::Peer {
-            info_hash: pair.0,
-            peer_id: pair.1,
-            seeder: false,
-            stopped: true,
-        });
+/// Takes `pairs` of connection `conn` out of their swarms, here and on the other nodes
+/// (one evicted pair, or all of a closing connection's); how many were here.
+pub fn leave(ctx: &WsContext, conn: ConnectionId, pairs: impl IntoIterator<Item = Pair>) -> usize {
+    let mut removed = 0;
+    for pair in pairs {
+        if let Some(link) = &ctx.cluster {
+            link.send(Outgoing::Peer {
+                info_hash: pair.0,
+                peer_id: pair.1,
+                seeder: false,
+                stopped: true,
+            });
+        }
+        removed += ctx.torrents.remove_connection(conn, std::iter::once(pair));
     }
+    removed
 }
 
 fn relay(what: &'static str, delivery: Delivery) {
