@@ -53,6 +53,27 @@ enum Pool {
     MySql(MySqlPool),
 }
 
+/// Ends a transaction by its body's outcome: committed if the body succeeded, rolled back
+/// at once if it failed (the body's error is the one answered). A transaction dropped
+/// unfinished only queues its rollback until its connection is next used; on SQLite the
+/// idle connection keeps the write lock meanwhile, and every other writer waits out its
+/// busy timeout and fails with "database is locked" (seen after a refused `put_user`).
+async fn finish<DB: sqlx::Database, T>(
+    tx: sqlx::Transaction<'_, DB>,
+    done: Result<T, Error>,
+) -> Result<T, Error> {
+    match done {
+        Ok(value) => {
+            tx.commit().await?;
+            Ok(value)
+        }
+        Err(e) => {
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
+}
+
 /// Runs `$body` with `$p` bound to the concrete pool, whichever dialect it is.
 macro_rules! on_pool {
     ($pool:expr, |$p:ident| $body:expr) => {
@@ -232,28 +253,31 @@ impl Database {
         self.bounded(async {
             on_pool!(&self.pool, |p| {
                 let mut tx = p.begin().await?;
-                let known = sqlx::query(&sql.user_by_id)
-                    .bind(user.id)
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .is_some();
-                let statement = if known {
-                    &sql.update_user
-                } else {
-                    &sql.insert_user
-                };
-                sqlx::query(statement)
-                    .bind(user.passkey.as_str())
-                    .bind(user.enabled)
-                    .bind(user.can_download)
-                    .bind(user.download_factor)
-                    .bind(user.upload_factor)
-                    .bind(user.id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| unique_conflict(e, "the passkey belongs to another user"))?;
-                tx.commit().await?;
-                Ok(())
+                let done = async {
+                    let known = sqlx::query(&sql.user_by_id)
+                        .bind(user.id)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .is_some();
+                    let statement = if known {
+                        &sql.update_user
+                    } else {
+                        &sql.insert_user
+                    };
+                    sqlx::query(statement)
+                        .bind(user.passkey.as_str())
+                        .bind(user.enabled)
+                        .bind(user.can_download)
+                        .bind(user.download_factor)
+                        .bind(user.upload_factor)
+                        .bind(user.id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| unique_conflict(e, "the passkey belongs to another user"))?;
+                    Ok(())
+                }
+                .await;
+                finish(tx, done).await
             })
         })
         .await
@@ -275,51 +299,54 @@ impl Database {
         self.bounded(async {
             on_pool!(&self.pool, |p| {
                 let mut tx = p.begin().await?;
-                let by_hash = sqlx::query(&sql.torrent_by_hash)
-                    .bind(&torrent.info_hash[..])
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let by_hash: Option<i64> = by_hash.map(|row| row.try_get(0)).transpose()?;
-                let (id, known) = match (by_hash, torrent.id) {
-                    (Some(found), Some(wanted)) if found != wanted => {
-                        return Err(Error::Conflict(format!(
-                            "this info hash is registered as torrent {found}, not {wanted}"
-                        )))
-                    }
-                    (Some(found), _) => (found, true),
-                    (None, Some(wanted)) => {
-                        let row = sqlx::query(&sql.torrent_by_id)
-                            .bind(wanted)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                        (wanted, row.is_some())
-                    }
-                    (None, None) => {
-                        let row = sqlx::query(&sql.last_torrent_id)
-                            .fetch_one(&mut *tx)
-                            .await?;
-                        let last: Option<i64> = row.try_get(0)?;
-                        (last.unwrap_or(0) + 1, false)
-                    }
-                };
-                let statement = if known {
-                    &sql.update_torrent
-                } else {
-                    &sql.insert_torrent
-                };
-                sqlx::query(statement)
-                    .bind(&torrent.info_hash[..])
-                    .bind(torrent.info_hash_v2.as_ref().map(|h| &h[..]))
-                    .bind(torrent.download_factor)
-                    .bind(torrent.upload_factor)
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| {
-                        unique_conflict(e, "the v2 info hash belongs to another torrent")
-                    })?;
-                tx.commit().await?;
-                Ok(id)
+                let done = async {
+                    let by_hash = sqlx::query(&sql.torrent_by_hash)
+                        .bind(&torrent.info_hash[..])
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    let by_hash: Option<i64> = by_hash.map(|row| row.try_get(0)).transpose()?;
+                    let (id, known) = match (by_hash, torrent.id) {
+                        (Some(found), Some(wanted)) if found != wanted => {
+                            return Err(Error::Conflict(format!(
+                                "this info hash is registered as torrent {found}, not {wanted}"
+                            )))
+                        }
+                        (Some(found), _) => (found, true),
+                        (None, Some(wanted)) => {
+                            let row = sqlx::query(&sql.torrent_by_id)
+                                .bind(wanted)
+                                .fetch_optional(&mut *tx)
+                                .await?;
+                            (wanted, row.is_some())
+                        }
+                        (None, None) => {
+                            let row = sqlx::query(&sql.last_torrent_id)
+                                .fetch_one(&mut *tx)
+                                .await?;
+                            let last: Option<i64> = row.try_get(0)?;
+                            (last.unwrap_or(0) + 1, false)
+                        }
+                    };
+                    let statement = if known {
+                        &sql.update_torrent
+                    } else {
+                        &sql.insert_torrent
+                    };
+                    sqlx::query(statement)
+                        .bind(&torrent.info_hash[..])
+                        .bind(torrent.info_hash_v2.as_ref().map(|h| &h[..]))
+                        .bind(torrent.download_factor)
+                        .bind(torrent.upload_factor)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| {
+                            unique_conflict(e, "the v2 info hash belongs to another torrent")
+                        })?;
+                    Ok(id)
+                }
+                .await;
+                finish(tx, done).await
             })
         })
         .await
@@ -400,93 +427,97 @@ impl Database {
         let sql = &self.sql;
         self.bounded(async {
             on_pool!(&self.pool, |p| {
-                let mut written = Written::default();
                 let mut tx = p.begin().await?;
-                if let Some(id) = id {
-                    let seen = sqlx::query(&sql.batch_written)
-                        .bind(id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    if seen.is_some() {
-                        tx.rollback().await?;
-                        written.already_written = true;
-                        return Ok(written);
-                    }
-                    sqlx::query(&sql.record_batch)
-                        .bind(id)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    sqlx::query(&sql.forget_batches)
-                        .bind(now - BATCH_IDS_KEPT)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                let (hashes, ids) = batch::keys(batch);
-                let mut torrents = HashMap::new();
-                for chunk in hashes.chunks(KEYS_PER_LOOKUP) {
-                    let text = sql.torrents_in(chunk.len());
-                    let mut q = sqlx::query(&text);
-                    for h in chunk {
-                        q = q.bind(&h[..]);
-                    }
-                    for row in q.fetch_all(&mut *tx).await? {
-                        torrents.insert(info_hash(row.try_get("info_hash")?)?, row.try_get("id")?);
-                    }
-                }
-                let mut users = HashSet::new();
-                for chunk in ids.chunks(KEYS_PER_LOOKUP) {
-                    let text = sql.users_in(chunk.len());
-                    let mut q = sqlx::query(&text);
-                    for id in chunk {
-                        q = q.bind(*id);
-                    }
-                    for row in q.fetch_all(&mut *tx).await? {
-                        users.insert(row.try_get::<i64, _>("id")?);
-                    }
-                }
-                let plan = batch::plan(batch, &users, &torrents);
-                written = Written {
-                    already_written: false,
-                    ..plan.written
-                };
-                let totals: Vec<_> = plan.totals.iter().collect();
-                for chunk in totals.chunks(ROWS_PER_STATEMENT) {
-                    let text = sql.add_users_totals(chunk.len());
-                    let mut q = sqlx::query(&text);
-                    for (user, c) in chunk {
-                        q = q.bind(**user).bind(c[0]).bind(c[1]).bind(c[2]).bind(c[3]);
-                    }
-                    q.execute(&mut *tx).await?;
-                }
-                let rows: Vec<_> = plan.rows.iter().collect();
-                for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-                    let text = sql.add_user_torrents(chunk.len());
-                    let mut q = sqlx::query(&text);
-                    for ((user, torrent), c) in chunk {
-                        q = q.bind(*user).bind(*torrent);
-                        q = q.bind(c[0]).bind(c[1]).bind(c[2]).bind(c[3]).bind(now);
-                    }
-                    q.execute(&mut *tx).await?;
-                }
-                for (user, torrent) in &plan.snatches {
-                    let marked = sqlx::query(&sql.mark_snatched)
-                        .bind(now)
-                        .bind(*user)
-                        .bind(*torrent)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                    if marked > 0 {
-                        sqlx::query(&sql.count_snatch)
-                            .bind(*user)
+                let done = async {
+                    let mut written = Written::default();
+                    if let Some(id) = id {
+                        let seen = sqlx::query(&sql.batch_written)
+                            .bind(id)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                        if seen.is_some() {
+                            // Nothing was written: committing ends the read.
+                            written.already_written = true;
+                            return Ok(written);
+                        }
+                        sqlx::query(&sql.record_batch)
+                            .bind(id)
+                            .bind(now)
                             .execute(&mut *tx)
                             .await?;
-                        written.new_snatches += 1;
+                        sqlx::query(&sql.forget_batches)
+                            .bind(now - BATCH_IDS_KEPT)
+                            .execute(&mut *tx)
+                            .await?;
                     }
+                    let (hashes, ids) = batch::keys(batch);
+                    let mut torrents = HashMap::new();
+                    for chunk in hashes.chunks(KEYS_PER_LOOKUP) {
+                        let text = sql.torrents_in(chunk.len());
+                        let mut q = sqlx::query(&text);
+                        for h in chunk {
+                            q = q.bind(&h[..]);
+                        }
+                        for row in q.fetch_all(&mut *tx).await? {
+                            torrents
+                                .insert(info_hash(row.try_get("info_hash")?)?, row.try_get("id")?);
+                        }
+                    }
+                    let mut users = HashSet::new();
+                    for chunk in ids.chunks(KEYS_PER_LOOKUP) {
+                        let text = sql.users_in(chunk.len());
+                        let mut q = sqlx::query(&text);
+                        for id in chunk {
+                            q = q.bind(*id);
+                        }
+                        for row in q.fetch_all(&mut *tx).await? {
+                            users.insert(row.try_get::<i64, _>("id")?);
+                        }
+                    }
+                    let plan = batch::plan(batch, &users, &torrents);
+                    written = Written {
+                        already_written: false,
+                        ..plan.written
+                    };
+                    let totals: Vec<_> = plan.totals.iter().collect();
+                    for chunk in totals.chunks(ROWS_PER_STATEMENT) {
+                        let text = sql.add_users_totals(chunk.len());
+                        let mut q = sqlx::query(&text);
+                        for (user, c) in chunk {
+                            q = q.bind(**user).bind(c[0]).bind(c[1]).bind(c[2]).bind(c[3]);
+                        }
+                        q.execute(&mut *tx).await?;
+                    }
+                    let rows: Vec<_> = plan.rows.iter().collect();
+                    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                        let text = sql.add_user_torrents(chunk.len());
+                        let mut q = sqlx::query(&text);
+                        for ((user, torrent), c) in chunk {
+                            q = q.bind(*user).bind(*torrent);
+                            q = q.bind(c[0]).bind(c[1]).bind(c[2]).bind(c[3]).bind(now);
+                        }
+                        q.execute(&mut *tx).await?;
+                    }
+                    for (user, torrent) in &plan.snatches {
+                        let marked = sqlx::query(&sql.mark_snatched)
+                            .bind(now)
+                            .bind(*user)
+                            .bind(*torrent)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                        if marked > 0 {
+                            sqlx::query(&sql.count_snatch)
+                                .bind(*user)
+                                .execute(&mut *tx)
+                                .await?;
+                            written.new_snatches += 1;
+                        }
+                    }
+                    Ok(written)
                 }
-                tx.commit().await?;
-                Ok(written)
+                .await;
+                finish(tx, done).await
             })
         })
         .await
