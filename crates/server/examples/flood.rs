@@ -1,3 +1,4 @@
+// Over 600 lines: one self-contained program an operator runs alone (options, both protocols' clients and floods, queue and CPU sampling, the report).
 //! The flood test of issue 13: one source floods, a normal client keeps announcing, and
 //! per-source rate limits keep the normal client served.
 //!
