@@ -48,7 +48,10 @@
 # for the runs under aquatic's testers and wrk (multiples of 5 s), LEVELS (1,2),
 # HTTP_CLIENTS (64,256,1024), WS_CLIENTS (16,64,256,1024), WRK_CLIENTS (64),
 # TORRENTS (10000), IDLE (10000), BASELINE_SHOAL (udp-baseline), BASELINE_DIR (earlier
-# docs/benchmarks, for the "comparison with the previous run" tables of compare-*).
+# docs/benchmarks, for the "comparison with the previous run" tables of compare-*),
+# TRACKER_WORKERS (tiers of tracker workers for every load report, e.g. 1,2,4,8 on a
+# 16-core machine: `compare --tracker-workers`; unset, one tier of one worker, as on 2
+# cores). Each report directory keeps a history.jsonl that every run appends to.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
@@ -114,8 +117,12 @@ compare() { # NAME PORT ARGS...: one report into docs/benchmarks/NAME
     if [ -n "${BASELINE_DIR:-}" ] && [ -f "$BASELINE_DIR/$name/results.json" ]; then
         baseline=(--baseline "$BASELINE_DIR/$name/results.json")
     fi
+    local tiers=()
+    if [ -n "${TRACKER_WORKERS:-}" ] && [[ " $* " != *" --idle-connections "* ]]; then
+        tiers=(--tracker-workers "$TRACKER_WORKERS")
+    fi
     $bench compare --bin-dir "$BIN_DIR" --out "docs/benchmarks/$name" --port "$port" \
-        "${baseline[@]}" "$@"
+        "${baseline[@]}" "${tiers[@]}" "$@"
     echo "==> docs/benchmarks/$name/report.md"
 }
 load=(--duration "$DURATION" --warmup "$WARMUP" --torrents "$TORRENTS")

@@ -216,7 +216,10 @@ lines = [f"# Soak: {minutes} minutes at {pct}% of capacity", "",
          + ("" if kept_up else " — **below 95% of the offered rate: the machine or the load "
             "generator did not keep up, so this is not a soak at the intended load**"),
          f"- segments: {len(seg_rows)}; errors and timeouts: {total_errors}"
-         + (f" ({', '.join(f'{k} {v}' for s in seg_rows for k, v in s['error_kinds'].items())})" if total_errors else ""),
+         + (" (" + "; ".join(
+             f"segment {s['n']} at {s['start']:.0f}-{s['end']:.0f} s: "
+             + ", ".join(f"{k} {v}" for k, v in s["error_kinds"].items() if v)
+             for s in seg_rows if s["errors"]) + ")" if total_errors else ""),
          f"- RSS: {rss[0] if rss else 0:.1f} MiB at start, {max(rss + [0]):.1f} max, {rss[-1] if rss else 0:.1f} at the end; "
          f"slope after the {warmup_min}-minute warm-up: {rss_slope:+.2f} MiB/hour (least squares)",
          f"- open fds after warm-up: {min(fds_after) if fds_after else 0} to {max(fds_after) if fds_after else 0} (growth {fd_growth})",

@@ -1,9 +1,10 @@
-//! How a batch of deltas becomes few statements: the deltas are summed per user (one
-//! `UPDATE users` each) and per (user, torrent) (rows of multi-row upserts into
-//! `user_torrents`, [`ROWS_PER_STATEMENT`] at a time), after one look-up of the batch's
-//! users and torrents (`IN` lists of [`KEYS_PER_LOOKUP`]) says which still exist. Written
-//! per delta, a batch of 50,000 cost 150,000 statements; this way it costs about a
-//! thousand, which is what lets the writer keep up with a busy tracker on the same core.
+//! How a batch of deltas becomes few statements: the deltas are summed per user (rows of
+//! multi-row `UPDATE users` joined to a list of values) and per (user, torrent) (rows of
+//! multi-row upserts into `user_torrents`), [`ROWS_PER_STATEMENT`] at a time, after one
+//! look-up of the batch's users and torrents (`IN` lists of [`KEYS_PER_LOOKUP`]) says which
+//! still exist. Written per delta, a batch of 50,000 cost 150,000 statements; this way it
+//! costs a few hundred, which is what lets the writer keep up with a busy tracker on the
+//! same core.
 //!
 //! Pure: the statements are run by `database.rs`; this file only plans them.
 
@@ -12,10 +13,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use crate::column::stored;
 use crate::model::{Delta, InfoHashBytes, Written};
 
-/// Rows in one multi-row upsert (7 binds each: well inside every driver's limit).
-pub const ROWS_PER_STATEMENT: usize = 200;
+/// Rows in one multi-row statement (7 binds each: 7,000 per statement, well inside every
+/// driver's limit of 32,766 or 65,535).
+pub const ROWS_PER_STATEMENT: usize = 1000;
 /// Keys in one `IN (...)` look-up.
-pub const KEYS_PER_LOOKUP: usize = 500;
+pub const KEYS_PER_LOOKUP: usize = 5000;
 
 /// The distinct torrents and users a batch names, for the look-ups.
 pub fn keys(batch: &[Delta]) -> (Vec<InfoHashBytes>, Vec<i64>) {

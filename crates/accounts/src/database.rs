@@ -450,15 +450,14 @@ impl Database {
                     already_written: false,
                     ..plan.written
                 };
-                for (user, c) in &plan.totals {
-                    sqlx::query(&sql.add_user_totals)
-                        .bind(c[0])
-                        .bind(c[1])
-                        .bind(c[2])
-                        .bind(c[3])
-                        .bind(*user)
-                        .execute(&mut *tx)
-                        .await?;
+                let totals: Vec<_> = plan.totals.iter().collect();
+                for chunk in totals.chunks(ROWS_PER_STATEMENT) {
+                    let text = sql.add_users_totals(chunk.len());
+                    let mut q = sqlx::query(&text);
+                    for (user, c) in chunk {
+                        q = q.bind(**user).bind(c[0]).bind(c[1]).bind(c[2]).bind(c[3]);
+                    }
+                    q.execute(&mut *tx).await?;
                 }
                 let rows: Vec<_> = plan.rows.iter().collect();
                 for chunk in rows.chunks(ROWS_PER_STATEMENT) {

@@ -20,6 +20,29 @@ use serde::{Deserialize, Serialize};
 
 use crate::sys;
 
+/// The machine in words, for the reports: `2 × AMD EPYC ..., Linux 6.18.0`.
+pub fn machine_description() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = info
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    // Online CPUs of the machine, not of this process's affinity mask.
+    let cores = info.lines().filter(|l| l.starts_with("processor")).count();
+    let cores = if cores > 0 {
+        cores
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    };
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cores} × {cpu}, Linux {}", kernel.trim())
+}
+
 /// CPU seconds (user + system) used so far by process `pid` (`None`: ourselves).
 pub fn process_cpu_seconds(pid: Option<u32>) -> Option<f64> {
     let path = match pid {

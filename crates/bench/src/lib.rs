@@ -7,7 +7,8 @@
 //! is counted), [`passkeys`] (the keys a load of a private tracker
 //! carries), [`run`] (the measured window shared by all protocols), one generator per
 //! protocol ([`udp`], [`http`], [`ws`]), and on top [`sweep`] and [`compare`], which run
-//! series of loads and write the reports ([`report`], [`chart`]). It depends on
+//! series of loads and write the reports ([`report`], [`chart`]) and append to their
+//! directory's [`history`]. It depends on
 //! `shoal-proto` for the UDP wire format and for its bencode *reader* (the server only
 //! writes bencode, so the reader is independent of what it checks); HTTP and WebTorrent
 //! requests are built here, so that the bench does not trust the codecs it is meant to
@@ -17,6 +18,7 @@ pub mod chart;
 pub mod compare;
 pub mod convergence;
 pub mod cpu;
+pub mod history;
 pub mod http;
 pub mod load;
 pub mod net;

@@ -277,7 +277,8 @@ pub fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// min / median / max of the responses per second of `runs`, in thousands (`138k`).
+/// min / median / max of the responses per second of `runs`, rounded to whole responses
+/// (as the tracker-workers table and the history round them).
 pub fn min_median_max(runs: &[&RunResult]) -> String {
     let mut v: Vec<f64> = runs
         .iter()
@@ -289,9 +290,9 @@ pub fn min_median_max(runs: &[&RunResult]) -> String {
     let m = median(&mut v);
     format!(
         "{} / **{}** / {}",
-        thousands(v[0] as u64),
-        thousands(m as u64),
-        thousands(v[v.len() - 1] as u64)
+        thousands(v[0].round() as u64),
+        thousands(m.round() as u64),
+        thousands(v[v.len() - 1].round() as u64)
     )
 }
 

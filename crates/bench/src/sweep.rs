@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 
+use crate::history::{self, Figure, HistoryRun};
 use crate::load::Load;
 use crate::report;
 use crate::run::RunResult;
@@ -53,6 +54,8 @@ pub fn run(args: &SweepArgs) -> Result<Vec<RunResult>> {
     } else {
         args.levels.clone()
     };
+    let date = report::utc_now();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
     let mut results = Vec::new();
     for &level in &levels {
         let mut load = args.load.clone();
@@ -91,13 +94,16 @@ pub fn run(args: &SweepArgs) -> Result<Vec<RunResult>> {
             &crate::chart::latency_series(&args.load.target(), &at),
         )?;
         args.charts.finish(std::slice::from_ref(&chart))?;
+        let run = history_run(&args.load, &levels, &results, date, command.clone());
+        let (runs, skipped) = history::record(dir, &run);
         let md = format!(
             "# {} sweep against {}\n\nMeasured {} with:\n\n```sh\n{}\n```\n\n{table}\n\
-             ![latency by clients](latency-by-clients.svg)\n",
+             ![latency by clients](latency-by-clients.svg)\n{}",
             args.load.protocol(),
             args.load.target(),
-            report::utc_now(),
-            std::env::args().collect::<Vec<_>>().join(" "),
+            run.date,
+            command,
+            history::section(&runs, &skipped),
         );
         std::fs::write(dir.join("sweep.md"), md)?;
         std::fs::write(
@@ -106,4 +112,36 @@ pub fn run(args: &SweepArgs) -> Result<Vec<RunResult>> {
         )?;
     }
     Ok(results)
+}
+
+/// The sweep's line in the history: one figure per level, the target as the contender.
+pub fn history_run(
+    load: &Load,
+    levels: &[usize],
+    results: &[RunResult],
+    date: String,
+    command: String,
+) -> HistoryRun {
+    HistoryRun {
+        date,
+        commit: history::commit(),
+        machine: crate::cpu::machine_description(),
+        command,
+        kind: "sweep".into(),
+        protocol: load.protocol().into(),
+        generator: format!("shoal-bench {}", load.protocol()),
+        figures: levels
+            .iter()
+            .zip(results)
+            .map(|(level, r)| Figure {
+                contender: load.target(),
+                load: format!("{level} clients"),
+                tracker_workers: 0,
+                runs: 1,
+                responses_per_second: r.summary.responses_per_second,
+                per_tracker_cpu_second: r.responses_per_tracker_cpu_second,
+                error_rate: Some(r.summary.error_rate),
+            })
+            .collect(),
+    }
 }

@@ -84,6 +84,35 @@ pub fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
     (!cpus.is_empty()).then_some(cpus)
 }
 
+/// A CPU list as taskset takes it, runs of consecutive CPUs as ranges: `[0, 1, 2, 5]` ->
+/// `0-2,5`.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j == i {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// The CPUs this process may run on (its affinity mask, which `taskset` around the whole
+/// run narrows), in order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))?;
+    Ok((0..nix::sched::CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .collect())
+}
+
 /// Pins this process (threads started from now on inherit it) to the CPUs in `list`.
 pub fn pin_to_cpus(list: &str) -> io::Result<()> {
     let cpus = parse_cpu_list(list)
@@ -106,6 +135,11 @@ mod tests {
         assert_eq!(parse_cpu_list("0-2,5"), Some(vec![0, 1, 2, 5]));
         assert_eq!(parse_cpu_list("2-1"), None);
         assert_eq!(parse_cpu_list("x"), None);
+        assert_eq!(format_cpu_list(&[0, 1, 2, 5]), "0-2,5");
+        assert_eq!(format_cpu_list(&[3]), "3");
+        assert_eq!(format_cpu_list(&[1, 3, 4]), "1,3-4");
+        assert_eq!(format_cpu_list(&[]), "");
+        assert!(!allowed_cpus().unwrap().is_empty());
     }
 
     #[test]

@@ -186,7 +186,7 @@ impl Default for WsConfig {
             max_message_size: 64 << 10,
             max_frame_size: 64 << 10,
             max_connections: 50_000,
-            max_torrents_per_connection: 256,
+            max_torrents_per_connection: 10_000,
             outgoing_queue: 64,
             send_timeout: 10,
             ping_interval: 60,
@@ -400,8 +400,15 @@ impl Config {
         if ws.max_message_size < 1024 || ws.max_frame_size < 1024 {
             bail!("ws.max_message_size and ws.max_frame_size must be at least 1024");
         }
-        if ws.outgoing_queue == 0 || ws.max_connections == 0 || ws.max_strikes == 0 {
-            bail!("ws.outgoing_queue, ws.max_connections and ws.max_strikes must be at least 1");
+        if ws.outgoing_queue == 0
+            || ws.max_connections == 0
+            || ws.max_strikes == 0
+            || ws.max_torrents_per_connection == 0
+        {
+            bail!(
+                "ws.outgoing_queue, ws.max_connections, ws.max_strikes and \
+                 ws.max_torrents_per_connection must be at least 1"
+            );
         }
         if ws.ping_interval == 0 || ws.idle_timeout <= ws.ping_interval {
             bail!("ws.ping_interval must be at least 1 and below ws.idle_timeout");

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use common::redis::RedisCluster;
 use common::{temp_dir, Ann, Client, Shoal};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+use shoal_server::cluster::feed::versions_key;
 use shoal_server::{Config, Tracker};
 
 /// Exchange interval of every node in this test (milliseconds).
@@ -199,8 +200,7 @@ fn nodes_share_swarms_through_a_redis_cluster_and_survive_its_faults() {
     });
 
     // One master stopped: every node answers every announce at once, whatever the slot.
-    let key = |n: u8| format!("shoal:{{{}}}:peers", InfoHash([n; 20]).to_hex());
-    let down = redis.master_of(&key(10));
+    let down = redis.master_of(&versions_key("shoal", &InfoHash([10; 20])));
     redis.stop(down);
     for t in [&a, &b, &c] {
         let mut client = udp(t);

@@ -298,43 +298,91 @@ async fn a_dropped_connection_removes_its_peers() {
     eventually("registry emptied", || h.ctx.open_connections() == 1).await;
 }
 
-/// A client that stops reading while offers keep coming is disconnected (its queue is
-/// bounded), and its peer leaves the swarm; the others carry on.
+/// A slow reader whose queue fills up while offers keep coming (a desktop client busy
+/// with hundreds of torrents, a load tester) keeps its connection and its peers: the relays
+/// that do not fit are dropped. Only a reader that stops reading for `send_timeout` goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_reader_is_disconnected() {
-    let h = start(|ws| {
-        ws.outgoing_queue = 4;
-        // Long enough that only the queue overflow can close the slow reader in time.
-        ws.send_timeout = 60;
-    });
-    // The slow reader: small receive buffer, never reads after its announce.
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let stream = socket.connect(h.addr).await.unwrap();
-    let (mut slow, _) =
-        tokio_tungstenite::client_async(format!("ws://{}/", h.addr), MaybeTlsStream::Plain(stream))
-            .await
-            .unwrap();
-    request(&mut slow, announce(ih(1), pid(1), Some(0), "started")).await;
-    let mut fast = connect(h.addr).await;
-    let big_sdp = "x".repeat(30_000);
-    let mut kicked = false;
-    for round in 0..600u32 {
-        let mut v = announce(ih(1), pid(2), Some(5), "update");
-        v["offers"] = json!([{"offer_id": bin(&[(round % 250) as u8 + 1; 20]), "offer": {"type": "offer", "sdp": big_sdp}}]);
-        request(&mut fast, v).await;
-        if !h.has_peer(1, 1) {
-            kicked = true;
-            break;
+async fn a_slow_reader_loses_relays_not_its_connection_and_a_stopped_one_times_out() {
+    for send_timeout in [60, 1] {
+        let h = start(|ws| {
+            ws.outgoing_queue = 4;
+            ws.send_timeout = send_timeout;
+        });
+        // The slow reader: small receive buffer, does not read after its announce.
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let stream = socket.connect(h.addr).await.unwrap();
+        let (mut slow, _) = tokio_tungstenite::client_async(
+            format!("ws://{}/", h.addr),
+            MaybeTlsStream::Plain(stream),
+        )
+        .await
+        .unwrap();
+        request(&mut slow, announce(ih(1), pid(1), Some(0), "started")).await;
+        let mut fast = connect(h.addr).await;
+        let big_sdp = "x".repeat(30_000);
+        for round in 0..300u32 {
+            let mut v = announce(ih(1), pid(2), Some(5), "update");
+            v["offers"] = json!([{"offer_id": bin(&[(round % 250) as u8 + 1; 20]), "offer": {"type": "offer", "sdp": big_sdp}}]);
+            // The offerer is answered every time, whatever its recipient does.
+            let r = request(&mut fast, v).await;
+            assert_eq!(r["complete"], 1, "{r}");
         }
+        if send_timeout == 1 {
+            eventually("the reader that stopped reading closed", || {
+                !h.has_peer(1, 1)
+            })
+            .await;
+            continue;
+        }
+        // 300 offers of 30 kB cannot all have fit: the rest were dropped, and the reader is
+        // still in the swarm and still served once it reads again.
+        assert!(h.has_peer(1, 1), "the slow reader was disconnected");
+        // It reads what was queued for it (until nothing comes for a second).
+        let mut offers = 0;
+        while let Ok(m) = tokio::time::timeout(Duration::from_secs(1), slow.next()).await {
+            let m = m.expect("the slow reader's connection is alive").unwrap();
+            let v: serde_json::Value = serde_json::from_str(m.to_text().unwrap()).unwrap();
+            assert!(v.get("offer").is_some(), "{v}");
+            offers += 1;
+        }
+        assert!(
+            (1..300).contains(&offers),
+            "{offers} offers reached the slow reader"
+        );
+        let r = request(&mut slow, announce(ih(1), pid(1), Some(0), "update")).await;
+        assert_eq!(r["complete"], 1, "{r}");
+        assert!(h.has_peer(1, 1));
     }
-    if !kicked {
-        eventually("the slow reader disconnected", || !h.has_peer(1, 1)).await;
+}
+
+/// A connection announcing more torrents than `ws.max_torrents_per_connection` gets no
+/// error: its least recently announced torrent leaves its swarm to make room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_torrent_bound_the_oldest_torrent_of_a_connection_leaves() {
+    let h = start(|ws| ws.max_torrents_per_connection = 3);
+    let mut a = connect(h.addr).await;
+    for t in 1..=3 {
+        let r = request(&mut a, announce(ih(t), pid(1), Some(5), "started")).await;
+        assert!(r.get("failure reason").is_none(), "{r}");
     }
-    // Memory stayed bounded meanwhile: the fast client is still served.
-    let r = request(&mut fast, announce(ih(1), pid(2), Some(5), "update")).await;
-    assert_eq!(r["complete"], 0);
-    drop(slow);
+    // Torrent 1 announced again: 2 is now the oldest.
+    request(&mut a, announce(ih(1), pid(1), Some(5), "update")).await;
+    let r = request(&mut a, announce(ih(4), pid(1), Some(5), "started")).await;
+    assert!(r.get("failure reason").is_none(), "{r}");
+    assert_eq!(r["incomplete"], 1, "{r}");
+    let present: Vec<bool> = (1..=4).map(|t| h.has_peer(t, 1)).collect();
+    assert_eq!(present, [true, false, true, true]);
+    // The evicted torrent can come back (evicting the next oldest, 3).
+    request(&mut a, announce(ih(2), pid(1), Some(5), "started")).await;
+    let present: Vec<bool> = (1..=4).map(|t| h.has_peer(t, 1)).collect();
+    assert_eq!(present, [true, true, false, true]);
+    // Closing removes exactly what is left.
+    drop(a);
+    eventually("the connection's peers left", || {
+        (1..=4).all(|t| !h.has_peer(t, 1))
+    })
+    .await;
 }
 
 /// Every kind of bad input gets a `failure reason`; after `max_strikes` of them the

@@ -67,15 +67,23 @@ pub struct ContenderArgs {
     pub shoal_ws: Vec<String>,
 }
 
-/// Where tracker and load generator run.
+/// How many workers the trackers have, and where tracker and load generator run.
 #[derive(Args, Clone, Debug)]
 pub struct PinningArgs {
-    /// CPUs for the tracker (taskset list).
-    #[arg(long, default_value = "0")]
-    pub tracker_cpus: String,
-    /// CPUs for the load generator.
-    #[arg(long, default_value = "1")]
-    pub bench_cpus: String,
+    /// Tracker worker counts, one tier each (seeds 000-002's tables): every contender is
+    /// started with that many workers (shoal `--workers N`; aquatic's socket and swarm
+    /// workers in its config; `{workers}` in a NAME=COMMAND; opentracker as it comes),
+    /// pinned to the first N CPUs, the load generator to the rest.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub tracker_workers: Vec<usize>,
+    /// CPUs for the tracker (taskset list), at every tier (default: the first N CPUs this
+    /// process may use, for a tier of N workers).
+    #[arg(long)]
+    pub tracker_cpus: Option<String>,
+    /// CPUs for the load generator, at every tier (default: the CPUs the tracker's set
+    /// leaves).
+    #[arg(long)]
+    pub bench_cpus: Option<String>,
 }
 
 /// How much load, how often.
@@ -155,4 +163,36 @@ pub struct HeadlineArgs {
     /// memory-per-peer row.
     #[arg(long)]
     pub swarm_memory: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        compare: CompareArgs,
+    }
+
+    fn parse(flags: &str) -> Result<CompareArgs, clap::Error> {
+        let words =
+            format!("compare --tracker shoal --out /tmp/x {flags} udp --target 127.0.0.1:3100");
+        Cli::try_parse_from(words.split_whitespace()).map(|c| c.compare)
+    }
+
+    #[test]
+    fn tracker_workers_default_to_one_tier_of_one_on_the_default_cpus() {
+        let a = parse("").unwrap();
+        assert_eq!(a.pinning.tracker_workers, [1]);
+        assert_eq!(a.pinning.tracker_cpus, None);
+        assert_eq!(a.pinning.bench_cpus, None);
+        let a = parse("--tracker-workers 1,2,4 --tracker-cpus 0-3").unwrap();
+        assert_eq!(a.pinning.tracker_workers, [1, 2, 4]);
+        assert_eq!(a.pinning.tracker_cpus.as_deref(), Some("0-3"));
+        assert!(parse("--tracker-workers two").is_err());
+        assert!(parse("--tracker-workers -1").is_err());
+    }
 }

@@ -19,6 +19,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::private::ADMIN_TOKEN;
+use super::tiers::aquatic_workers;
 
 /// The self-signed certificate and key given to every TLS contender.
 #[derive(Clone, Debug)]
@@ -73,6 +74,8 @@ pub struct Setting<'a> {
     pub bins: &'a [PathBuf],
     /// Lines for shoal's `[ws]` section.
     pub shoal_ws: &'a [String],
+    /// The tracker's workers (the tier of `--tracker-workers`).
+    pub workers: usize,
 }
 
 /// A contender's name and its command line, placeholders filled in and config written.
@@ -87,7 +90,13 @@ pub fn resolve(spec: &str, s: &Setting) -> Result<(String, Vec<String>)> {
     }
     words[0] = find_binary(&words[0], s.bins);
     let tag = if s.tls.is_some() { "-tls" } else { "" };
-    let config = s.dir.join(format!("{name}{tag}.toml"));
+    // One config per tier; tier 1's keeps the name it had before tiers.
+    let tier = if s.workers == 1 {
+        String::new()
+    } else {
+        format!("-{}w", s.workers)
+    };
+    let config = s.dir.join(format!("{name}{tag}{tier}.toml"));
     if template.contains("{config}") {
         let text = match name.as_str() {
             "shoal" => shoal_config(s, false),
@@ -105,7 +114,8 @@ pub fn resolve(spec: &str, s: &Setting) -> Result<(String, Vec<String>)> {
             .replace("{config}", &config.to_string_lossy())
             .replace("{cert}", &cert)
             .replace("{key}", &key)
-            .replace("{port}", &s.port.to_string());
+            .replace("{port}", &s.port.to_string())
+            .replace("{workers}", &s.workers.to_string());
     }
     Ok((name, words))
 }
@@ -135,7 +145,10 @@ fn shoal_command(s: &Setting, database: Option<&Path>) -> Result<String> {
         (_, false) => "http",
         (_, true) => "https",
     };
-    let mut t = format!("shoal --{listener} 127.0.0.1:{{port}} --workers 1");
+    let mut t = format!(
+        "shoal --{listener} 127.0.0.1:{{port}} --workers {}",
+        s.workers
+    );
     let Some(db) = database else {
         t.push_str(" --state-file=");
         if s.tls.is_some() {
@@ -208,18 +221,29 @@ fn shoal_config(s: &Setting, private: bool) -> String {
     t
 }
 
-/// aquatic's default config (`BIN -p`) with the listen address, one worker of each kind,
-/// TLS and keep-alive set for this comparison.
+/// aquatic's default config (`BIN -p`) with the listen address, the tier's workers (see
+/// [`aquatic_workers`]), TLS and keep-alive set for this comparison.
 fn aquatic_config(bin: &str, s: &Setting) -> Result<String> {
     let out = Command::new(bin)
         .arg("-p")
         .output()
         .with_context(|| format!("running {bin} -p"))?;
-    let defaults = String::from_utf8_lossy(&out.stdout);
+    aquatic_config_from(&String::from_utf8_lossy(&out.stdout), s)
+        .with_context(|| format!("the output of {bin} -p"))
+}
+
+/// [`aquatic_config`] from the defaults the binary printed.
+fn aquatic_config_from(defaults: &str, s: &Setting) -> Result<String> {
+    let (socket, swarm) = aquatic_workers(s.protocol, s.workers);
     let mut set: Vec<(&str, String, bool)> = vec![
         ("address", format!("\"127.0.0.1:{}\"", s.port), true),
-        ("socket_workers", "1".into(), false),
-        ("swarm_workers", "1".into(), false),
+        // Required beyond one worker: a tier that did not set them would not be that tier.
+        ("socket_workers", socket.to_string(), s.workers > 1),
+        (
+            "swarm_workers",
+            swarm.unwrap_or(1).to_string(),
+            s.workers > 1 && swarm.is_some(),
+        ),
         ("log_level", "\"error\"".into(), false),
     ];
     if s.protocol == "http" {
@@ -238,7 +262,7 @@ fn aquatic_config(bin: &str, s: &Setting) -> Result<String> {
         set.push(("tls_private_key_path", path(s.tls.map(|c| &c.key)), tls));
     }
     let pairs: Vec<(&str, &str, bool)> = set.iter().map(|(k, v, r)| (*k, v.as_str(), *r)).collect();
-    set_toml_keys(&defaults, &pairs).with_context(|| format!("the output of {bin} -p"))
+    set_toml_keys(defaults, &pairs)
 }
 
 /// Replaces the first `key = ...` line of each key; a required key that is missing is an
@@ -331,6 +355,7 @@ mod tests {
             dir,
             bins: &[],
             shoal_ws: &[],
+            workers: 1,
         }
     }
 
@@ -421,5 +446,46 @@ mod tests {
             "log_level = \"warn\"\n[network]\naddress = \"127.0.0.1:1\"\nkeep_alive = false\n"
         );
         assert!(set_toml_keys(text, &[("enable_tls", "true", true)]).is_err());
+    }
+
+    #[test]
+    fn commands_and_configs_follow_the_tier() {
+        let dir = std::env::temp_dir().join(format!("shoal-bench-tier-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tier = |protocol, workers| Setting {
+            workers,
+            ..setting(protocol, &dir, None)
+        };
+        let (_, w) = resolve("shoal", &tier("udp", 4)).unwrap();
+        assert_eq!(
+            w.join(" "),
+            "shoal --udp 127.0.0.1:3200 --workers 4 --state-file="
+        );
+        let (name, w) = resolve("mine=./t --threads {workers} -p {port}", &tier("udp", 8)).unwrap();
+        assert_eq!(
+            (name.as_str(), w.join(" ").as_str()),
+            ("mine", "./t --threads 8 -p 3200")
+        );
+        let (_, w) = resolve("opentracker", &tier("udp", 4)).unwrap();
+        assert_eq!(w.join(" "), "opentracker -i 127.0.0.1 -P 3200");
+        // aquatic's config: the defaults with the tier's split.
+        let ws = "socket_workers = 1\nswarm_workers = 1\n[network]\naddress = \"0.0.0.0:3000\"\n\
+                  enable_tls = false\ntls_certificate_path = \"\"\ntls_private_key_path = \"\"\n";
+        let text = aquatic_config_from(ws, &tier("ws", 12)).unwrap();
+        assert!(
+            text.starts_with("socket_workers = 10\nswarm_workers = 2\n"),
+            "{text}"
+        );
+        let text = aquatic_config_from(ws, &tier("ws", 1)).unwrap();
+        assert!(text.starts_with("socket_workers = 1\nswarm_workers = 1\n"));
+        let udp = "socket_workers = 1\n[network]\naddress = \"0.0.0.0:3000\"\n";
+        let text = aquatic_config_from(udp, &tier("udp", 4)).unwrap();
+        assert!(text.starts_with("socket_workers = 4\n"), "{text}");
+        assert!(!text.contains("swarm_workers"));
+        // A version without the worker keys cannot give a tier its workers.
+        let bare = "[network]\naddress = \"0.0.0.0:3000\"\n";
+        assert!(aquatic_config_from(bare, &tier("udp", 4)).is_err());
+        assert!(aquatic_config_from(bare, &tier("udp", 1)).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

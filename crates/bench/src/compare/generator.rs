@@ -392,6 +392,7 @@ mod tests {
             .command(Point {
                 workers: 1,
                 clients: Some(64),
+                ..Point::default()
             })
             .unwrap();
         assert!(config.is_none());

@@ -30,6 +30,7 @@ const OPENING_AT_ONCE: usize = 64;
 /// (contender, mode) as a contender of `cmp` for the report's command table.
 pub fn measure(
     args: &CompareArgs,
+    tracker_cpus: &str,
     out: &Path,
     target: &str,
     n: usize,
@@ -61,6 +62,7 @@ pub fn measure(
             dir: out,
             bins: &args.contenders.bin_dir,
             shoal_ws: &args.contenders.shoal_ws,
+            workers: 1,
         };
         for spec in &args.contenders.trackers {
             let (name, words) = contender::resolve(spec, &setting)?;
@@ -69,10 +71,11 @@ pub fn measure(
                 command: words.join(" "),
                 runs: Vec::new(),
                 generator_runs: Vec::new(),
+                tiers: Vec::new(),
             });
             wait_port_free(false, port)?;
             let log = out.join(format!("{name}-idle-{mode}.log"));
-            let mut tracker = Tracker::start(&args.pinning.tracker_cpus, &words, &log)?;
+            let mut tracker = Tracker::start(tracker_cpus, &words, &log)?;
             tracker
                 .wait_ready(false, port)
                 .with_context(|| format!("{name} ({})", words.join(" ")))?;

@@ -15,10 +15,13 @@
 //! [`generator_output`] (other load generators), [`idle`] (idle-connection memory),
 //! [`noise`] (the noisy-run rule), [`private`] (private-mode contenders: registering
 //! their users and torrents, their database writes), [`results`] (results.json), [`report`] and
-//! [`report_other`] (the Markdown), [`headline`] (the README's table).
+//! [`report_other`] (the Markdown), [`headline`] (the README's table), [`tiers`] (the
+//! tiers of `--tracker-workers`: workers and CPU sets) and [`tier_report`] (their table
+//! and charts), [`figures`] (a contender's figures at a point, for those and the history).
 
 pub mod args;
 pub mod contender;
+pub mod figures;
 pub mod generator;
 pub mod generator_output;
 pub mod headline;
@@ -29,6 +32,8 @@ pub mod report;
 pub mod report_other;
 pub mod results;
 pub mod session;
+pub mod tier_report;
+pub mod tiers;
 pub mod tracker;
 
 pub use args::{CompareArgs, HeadlineArgs, RenderArgs};

@@ -13,9 +13,12 @@ use anyhow::Result;
 use crate::report::{self, thousands};
 use crate::run::RunResult;
 
+use crate::history::HistoryRun;
+
 use super::args::ReportArgs;
 use super::report_other as other;
 use super::results::{describe, read_results, Comparison, Contender, Generator, Point};
+use super::tier_report;
 
 impl Comparison {
     /// The axis the charts run along: clients when several were run, else workers.
@@ -56,6 +59,7 @@ fn same_load(c: &Contender, p: Point, concurrency: usize) -> Vec<&RunResult> {
         .filter(|r| {
             r.point == p
                 || (r.point.workers == p.workers
+                    && r.point.tracker_workers == p.tracker_workers
                     && r.point.clients.is_none()
                     && r.result.concurrency == concurrency)
         })
@@ -64,31 +68,64 @@ fn same_load(c: &Contender, p: Point, concurrency: usize) -> Vec<&RunResult> {
 }
 
 /// The charts' lines: one per contender, or per contender and worker count when both
-/// vary; each with its name and points.
+/// vary, and per tier when there are several; each with its name and points.
 fn lines(cmp: &Comparison) -> Vec<(&Contender, String, Vec<Point>)> {
-    let points = cmp.points();
     let mut out = Vec::new();
     for c in &cmp.contenders {
-        if cmp.by_clients() && cmp.levels.len() > 1 {
-            for &w in &cmp.levels {
-                let at: Vec<Point> = points.iter().copied().filter(|p| p.workers == w).collect();
-                out.push((c, format!("{} ({w} workers)", c.name), at));
+        for tier in cmp.tier_setups() {
+            let n = tier.tracker_workers;
+            let points: Vec<Point> = cmp
+                .points()
+                .into_iter()
+                .filter(|p| p.tracker_workers == n)
+                .collect();
+            let tier_name = if cmp.several_tiers() {
+                format!("{n} tracker workers")
+            } else {
+                String::new()
+            };
+            let named = |load: &str| match (tier_name.is_empty(), load.is_empty()) {
+                (true, true) => c.name.clone(),
+                (false, false) => format!("{} ({tier_name}, {load})", c.name),
+                _ => format!("{} ({tier_name}{load})", c.name),
+            };
+            if cmp.by_clients() && cmp.levels.len() > 1 {
+                for &w in &cmp.levels {
+                    let at: Vec<Point> =
+                        points.iter().copied().filter(|p| p.workers == w).collect();
+                    out.push((c, named(&format!("{w} workers")), at));
+                }
+            } else {
+                out.push((c, named(""), points));
             }
-        } else {
-            out.push((c, c.name.clone(), points.clone()));
         }
     }
     out
 }
 
-/// Charts (SVG, and PNG if asked) and report.md into `out`; returns report.md's path.
-pub fn write_report(comparison: &Comparison, args: &ReportArgs, out: &Path) -> Result<PathBuf> {
+/// Charts (SVG, and PNG if asked) and report.md into `out`, with the history given (all
+/// runs of the output directory's history.jsonl, and the lines skipped there); returns
+/// report.md's path.
+pub fn write_report(
+    comparison: &Comparison,
+    args: &ReportArgs,
+    out: &Path,
+    history: (&[HistoryRun], &[String]),
+) -> Result<PathBuf> {
     let baseline = args.baseline.as_deref().map(read_results).transpose()?;
-    if comparison.idle.is_empty() && comparison.generator == Generator::Shoal {
-        args.charts.finish(&write_charts(comparison, out)?)?;
+    if comparison.idle.is_empty() {
+        let mut charts = tier_report::write_charts(comparison, out)?;
+        if comparison.generator == Generator::Shoal {
+            charts.extend(write_charts(comparison, out)?);
+        }
+        args.charts.finish(&charts)?;
     }
     let path = out.join("report.md");
-    std::fs::write(&path, markdown(comparison, baseline.as_ref()))?;
+    let mut md = markdown(comparison, baseline.as_ref());
+    if comparison.idle.is_empty() {
+        md.push_str(&crate::history::section(history.0, history.1));
+    }
+    std::fs::write(&path, md)?;
     Ok(path)
 }
 
@@ -140,22 +177,35 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
     let mut out = String::new();
     let points = cmp.points();
     let with_clients = !cmp.clients.is_empty();
+    let tiers = cmp.several_tiers();
     let clients_head = if cmp.protocol == "udp" {
         "In flight per worker"
     } else {
         "Connections"
     };
-    // The first cells of a row: workers, and clients when they were set.
-    let point_cells = |p: Point| match p.clients {
-        Some(c) if with_clients => format!("{} | {c}", p.workers),
-        _ => p.workers.to_string(),
+    // The first cells of a row: the tier when there are several, workers, and clients
+    // when they were set.
+    let point_cells = |p: Point| {
+        let load = match p.clients {
+            Some(c) if with_clients => format!("{} | {c}", p.workers),
+            _ => p.workers.to_string(),
+        };
+        if tiers {
+            format!("{} | {load}", p.tracker_workers)
+        } else {
+            load
+        }
     };
-    let point_head = if with_clients {
+    let mut point_head = if with_clients {
         format!("Load workers | {clients_head}")
     } else {
         "Load workers".to_string()
     };
-    let point_rule = if with_clients { "---|---" } else { "---" };
+    let mut point_rule = if with_clients { "---|---" } else { "---" }.to_string();
+    if tiers {
+        point_head = format!("Tracker workers | {point_head}");
+        point_rule = format!("---|{point_rule}");
+    }
     let _ = writeln!(
         out,
         "# {} tracker comparison\n",
@@ -164,21 +214,41 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
     if !cmp.date.is_empty() {
         let _ = write!(out, "Date: {}. ", cmp.date);
     }
+    let pinning = if tiers {
+        "Trackers pinned to the CPUs of their tier (below), load generator to the others"
+            .to_string()
+    } else {
+        format!(
+            "Trackers pinned to CPUs `{}`, load generator to `{}`",
+            cmp.tracker_cpus, cmp.bench_cpus
+        )
+    };
     let _ = writeln!(
         out,
-        "Machine: {}. Trackers pinned to CPUs `{}`, load generator to `{}`. {} rounds, \
-         contenders alternating; figures are min / **median** / max over rounds.\n\n\
+        "Machine: {}. {pinning}. {} rounds, contenders alternating; figures are min / \
+         **median** / max over rounds.\n\n\
          Command: `{}`\n",
-        cmp.machine, cmp.tracker_cpus, cmp.bench_cpus, cmp.rounds, cmp.command_line
+        cmp.machine, cmp.rounds, cmp.command_line
     );
     out.push_str("| Contender | Command |\n|---|---|\n");
     for c in &cmp.contenders {
-        let _ = writeln!(out, "| {} | `{}` |", c.name, c.command);
+        if tiers && !c.tiers.is_empty() {
+            for t in &c.tiers {
+                let _ = writeln!(
+                    out,
+                    "| {} ({} tracker workers) | `{}` |",
+                    c.name, t.tracker_workers, t.command
+                );
+            }
+        } else {
+            let _ = writeln!(out, "| {} | `{}` |", c.name, c.command);
+        }
     }
     if !cmp.idle.is_empty() {
         out.push_str(&other::idle_section(cmp));
         return out;
     }
+    out.push_str(&tier_report::section(cmp));
     if cmp.generator != Generator::Shoal {
         out.push_str(&other::generator_section(cmp));
         out.push_str(&other::noise_section(cmp));
@@ -346,6 +416,7 @@ pub(crate) mod tests {
                 })
                 .collect(),
             generator_runs: Vec::new(),
+            tiers: Vec::new(),
         };
         Comparison {
             protocol: "ws".into(),
@@ -360,6 +431,7 @@ pub(crate) mod tests {
             generator: Generator::Shoal,
             tls: false,
             generator_command: None,
+            tiers: Vec::new(),
             contenders: vec![contender("shoal", 2000), contender("aquatic_ws", 1000)],
             load_generators: Vec::new(),
             noise_limit_percent: Some(10.0),
@@ -431,6 +503,60 @@ pub(crate) mod tests {
         assert!(svg.contains("WS throughput by connections"));
         assert!(svg.contains("shoal (2 workers)") && svg.contains("aquatic_ws (1 workers)"));
         assert!(svg.contains(">\n256\n</text>"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn several_tiers_name_the_tier_of_each_row_and_each_command() {
+        let cmp = crate::compare::tier_report::tests::tiered();
+        let md = markdown(&cmp, None);
+        assert!(
+            md.contains("Trackers pinned to the CPUs of their tier (below)"),
+            "{md}"
+        );
+        assert!(md.contains("| shoal (4 tracker workers) | `shoal 4` |"));
+        assert!(md.contains("## By tracker workers"));
+        assert!(
+            md.contains(
+                "| Tracker workers | Load workers | shoal | aquatic_ws |\n|---|---|---|---|\n"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| 4 | 2 | 900 / **1,800** / 2,700 |"), "{md}");
+        assert!(md.contains("| shoal | 4 | 1 | 1,200 | 80% | 500 |"), "{md}");
+        assert!(md.contains("### shoal (4 tracker workers, 2 workers, 64 in flight)"));
+        // One tier: the tables are as they were.
+        let md = markdown(&comparison(vec![1], vec![]), None);
+        assert!(md.contains("| Load workers | shoal | aquatic_ws |\n|---|---|---|\n"));
+        assert!(md.contains("Trackers pinned to CPUs `0`, load generator to `1`."));
+    }
+
+    #[test]
+    fn the_written_report_has_the_tier_charts_and_the_history() {
+        let dir = std::env::temp_dir().join(format!("shoal-bench-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cmp = comparison(vec![1], vec![]);
+        let run = crate::compare::figures::history_run(&cmp, Some("abc".into()));
+        let args = ReportArgs {
+            baseline: None,
+            charts: crate::chart::ChartArgs { png: false },
+        };
+        let path = write_report(&cmp, &args, &dir, (&[run.clone(), run], &[])).unwrap();
+        let md = std::fs::read_to_string(path).unwrap();
+        assert!(md.contains("## By tracker workers") && md.contains("## History"));
+        assert!(
+            md.contains(
+                "| shoal | 1 workers | 2026-11-23 12:00:00 UTC (`abc`) | 400 → 400 | No change |"
+            ),
+            "{md}"
+        );
+        for chart in [
+            "tracker-workers.svg",
+            "tracker-workers-per-cpu.svg",
+            "throughput.svg",
+        ] {
+            assert!(dir.join(chart).is_file(), "{chart}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -49,7 +49,7 @@ pub fn runs_at(c: &Contender, p: Point) -> Vec<&GeneratorRun> {
 }
 
 /// `min / **median** / max`, or `-`.
-fn spread(mut v: Vec<f64>) -> String {
+pub fn spread(mut v: Vec<f64>) -> String {
     if v.is_empty() {
         return "-".into();
     }
@@ -314,7 +314,7 @@ pub(crate) mod tests {
             round,
             point: Point {
                 workers: 1,
-                clients: None,
+                ..Point::default()
             },
             responses_per_second: rps,
             rates: [("announce".to_string(), announce)].into(),

@@ -39,13 +39,54 @@ pub struct Contender {
     /// Runs under another load generator (`--generator aquatic|wrk`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generator_runs: Vec<GeneratorRun>,
+    /// How it was started at each tier of `--tracker-workers` (`command` is the first
+    /// tier's); empty in files written before tiers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<ContenderTier>,
 }
 
-/// One load level: load-generator workers, and clients when `--clients` was given.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A contender at one tier of tracker workers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContenderTier {
+    pub tracker_workers: usize,
+    pub command: String,
+    /// What gave it that many workers, in words: `--workers 2`, `socket_workers = 1,
+    /// swarm_workers = 1`, or why nothing did (opentracker runs as it comes).
+    pub workers_setting: String,
+}
+
+/// One tier of `--tracker-workers`: the tracker's worker count and where tracker and load
+/// generator ran.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TierSetup {
+    pub tracker_workers: usize,
+    pub tracker_cpus: String,
+    pub bench_cpus: String,
+}
+
+/// One load level: the tracker's workers (the tier), load-generator workers, and clients
+/// when `--clients` was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Point {
     pub workers: usize,
     pub clients: Option<usize>,
+    /// 1 in files written before tiers.
+    #[serde(default = "one")]
+    pub tracker_workers: usize,
+}
+
+impl Default for Point {
+    fn default() -> Self {
+        Point {
+            workers: 0,
+            clients: None,
+            tracker_workers: 1,
+        }
+    }
+}
+
+fn one() -> usize {
+    1
 }
 
 /// A contender's run at one point of one round.
@@ -67,6 +108,8 @@ enum RunRepr {
         round: usize,
         workers: usize,
         clients: Option<usize>,
+        #[serde(default = "one")]
+        tracker_workers: usize,
         result: RunResult,
     },
     Tuple(usize, usize, RunResult),
@@ -74,18 +117,34 @@ enum RunRepr {
 
 impl From<RunRepr> for Run {
     fn from(r: RunRepr) -> Self {
-        let (round, workers, clients, result) = match r {
+        let (round, point, result) = match r {
             RunRepr::Now {
                 round,
                 workers,
                 clients,
+                tracker_workers,
                 result,
-            } => (round, workers, clients, result),
-            RunRepr::Tuple(round, workers, result) => (round, workers, None, result),
+            } => (
+                round,
+                Point {
+                    workers,
+                    clients,
+                    tracker_workers,
+                },
+                result,
+            ),
+            RunRepr::Tuple(round, workers, result) => (
+                round,
+                Point {
+                    workers,
+                    ..Point::default()
+                },
+                result,
+            ),
         };
         Run {
             round,
-            point: Point { workers, clients },
+            point,
             result,
         }
     }
@@ -222,6 +281,11 @@ pub struct Comparison {
     pub rounds: usize,
     pub levels: Vec<usize>,
     pub clients: Vec<usize>,
+    /// The tiers of `--tracker-workers`, in the order run; empty in files written before
+    /// tiers (one tier of 1 worker on `tracker_cpus`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<TierSetup>,
+    /// The first tier's CPU sets.
     pub tracker_cpus: String,
     pub bench_cpus: String,
     pub machine: String,
@@ -240,12 +304,42 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// Every load point of every tier, tiers outermost.
     pub fn points(&self) -> Vec<Point> {
-        points(&self.levels, &self.clients)
+        self.tier_setups()
+            .iter()
+            .flat_map(|t| {
+                points(&self.levels, &self.clients)
+                    .into_iter()
+                    .map(move |p| Point {
+                        tracker_workers: t.tracker_workers,
+                        ..p
+                    })
+            })
+            .collect()
+    }
+
+    /// The tiers run: those recorded, or for a file written before tiers, one tier of one
+    /// worker on its CPU sets.
+    pub fn tier_setups(&self) -> Vec<TierSetup> {
+        if self.tiers.is_empty() {
+            vec![TierSetup {
+                tracker_workers: 1,
+                tracker_cpus: self.tracker_cpus.clone(),
+                bench_cpus: self.bench_cpus.clone(),
+            }]
+        } else {
+            self.tiers.clone()
+        }
+    }
+
+    /// Whether more than one tier was run (the tables then name the tier of each row).
+    pub fn several_tiers(&self) -> bool {
+        self.tiers.len() > 1
     }
 }
 
-/// Every (workers, clients) pair, workers outermost.
+/// Every (workers, clients) pair of one tier of one tracker worker, workers outermost.
 pub fn points(levels: &[usize], clients: &[usize]) -> Vec<Point> {
     let clients: Vec<Option<usize>> = if clients.is_empty() {
         vec![None]
@@ -255,18 +349,26 @@ pub fn points(levels: &[usize], clients: &[usize]) -> Vec<Point> {
     levels
         .iter()
         .flat_map(|&workers| {
-            clients
-                .iter()
-                .map(move |&clients| Point { workers, clients })
+            clients.iter().map(move |&clients| Point {
+                workers,
+                clients,
+                tracker_workers: 1,
+            })
         })
         .collect()
 }
 
-/// A load level in words: `2 workers`, `1 workers, 64 clients`.
+/// A load level in words: `2 workers`, `1 workers, 64 clients`, and for a tier of more
+/// than one tracker worker `4 tracker workers, 2 workers`.
 pub fn describe(p: Point) -> String {
-    match p.clients {
+    let load = match p.clients {
         Some(c) => format!("{} workers, {c} clients", p.workers),
         None => format!("{} workers", p.workers),
+    };
+    if p.tracker_workers == 1 {
+        load
+    } else {
+        format!("{} tracker workers, {load}", p.tracker_workers)
     }
 }
 
@@ -290,5 +392,38 @@ mod tests {
             [(1, Some(16)), (1, Some(64)), (2, Some(16)), (2, Some(64))]
         );
         assert_eq!(points(&[1, 2], &[]).len(), 2);
+    }
+
+    #[test]
+    fn points_run_over_every_tier_and_old_files_have_one() {
+        let mut cmp = Comparison {
+            levels: vec![1, 2],
+            tracker_cpus: "0".into(),
+            bench_cpus: "1".into(),
+            ..Default::default()
+        };
+        assert_eq!(cmp.tier_setups().len(), 1);
+        assert!(cmp.points().iter().all(|p| p.tracker_workers == 1));
+        cmp.tiers = [1, 4]
+            .map(|n| TierSetup {
+                tracker_workers: n,
+                ..Default::default()
+            })
+            .to_vec();
+        let tiers: Vec<(usize, usize)> = cmp
+            .points()
+            .iter()
+            .map(|p| (p.tracker_workers, p.workers))
+            .collect();
+        assert_eq!(tiers, [(1, 1), (1, 2), (4, 1), (4, 2)]);
+        assert_eq!(describe(cmp.points()[3]), "4 tracker workers, 2 workers");
+        assert_eq!(describe(cmp.points()[1]), "2 workers");
+        // A run written before tiers is at one tracker worker.
+        let run: Run = serde_json::from_value(serde_json::json!({
+            "round": 0, "workers": 2, "clients": null,
+            "result": serde_json::to_value(crate::report::tests::result(1, (1, 0.0, 1.0, 1.0), 0)).unwrap()
+        }))
+        .unwrap();
+        assert_eq!(run.point.tracker_workers, 1);
     }
 }

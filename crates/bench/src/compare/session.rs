@@ -1,7 +1,10 @@
-//! One comparison from start to results.json: contenders resolved, then rounds in which
-//! every contender is started fresh, loaded at every point (by shoal-bench or another load
+//! One comparison from start to results.json: contenders resolved, then for each tier of
+//! `--tracker-workers` rounds in which every contender is started fresh with the tier's
+//! workers on the tier's CPUs, loaded at every point (by shoal-bench or another load
 //! generator), judged by the noisy-run rule and stopped; or, with `--idle-connections`,
-//! the idle-memory measurement instead of load.
+//! the idle-memory measurement instead of load. Tiers are outermost, so that contenders
+//! alternate within each tier as they do in a comparison of one; the run's headline
+//! figures are then appended to the output directory's history.jsonl.
 
 use std::path::{Path, PathBuf};
 
@@ -11,13 +14,16 @@ use crate::load::Load;
 
 use super::args::{CompareArgs, RenderArgs};
 use super::contender::{self, Cert, Setting};
+use super::figures;
 use super::generator::GeneratorSetting;
 use super::idle;
 use super::private::PrivateTracker;
 use super::report::write_report;
 use super::results::{
-    describe, read_results, Comparison, Contender, Generator, LoadGenRun, Point, Run,
+    describe, read_results, Comparison, Contender, ContenderTier, Generator, LoadGenRun, Point,
+    Run, TierSetup,
 };
+use super::tiers;
 use super::tracker::{wait_port_free, Tracker};
 
 /// Runs the comparison and writes the report; returns the path of report.md.
@@ -28,21 +34,24 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
     let mut load = args.load.clone();
     load.set_port(args.contenders.port);
     let protocol = load.protocol();
-    let udp = matches!(load, Load::Udp(_));
     let target = load.target();
     let tls = target.starts_with("https://") || target.starts_with("wss://");
     // Before pinning, which would leave this process seeing only the bench CPUs.
-    let machine = machine_description();
+    let machine = crate::cpu::machine_description();
+    let allowed = crate::sys::allowed_cpus().context("reading the CPUs this process may use")?;
+    let tiers = tiers::plan(
+        &args.pinning.tracker_workers,
+        &allowed,
+        args.pinning.tracker_cpus.as_deref(),
+        args.pinning.bench_cpus.as_deref(),
+    )?;
+    if args.idle.idle_connections.is_some() && tiers.len() > 1 {
+        anyhow::bail!("--idle-connections measures at one tier of --tracker-workers");
+    }
     let date = crate::report::utc_now();
     // Trackers and load generators inherit it: thousands of connections need it.
     if let Err(e) = crate::sys::raise_nofile_limit() {
         eprintln!("warning: could not raise the open-file limit: {e}");
-    }
-    if let Err(e) = crate::sys::pin_to_cpus(&args.pinning.bench_cpus) {
-        eprintln!(
-            "warning: could not pin the load generator to {}: {e}",
-            args.pinning.bench_cpus
-        );
     }
     let mut comparison = Comparison {
         protocol: protocol.to_string(),
@@ -51,8 +60,9 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
         rounds: args.levels.rounds,
         levels: args.levels.levels.clone(),
         clients: args.levels.clients.clone(),
-        tracker_cpus: args.pinning.tracker_cpus.clone(),
-        bench_cpus: args.pinning.bench_cpus.clone(),
+        tiers: tiers.clone(),
+        tracker_cpus: tiers[0].tracker_cpus.clone(),
+        bench_cpus: tiers[0].bench_cpus.clone(),
         machine,
         generator: args.generator,
         tls,
@@ -63,13 +73,21 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
         dropped: Vec::new(),
         idle: Vec::new(),
     };
+    pin(&tiers[0].bench_cpus);
     if let Some(n) = args.idle.idle_connections {
         comparison.rounds = 1;
-        idle::measure(args, &out, &target, n, &mut comparison)?;
+        idle::measure(
+            args,
+            &tiers[0].tracker_cpus,
+            &out,
+            &target,
+            n,
+            &mut comparison,
+        )?;
         return finish(&comparison, args, &out);
     }
     let cert = tls.then(|| Cert::make(&out)).transpose()?;
-    let setting = Setting {
+    let setting = |workers| Setting {
         protocol,
         port: args.contenders.port,
         tls: cert.as_ref(),
@@ -77,14 +95,23 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
         dir: &out,
         bins: &args.contenders.bin_dir,
         shoal_ws: &args.contenders.shoal_ws,
+        workers,
     };
+    // The first tier's commands now, so that a bad contender fails before anything runs;
+    // the others' when their tier starts (shoal-private's database is made fresh then).
     for spec in &args.contenders.trackers {
-        let (name, words) = contender::resolve(spec, &setting)?;
+        let n = tiers[0].tracker_workers;
+        let (name, words) = contender::resolve(spec, &setting(n))?;
         comparison.contenders.push(Contender {
             name,
             command: words.join(" "),
             runs: Vec::new(),
             generator_runs: Vec::new(),
+            tiers: vec![ContenderTier {
+                tracker_workers: n,
+                command: words.join(" "),
+                workers_setting: tiers::workers_setting(spec, protocol, n),
+            }],
         });
     }
     let privates: Vec<Option<PrivateTracker>> = comparison
@@ -103,7 +130,7 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
         }
     }
     let run_args = load.run_args();
-    let generator_setting = |generator| GeneratorSetting {
+    let generator_setting = |generator, t: usize| GeneratorSetting {
         generator,
         protocol,
         tls,
@@ -113,13 +140,13 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
             .unwrap_or_else(|_| "/announce".into()),
         warmup: run_args.warmup,
         duration: run_args.duration,
-        bench_cpus: &args.pinning.bench_cpus,
-        tracker_cpus: &args.pinning.tracker_cpus,
+        bench_cpus: &tiers[t].bench_cpus,
+        tracker_cpus: &tiers[t].tracker_cpus,
         bins: &args.contenders.bin_dir,
         dir: &out,
     };
-    let external = (args.generator != Generator::Shoal).then(|| generator_setting(args.generator));
-    if let Some(g) = &external {
+    if args.generator != Generator::Shoal {
+        let g = generator_setting(args.generator, 0);
         g.check()?;
         let (words, config) = g.command(comparison.points()[0])?;
         let line = shell_words(&words);
@@ -128,8 +155,8 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
             None => line,
         });
     }
-    let vs_aquatic = (args.vs_aquatic_load_test && udp)
-        .then(|| generator_setting(Generator::Aquatic))
+    let vs_aquatic = (args.vs_aquatic_load_test && protocol == "udp")
+        .then(|| generator_setting(Generator::Aquatic, 0))
         .filter(|g| match g.check() {
             Ok(()) => true,
             Err(e) => {
@@ -137,9 +164,8 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
                 false
             }
         });
-    let points = comparison.points();
     let progress = indicatif::ProgressBar::new(
-        (args.levels.rounds * comparison.contenders.len() * points.len()) as u64,
+        (args.levels.rounds * comparison.contenders.len() * comparison.points().len()) as u64,
     );
     progress.set_style(
         indicatif::ProgressStyle::with_template(
@@ -149,28 +175,104 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
         .progress_chars("=> "),
     );
     progress.set_prefix(format!("compare {protocol}"));
+    for (t, tier) in tiers.iter().enumerate() {
+        let n = tier.tracker_workers;
+        if t > 0 {
+            pin(&tier.bench_cpus);
+            for (spec, c) in args
+                .contenders
+                .trackers
+                .iter()
+                .zip(&mut comparison.contenders)
+            {
+                let (_, words) = contender::resolve(spec, &setting(n))?;
+                c.tiers.push(ContenderTier {
+                    tracker_workers: n,
+                    command: words.join(" "),
+                    workers_setting: tiers::workers_setting(spec, protocol, n),
+                });
+            }
+        }
+        let external =
+            (args.generator != Generator::Shoal).then(|| generator_setting(args.generator, t));
+        let each = Tier {
+            index: t,
+            setup: tier,
+            points: comparison
+                .points()
+                .into_iter()
+                .filter(|p| p.tracker_workers == n)
+                .collect(),
+            external: external.as_ref(),
+            vs_aquatic: vs_aquatic.as_ref().filter(|_| t == 0),
+            privates: &privates,
+            passkeys: passkeys.as_ref(),
+            load: &load,
+        };
+        run_tier(&each, args, &out, &progress, &mut comparison)?;
+    }
+    progress.finish_and_clear();
+    finish(&comparison, args, &out)
+}
+
+/// Pins this process, and so shoal-bench's own load, to the load generator's CPUs.
+fn pin(cpus: &str) {
+    if let Err(e) = crate::sys::pin_to_cpus(cpus) {
+        eprintln!("warning: could not pin the load generator to {cpus}: {e}");
+    }
+}
+
+/// What the rounds of one tier need.
+struct Tier<'a> {
+    index: usize,
+    setup: &'a TierSetup,
+    /// The load points of this tier.
+    points: Vec<Point>,
+    external: Option<&'a GeneratorSetting<'a>>,
+    vs_aquatic: Option<&'a GeneratorSetting<'a>>,
+    privates: &'a [Option<PrivateTracker>],
+    passkeys: Option<&'a crate::passkeys::Passkeys>,
+    load: &'a Load,
+}
+
+/// The rounds of one tier: each contender started fresh with the tier's command on its
+/// CPUs, loaded at every point of the tier, judged by the noisy-run rule and stopped.
+fn run_tier(
+    tier: &Tier,
+    args: &CompareArgs,
+    out: &Path,
+    progress: &indicatif::ProgressBar,
+    comparison: &mut Comparison,
+) -> Result<()> {
+    let udp = matches!(tier.load, Load::Udp(_));
+    let port = args.contenders.port;
+    let first = comparison_first(args).to_string();
     for round in 0..args.levels.rounds {
-        for (c, private) in comparison.contenders.iter_mut().zip(&privates) {
-            wait_port_free(udp, args.contenders.port)?;
+        for (c, private) in comparison.contenders.iter_mut().zip(tier.privates) {
+            wait_port_free(udp, port)?;
             if let Some(p) = private {
                 wait_port_free(false, p.admin.port())?;
             }
-            let words: Vec<String> = c.command.split_whitespace().map(str::to_string).collect();
-            let log = out.join(format!("{}.log", c.name));
-            let mut tracker = Tracker::start(&args.pinning.tracker_cpus, &words, &log)?;
+            let command = &c.tiers[tier.index].command;
+            let words: Vec<String> = command.split_whitespace().map(str::to_string).collect();
+            let log = match tier.setup.tracker_workers {
+                1 => out.join(format!("{}.log", c.name)),
+                n => out.join(format!("{}-{n}w.log", c.name)),
+            };
+            let mut tracker = Tracker::start(&tier.setup.tracker_cpus, &words, &log)?;
             tracker
-                .wait_ready(udp, args.contenders.port)
-                .with_context(|| format!("{} ({})", c.name, c.command))?;
-            if let (Some(p), Some(keys), 0) = (private, &passkeys, round) {
-                // The database keeps them for the later rounds.
-                p.register(keys, load.workload().torrents)
+                .wait_ready(udp, port)
+                .with_context(|| format!("{} ({command})", c.name))?;
+            if let (Some(p), Some(keys), 0) = (private, tier.passkeys, round) {
+                // The database keeps them for the tier's later rounds.
+                p.register(keys, tier.load.workload().torrents)
                     .with_context(|| format!("registering users and torrents at {}", c.name))?;
             }
-            for &point in &points {
+            for &point in &tier.points {
                 let at = describe(point);
                 progress.set_message(format!("round {} {} {at}", round + 1, c.name));
                 for attempt in 0.. {
-                    let others = match &external {
+                    let others = match tier.external {
                         Some(g) => {
                             let log = out.join(format!("{}-load.log", c.name));
                             let r =
@@ -182,7 +284,7 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
                             others
                         }
                         None => {
-                            let run = || shoal_load(&load, point, tracker.pid());
+                            let run = || shoal_load(tier.load, point, tracker.pid());
                             let result = match private {
                                 Some(p) => p.measure(run),
                                 None => run(),
@@ -209,7 +311,7 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
                         break;
                     }
                     // Dropped: out of the figures, kept only in `dropped`.
-                    if external.is_some() {
+                    if tier.external.is_some() {
                         c.generator_runs.pop();
                     } else {
                         c.runs.pop();
@@ -217,21 +319,14 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
                 }
                 progress.inc(1);
             }
-            if let Some(g) = vs_aquatic
-                .as_ref()
-                .filter(|_| c.name == comparison_first(args))
-            {
+            if let Some(g) = tier.vs_aquatic.filter(|_| c.name == first) {
                 progress.set_message(format!("round {} aquatic_udp_load_test", round + 1));
                 let log = out.join("aquatic_udp_load_test.log");
-                match g.run(
-                    Point {
-                        workers: 1,
-                        clients: None,
-                    },
-                    round,
-                    tracker.pid(),
-                    &log,
-                ) {
+                let point = Point {
+                    workers: 1,
+                    ..Point::default()
+                };
+                match g.run(point, round, tracker.pid(), &log) {
                     Ok(r) => comparison.load_generators.push(LoadGenRun {
                         name: "aquatic_udp_load_test".into(),
                         round,
@@ -245,8 +340,7 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
             tracker.stop();
         }
     }
-    progress.finish_and_clear();
-    finish(&comparison, args, &out)
+    Ok(())
 }
 
 /// A command line as a shell would take it back: words with spaces in single quotes.
@@ -283,47 +377,36 @@ fn shoal_load(load: &Load, point: Point, pid: u32) -> Result<crate::run::RunResu
     l.run()
 }
 
+/// Writes results.json, appends the run's figures to the directory's history (not for the
+/// idle measurement, which has no load figures) and writes the report.
 fn finish(comparison: &Comparison, args: &CompareArgs, out: &Path) -> Result<PathBuf> {
     std::fs::write(
         out.join("results.json"),
         serde_json::to_string_pretty(comparison)?,
     )?;
-    write_report(comparison, &args.report, out)
+    let (runs, skipped) = if comparison.idle.is_empty() {
+        let run = figures::history_run(comparison, crate::history::commit());
+        crate::history::record(out, &run)
+    } else {
+        Default::default()
+    };
+    write_report(comparison, &args.report, out, (&runs, &skipped))
 }
 
 /// Writes report.md and the charts of an earlier comparison from its results.json.
 pub fn render(args: &RenderArgs) -> Result<PathBuf> {
     let comparison = read_results(&args.results)?;
-    let out = match &args.out {
-        Some(d) => d.clone(),
-        None => args
-            .results
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default(),
-    };
+    let dir = args
+        .results
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let out = args.out.clone().unwrap_or_else(|| dir.clone());
     std::fs::create_dir_all(&out)?;
-    write_report(&comparison, &args.report, &out)
-}
-
-fn machine_description() -> String {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = info
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    // Online CPUs of the machine, not of this process's affinity mask.
-    let cores = info.lines().filter(|l| l.starts_with("processor")).count();
-    let cores = if cores > 0 {
-        cores
-    } else {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0)
-    };
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{cores} × {cpu}, Linux {}", kernel.trim())
+    // The history beside results.json, as it stands (nothing is appended: nothing ran).
+    let (runs, skipped) = crate::history::read(&dir);
+    for w in &skipped {
+        eprintln!("warning: {w}");
+    }
+    write_report(&comparison, &args.report, &out, (&runs, &skipped))
 }

@@ -1,61 +1,85 @@
-//! One node's side of the exchange, without the network: what it has to tell Redis about
-//! each torrent (its own peers' changes and completions, from the store's journal), which
-//! torrents it wants to hear about (local announces and scrapes since the last exchange),
-//! and what it does with what Redis answers (other nodes' peers into the store, peers that
-//! left out of it, the cluster's completed count).
+//! One node's side of the exchange, without the network: which of its peers' changes it
+//! has to write (from the store's journal), and what it does with the other nodes' changes
+//! Redis answers (their peers into the store, those that left or expired out of it, the
+//! completed count up to the cluster's).
 //!
 //! Kept apart from the connection so that the rules are plain code over plain values
 //! ([`Exchange::plan`] then [`Exchange::apply`] or [`Exchange::retry`]), and [`super::node`]
-//! only moves them over the wire.
+//! only moves them over the wire. The layout they travel in is [`super::feed`]'s.
 //!
-//! Memory: the pending writes are one entry per (torrent, changed peer) since the last
-//! successful exchange of that torrent, and the remote view is one address per peer that
-//! another node serves on a torrent this node serves: both bounded by the swarm itself.
+//! Only what changed is written: a re-announce of a peer as it was published (same peer id,
+//! same seeder flag) is not written again until its expiry has moved by more than an
+//! eighth of the peer lifetime, so a busy swarm's re-announces cost a map lookup each, and
+//! the other nodes may drop a peer that went silent up to that eighth early, never late.
+//!
+//! Memory: what this node published (one entry per live local peer), the writes not yet
+//! sent, and the other nodes' peers it holds (one entry per remote peer): all bounded by
+//! the swarms themselves.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
 use shoal_swarm::journal::{AnyAddr, Change};
 use shoal_swarm::{clock, Peer, Store};
 
-use super::record::{addr_of, field, Published, WATCH_ROUNDS};
+use super::feed::{bucket_of, News, NodeFeed, PeerValue, Record, BUCKETS};
 
-/// What a node still has to write for one torrent.
+type Fast = foldhash::fast::RandomState;
+type PeerKey = (InfoHash, AnyAddr);
+
+/// Rounds between two sweeps of what this node published (to delete expired peers).
+const SWEEP_ROUNDS: u64 = 30;
+
+/// What a node still has to write to one bucket.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Writes {
-    /// Peers announced (field, value), the last announce of each.
-    pub set: HashMap<AnyAddr, Published>,
-    /// Peers that stopped.
-    pub delete: HashSet<AnyAddr>,
-    /// This node's completed total for the torrent, if it changed.
-    pub completed: Option<u64>,
+    /// Peers announced (`Some`) or gone (`None`), the last change of each.
+    pub peers: HashMap<PeerKey, Option<PeerValue>, Fast>,
+    /// This node's completed totals that changed.
+    pub completed: HashMap<InfoHash, u32, Fast>,
 }
 
-/// One torrent's round trip: what to send.
+impl Writes {
+    fn is_empty(&self) -> bool {
+        self.peers.is_empty() && self.completed.is_empty()
+    }
+}
+
+/// One bucket's round trip: what to write, and the versions this node holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
-    pub info_hash: InfoHash,
+    pub bucket: usize,
     pub writes: Writes,
+    pub held: Vec<(String, u64)>,
 }
 
 impl Call {
-    /// The script's ARGV after now, lifetime and node: completed, the number of sets, the
-    /// (field, value) pairs, the fields to delete.
-    pub fn args(&self) -> Vec<Vec<u8>> {
+    /// This round's log entry (empty: nothing to write).
+    pub fn entry(&self) -> Vec<u8> {
         let w = &self.writes;
-        let mut args = Vec::with_capacity(2 + 2 * w.set.len() + w.delete.len());
-        args.push(
-            w.completed
-                .map_or_else(Vec::new, |c| c.to_string().into_bytes()),
-        );
-        args.push(w.set.len().to_string().into_bytes());
-        for (addr, p) in &w.set {
-            args.push(field(addr));
-            args.push(p.encode());
+        let mut out = Vec::with_capacity(w.peers.len() * 64 + w.completed.len() * 25);
+        for (&(info_hash, addr), &value) in &w.peers {
+            Record::Peer {
+                info_hash,
+                addr,
+                value,
+            }
+            .write(&mut out);
         }
-        args.extend(w.delete.iter().map(field));
-        args
+        for (&info_hash, &total) in &w.completed {
+            Record::Completed { info_hash, total }.write(&mut out);
+        }
+        out
     }
+}
+
+/// A peer another node serves, as this node holds it.
+#[derive(Clone, Copy, Debug)]
+struct Remote {
+    /// Index into [`Exchange::nodes`].
+    node: u16,
+    /// Unix seconds.
+    expires: u32,
 }
 
 /// The node's exchange state.
@@ -63,15 +87,28 @@ pub struct Exchange {
     node: String,
     /// Seconds a peer lives (the store's peer lifetime).
     peer_ttl: u64,
-    pending: HashMap<InfoHash, Writes>,
-    /// Torrents with local activity since their last exchange.
-    /// Torrents with local activity, and how many more rounds to read them (see
-    /// [`WATCH_ROUNDS`](super::record::WATCH_ROUNDS)).
-    wanted: HashMap<InfoHash, u32>,
+    /// How far a re-announce may move a published expiry before it is written again.
+    slack: u64,
+    /// What this node last wrote of each of its peers.
+    published: HashMap<PeerKey, PeerValue, Fast>,
+    /// Writes not yet sent, per bucket.
+    pending: Vec<Writes>,
     /// This node's completed count per torrent (totals: idempotent to write).
-    completed: HashMap<InfoHash, u64>,
-    /// Other nodes' peers this node put into its store, per torrent.
-    remote: HashMap<InfoHash, HashSet<AnyAddr>>,
+    completed: HashMap<InfoHash, u32, Fast>,
+    /// Per bucket, the version of each other node's log this node has read up to.
+    held: Vec<HashMap<String, u64>>,
+    /// Other nodes' names; [`Remote::node`] indexes it.
+    nodes: Vec<String>,
+    /// Other nodes' peers this node put into its store, per bucket.
+    remote: Vec<HashMap<PeerKey, Remote, Fast>>,
+    /// Other nodes' completed totals per torrent.
+    remote_completed: HashMap<InfoHash, Vec<(u16, u32)>, Fast>,
+    /// Remote peers by expiry (Unix seconds), to take them out when it passes; an entry
+    /// whose peer was refreshed since is skipped.
+    expiring: BTreeMap<u32, Vec<PeerKey>>,
+    /// This node's own version of each bucket, as Redis last answered it (0: not known).
+    own: Vec<u64>,
+    rounds: u64,
 }
 
 impl Exchange {
@@ -79,10 +116,17 @@ impl Exchange {
         Self {
             node,
             peer_ttl,
-            pending: HashMap::new(),
-            wanted: HashMap::new(),
-            completed: HashMap::new(),
-            remote: HashMap::new(),
+            slack: peer_ttl / 8,
+            published: HashMap::default(),
+            pending: vec![Writes::default(); BUCKETS],
+            completed: HashMap::default(),
+            held: vec![HashMap::new(); BUCKETS],
+            nodes: Vec::new(),
+            remote: vec![HashMap::default(); BUCKETS],
+            remote_completed: HashMap::default(),
+            expiring: BTreeMap::new(),
+            own: vec![0; BUCKETS],
+            rounds: 0,
         }
     }
 
@@ -90,10 +134,11 @@ impl Exchange {
         &self.node
     }
 
-    /// Folds the store's journal in.
-    pub fn record(&mut self, changes: Vec<Change>, unix_now: u64) {
+    /// Folds the store's journal in: what changed since the last publication is pending.
+    pub fn record(&mut self, changes: &[Change], unix_now: u64) {
+        let expires = u32::try_from(unix_now + self.peer_ttl).unwrap_or(u32::MAX);
         for change in changes {
-            match change {
+            match *change {
                 Change::Announced {
                     info_hash,
                     addr,
@@ -101,131 +146,296 @@ impl Exchange {
                     seeder,
                     completed,
                 } => {
-                    let w = self.pending.entry(info_hash).or_default();
-                    w.delete.remove(&addr);
-                    w.set.insert(
-                        addr,
-                        Published {
-                            expires: unix_now + self.peer_ttl,
-                            seeder,
-                            node: self.node.clone(),
-                            peer_id,
-                        },
-                    );
+                    let value = PeerValue {
+                        expires,
+                        seeder,
+                        peer_id,
+                    };
+                    let key = (info_hash, addr);
+                    let b = bucket_of(&info_hash);
                     if completed {
                         let c = self.completed.entry(info_hash).or_default();
-                        *c += 1;
-                        w.completed = Some(*c);
+                        *c = c.saturating_add(1);
+                        self.pending[b].completed.insert(info_hash, *c);
                     }
-                    self.wanted.insert(info_hash, WATCH_ROUNDS);
+                    match self.published.get_mut(&key) {
+                        Some(p)
+                            if p.seeder == seeder
+                                && p.peer_id == peer_id
+                                && u64::from(expires.saturating_sub(p.expires)) <= self.slack => {}
+                        Some(p) => {
+                            *p = value;
+                            self.pending[b].peers.insert(key, Some(value));
+                        }
+                        None => {
+                            self.published.insert(key, value);
+                            self.pending[b].peers.insert(key, Some(value));
+                        }
+                    }
                 }
                 Change::Stopped { info_hash, addr } => {
-                    let w = self.pending.entry(info_hash).or_default();
-                    w.set.remove(&addr);
-                    w.delete.insert(addr);
-                    self.wanted.insert(info_hash, WATCH_ROUNDS);
+                    let key = (info_hash, addr);
+                    let b = bucket_of(&info_hash);
+                    if self.published.remove(&key).is_some()
+                        || self.pending[b].peers.contains_key(&key)
+                    {
+                        self.pending[b].peers.insert(key, None);
+                    }
                 }
-                Change::Scraped { info_hash } => {
-                    self.wanted.insert(info_hash, WATCH_ROUNDS);
-                }
+                // Every node reads every bucket each round: a scrape needs nothing more.
+                Change::Scraped { .. } => {}
             }
         }
     }
 
-    /// The calls of this round: every torrent with writes pending or local interest. Their
-    /// writes leave the pending set; [`Exchange::retry`] puts back those of a failed call.
-    pub fn plan(&mut self) -> Vec<Call> {
-        let mut calls = std::mem::take(&mut self.pending);
-        self.wanted.retain(|info_hash, rounds| {
-            calls.entry(*info_hash).or_default();
-            *rounds -= 1;
-            *rounds > 0
-        });
-        calls
-            .into_iter()
-            .map(|(info_hash, writes)| Call { info_hash, writes })
+    /// The calls of this round: one per bucket (each reads the others' news), with the
+    /// bucket's pending writes, which leave the pending set; [`Exchange::retry`] puts back
+    /// those of a failed call.
+    pub fn plan(&mut self, unix_now: u64) -> Vec<Call> {
+        self.rounds += 1;
+        if self.rounds.is_multiple_of(SWEEP_ROUNDS) {
+            self.sweep_published(unix_now);
+        }
+        (0..BUCKETS)
+            .map(|bucket| Call {
+                bucket,
+                writes: std::mem::take(&mut self.pending[bucket]),
+                held: self.held[bucket]
+                    .iter()
+                    .map(|(n, v)| (n.clone(), *v))
+                    .collect(),
+            })
             .collect()
     }
 
-    /// A call failed: its writes go back, under whatever was recorded since (newer
-    /// announces of the same peer win), and the torrent stays wanted.
-    pub fn retry(&mut self, call: Call) {
-        let w = self.pending.entry(call.info_hash).or_default();
-        for (addr, p) in call.writes.set {
-            if !w.delete.contains(&addr) {
-                w.set.entry(addr).or_insert(p);
+    /// Peers whose published expiry passed are deleted from Redis (the others dropped
+    /// them already; this keeps the node's hash from growing).
+    fn sweep_published(&mut self, unix_now: u64) {
+        let pending = &mut self.pending;
+        self.published.retain(|key, p| {
+            let live = u64::from(p.expires) >= unix_now;
+            if !live {
+                pending[bucket_of(&key.0)].peers.entry(*key).or_insert(None);
             }
-        }
-        for addr in call.writes.delete {
-            if !w.set.contains_key(&addr) {
-                w.delete.insert(addr);
-            }
-        }
-        if w.completed.is_none() {
-            w.completed = call.writes.completed;
-        }
-        self.wanted.insert(call.info_hash, WATCH_ROUNDS);
+            live
+        });
     }
 
-    /// Puts what Redis answered for one torrent into `store`: other nodes' live peers in,
-    /// those that left out, the completed count up. Returns how many remote peers it has.
-    pub fn apply(
+    /// A call failed: its writes go back, under whatever was recorded since (newer changes
+    /// of the same peer win).
+    pub fn retry(&mut self, call: Call) {
+        let w = &mut self.pending[call.bucket];
+        for (key, value) in call.writes.peers {
+            w.peers.entry(key).or_insert(value);
+        }
+        for (info_hash, total) in call.writes.completed {
+            w.completed.entry(info_hash).or_insert(total);
+        }
+    }
+
+    /// Puts what Redis answered for one bucket into `store`: other nodes' new peers in,
+    /// those that left out, completed counts up.
+    pub fn apply(&mut self, store: &Store, bucket: usize, feeds: Vec<NodeFeed>, unix_now: u64) {
+        let mut raised = Vec::new();
+        for feed in feeds {
+            let node = self.node_index(&feed.node);
+            match &feed.news {
+                News::Log(entries) => {
+                    for entry in entries {
+                        // A malformed entry stops there; the rest of the feed still counts.
+                        let _ = Record::read_log(entry, |r| {
+                            self.take(store, bucket, node, r, unix_now, &mut raised);
+                        });
+                    }
+                }
+                News::Whole(pairs) => {
+                    let mut seen = HashMap::<PeerKey, (), Fast>::default();
+                    for pair in pairs.chunks_exact(2) {
+                        let Some(r) = Record::from_field(&pair[0], Some(&pair[1])) else {
+                            continue;
+                        };
+                        if let Record::Peer {
+                            info_hash, addr, ..
+                        } = r
+                        {
+                            seen.insert((info_hash, addr), ());
+                        }
+                        self.take(store, bucket, node, r, unix_now, &mut raised);
+                    }
+                    let gone: Vec<PeerKey> = self.remote[bucket]
+                        .iter()
+                        .filter(|(k, r)| r.node == node && !seen.contains_key(*k))
+                        .map(|(k, _)| *k)
+                        .collect();
+                    for key in gone {
+                        self.remove(store, bucket, key);
+                    }
+                }
+            }
+            self.held[bucket].insert(feed.node, feed.version);
+        }
+        raised.sort_unstable_by_key(|ih: &InfoHash| ih.0);
+        raised.dedup();
+        for info_hash in raised {
+            let remote: u64 = self
+                .remote_completed
+                .get(&info_hash)
+                .map_or(0, |v| v.iter().map(|&(_, c)| u64::from(c)).sum());
+            let own = u64::from(self.completed.get(&info_hash).copied().unwrap_or(0));
+            let total = u32::try_from(own + remote).unwrap_or(u32::MAX);
+            store.raise_completed(&info_hash, total);
+        }
+    }
+
+    /// One record of another node's.
+    fn take(
         &mut self,
         store: &Store,
-        info_hash: &InfoHash,
-        live: &[Vec<u8>],
-        done: u64,
+        bucket: usize,
+        node: u16,
+        record: Record,
         unix_now: u64,
-    ) -> usize {
-        let now = clock::now();
-        let mut seen = HashSet::new();
-        for pair in live.chunks_exact(2) {
-            let (Some(addr), Some(p)) = (addr_of(&pair[0]), Published::decode(&pair[1])) else {
-                continue;
-            };
-            if p.node == self.node || p.expires < unix_now {
-                continue;
+        raised: &mut Vec<InfoHash>,
+    ) {
+        match record {
+            Record::Peer {
+                info_hash,
+                addr,
+                value: Some(v),
+            } if u64::from(v.expires) >= unix_now => {
+                let left = u32::try_from(u64::from(v.expires) - unix_now).unwrap_or(u32::MAX);
+                let expires = clock::now().saturating_add(left);
+                match addr {
+                    AnyAddr::V4(a) => store.upsert_remote(&info_hash, peer(a, &v, expires)),
+                    AnyAddr::V6(a) => store.upsert_remote(&info_hash, peer(a, &v, expires)),
+                }
+                let key = (info_hash, addr);
+                let before = self.remote[bucket].insert(
+                    key,
+                    Remote {
+                        node,
+                        expires: v.expires,
+                    },
+                );
+                if before.is_none_or(|b| b.expires != v.expires) {
+                    self.expiring.entry(v.expires).or_default().push(key);
+                }
             }
-            let left = u32::try_from(p.expires - unix_now).unwrap_or(u32::MAX);
-            let expires = now.saturating_add(left);
-            match addr {
-                AnyAddr::V4(a) => store.upsert_remote(info_hash, peer(a, &p, expires)),
-                AnyAddr::V6(a) => store.upsert_remote(info_hash, peer(a, &p, expires)),
+            Record::Peer {
+                info_hash, addr, ..
+            } => {
+                let key = (info_hash, addr);
+                // Only the node that holds the peer here may take it out (a client that
+                // moved between nodes is held by the last one that wrote it).
+                if self.remote[bucket]
+                    .get(&key)
+                    .is_some_and(|r| r.node == node)
+                {
+                    self.remove(store, bucket, key);
+                }
             }
-            seen.insert(addr);
+            Record::Completed { info_hash, total } => {
+                let totals = self.remote_completed.entry(info_hash).or_default();
+                match totals.iter_mut().find(|(n, _)| *n == node) {
+                    Some((_, c)) => *c = (*c).max(total),
+                    None => totals.push((node, total)),
+                }
+                raised.push(info_hash);
+            }
         }
-        let count = seen.len();
-        let before = if seen.is_empty() {
-            self.remote.remove(info_hash)
-        } else {
-            self.remote.insert(*info_hash, seen)
-        };
-        let now_seen = self.remote.get(info_hash);
-        for gone in before.into_iter().flatten() {
-            if now_seen.is_some_and(|s| s.contains(&gone)) {
-                continue;
+    }
+
+    fn remove(&mut self, store: &Store, bucket: usize, key: PeerKey) {
+        self.remote[bucket].remove(&key);
+        match key.1 {
+            AnyAddr::V4(a) => store.remove_remote::<CompactPeerV4>(&key.0, a),
+            AnyAddr::V6(a) => store.remove_remote::<CompactPeerV6>(&key.0, a),
+        }
+    }
+
+    /// Takes out of `store` the remote peers whose expiry passed (a node that died stops
+    /// refreshing its peers: they leave here within the peer lifetime).
+    pub fn expire(&mut self, store: &Store, unix_now: u64) {
+        while let Some(entry) = self.expiring.first_entry() {
+            if u64::from(*entry.key()) >= unix_now {
+                break;
             }
-            match gone {
-                AnyAddr::V4(a) => store.remove_remote::<CompactPeerV4>(info_hash, a),
-                AnyAddr::V6(a) => store.remove_remote::<CompactPeerV6>(info_hash, a),
+            let at = *entry.key();
+            for key in entry.remove() {
+                let bucket = bucket_of(&key.0);
+                if self.remote[bucket]
+                    .get(&key)
+                    .is_some_and(|r| r.expires == at)
+                {
+                    self.remove(store, bucket, key);
+                }
             }
         }
-        store.raise_completed(info_hash, u32::try_from(done).unwrap_or(u32::MAX));
-        count
+    }
+
+    /// Checks this node's own version of a bucket against what it wrote: a version that
+    /// did not move as it should means Redis lost the bucket (a master back without its
+    /// data, a failover to a replica behind), so everything this node publishes there is
+    /// written again next round.
+    pub fn check_own(&mut self, call: &Call, version: u64) {
+        let b = call.bucket;
+        let expected = self.own[b] + u64::from(!call.writes.is_empty());
+        if self.own[b] != 0 && version != expected {
+            let w = &mut self.pending[b];
+            for (key, value) in &self.published {
+                if bucket_of(&key.0) == b {
+                    w.peers.entry(*key).or_insert(Some(*value));
+                }
+            }
+            for (info_hash, total) in &self.completed {
+                if bucket_of(info_hash) == b {
+                    w.completed.entry(*info_hash).or_insert(*total);
+                }
+            }
+        }
+        self.own[b] = version;
+    }
+
+    /// Forgets what this node read of a bucket: the next round reads it from the start.
+    pub fn forget(&mut self, bucket: usize) {
+        self.held[bucket].clear();
+    }
+
+    fn node_index(&mut self, name: &str) -> u16 {
+        match self.nodes.iter().position(|n| n == name) {
+            Some(i) => i as u16,
+            None => {
+                self.nodes.push(name.to_string());
+                (self.nodes.len() - 1) as u16
+            }
+        }
     }
 
     /// Remote peers held, over every torrent.
     pub fn remote_peers(&self) -> usize {
-        self.remote.values().map(HashSet::len).sum()
+        self.remote.iter().map(HashMap::len).sum()
     }
 
     /// Torrents with writes waiting for a retry.
     pub fn pending_torrents(&self) -> usize {
-        self.pending.len()
+        let mut torrents: Vec<InfoHash> = self
+            .pending
+            .iter()
+            .filter(|w| !w.is_empty())
+            .flat_map(|w| {
+                w.peers
+                    .keys()
+                    .map(|k| k.0)
+                    .chain(w.completed.keys().copied())
+            })
+            .collect();
+        torrents.sort_unstable_by_key(|ih| ih.0);
+        torrents.dedup();
+        torrents.len()
     }
 }
 
-fn peer<A>(addr: A, p: &Published, expires: u32) -> Peer<A> {
+fn peer<A>(addr: A, p: &PeerValue, expires: u32) -> Peer<A> {
     Peer {
         peer_id: p.peer_id,
         addr,
@@ -240,13 +450,15 @@ mod tests {
     use shoal_proto::PeerId;
     use shoal_swarm::StoreConfig;
 
+    const IH: InfoHash = InfoHash([1; 20]);
+
     fn v4(port: u16) -> AnyAddr {
         AnyAddr::V4(CompactPeerV4::new("10.0.0.1".parse().unwrap(), port))
     }
 
     fn announced(port: u16, seeder: bool, completed: bool) -> Change {
         Change::Announced {
-            info_hash: InfoHash([1; 20]),
+            info_hash: IH,
             addr: v4(port),
             peer_id: PeerId([port as u8; 20]),
             seeder,
@@ -254,84 +466,204 @@ mod tests {
         }
     }
 
+    /// The writes of this round, all buckets together.
+    fn writes(x: &mut Exchange, unix: u64) -> Writes {
+        let mut all = Writes::default();
+        for call in x.plan(unix) {
+            assert_eq!(call.entry().is_empty(), call.writes.is_empty());
+            all.peers.extend(call.writes.peers);
+            all.completed.extend(call.writes.completed);
+        }
+        all
+    }
+
     #[test]
-    fn the_last_change_of_a_peer_wins_and_completions_are_totals() {
-        let mut x = Exchange::new("a".into(), 100);
+    fn only_what_changed_is_written_and_completions_are_totals() {
+        let mut x = Exchange::new("a".into(), 800);
         x.record(
-            vec![
+            &[
                 announced(1, false, false),
                 announced(1, true, true),
                 announced(2, false, false),
                 Change::Stopped {
-                    info_hash: InfoHash([1; 20]),
+                    info_hash: IH,
                     addr: v4(2),
                 },
-                Change::Scraped {
-                    info_hash: InfoHash([9; 20]),
+                Change::Stopped {
+                    info_hash: IH,
+                    addr: v4(3),
                 },
+                Change::Scraped { info_hash: IH },
             ],
             1000,
         );
-        let mut calls = x.plan();
-        calls.sort_by_key(|c| c.info_hash.0);
-        assert_eq!(calls.len(), 2);
-        let w = &calls[0].writes;
-        assert_eq!(w.set.len(), 1);
-        assert!(w.set[&v4(1)].seeder && w.set[&v4(1)].expires == 1100);
-        assert_eq!(w.delete, HashSet::from([v4(2)]));
-        assert_eq!(w.completed, Some(1));
-        assert_eq!(calls[1].writes, Writes::default(), "a scrape only reads");
-        // A failed call comes back, under what was recorded meanwhile.
-        x.record(vec![announced(1, false, false)], 1010);
-        x.retry(calls.remove(0));
-        let again = x.plan();
-        let w = &again
-            .iter()
-            .find(|c| c.info_hash == InfoHash([1; 20]))
-            .unwrap()
-            .writes;
-        assert!(!w.set[&v4(1)].seeder, "the newer announce wins");
-        assert_eq!(w.completed, Some(1));
-        // Read for a few more rounds after the last local activity, with nothing to write.
-        for _ in 1..WATCH_ROUNDS {
-            let calls = x.plan();
-            assert!(!calls.is_empty() && calls.iter().all(|c| c.writes == Writes::default()));
+        let w = writes(&mut x, 1000);
+        assert_eq!(w.peers.len(), 2, "{w:?}");
+        let one = w.peers[&(IH, v4(1))].unwrap();
+        assert!(one.seeder && one.expires == 1800);
+        assert_eq!(w.peers[&(IH, v4(2))], None, "stopped before it was sent");
+        assert_eq!(w.completed[&IH], 1);
+        // Re-announces as published, within an eighth of the lifetime: nothing to write.
+        x.record(&[announced(1, true, false)], 1100);
+        assert!(writes(&mut x, 1100).peers.is_empty());
+        // Past it, or a change of state: written again.
+        x.record(&[announced(1, true, false)], 1101);
+        assert_eq!(
+            writes(&mut x, 1101).peers[&(IH, v4(1))].unwrap().expires,
+            1901
+        );
+        x.record(&[announced(1, false, false)], 1102);
+        assert!(!writes(&mut x, 1102).peers[&(IH, v4(1))].unwrap().seeder);
+        // A stop of a published peer is a delete; one nobody heard of is nothing.
+        x.record(
+            &[Change::Stopped {
+                info_hash: IH,
+                addr: v4(1),
+            }],
+            1103,
+        );
+        assert_eq!(writes(&mut x, 1103).peers[&(IH, v4(1))], None);
+        x.record(&[announced(4, false, false)], 1104);
+        assert!(writes(&mut x, 1104).peers.contains_key(&(IH, v4(4))));
+        // Once its expiry passed, the sweep deletes it from Redis.
+        let mut deleted = false;
+        for _ in 0..SWEEP_ROUNDS {
+            deleted |= writes(&mut x, 1904 + 1).peers.get(&(IH, v4(4))) == Some(&None);
         }
-        assert!(x.plan().is_empty(), "nothing left after the watch");
+        assert!(deleted, "an expired peer is deleted");
     }
 
     #[test]
-    fn remote_peers_come_in_and_leave_and_own_peers_are_skipped() {
-        let store = Store::new(StoreConfig::default());
-        let ih = InfoHash([1; 20]);
+    fn a_failed_call_comes_back_under_newer_changes() {
         let mut x = Exchange::new("a".into(), 100);
-        let value = |node: &str, expires| {
-            Published {
+        x.record(
+            &[announced(1, false, false), announced(2, false, true)],
+            1000,
+        );
+        let calls: Vec<Call> = x
+            .plan(1000)
+            .into_iter()
+            .filter(|c| !c.writes.is_empty())
+            .collect();
+        assert_eq!(calls.len(), 1);
+        x.record(&[announced(1, true, false)], 1010);
+        x.retry(calls.into_iter().next().unwrap());
+        let w = writes(&mut x, 1010);
+        assert!(
+            w.peers[&(IH, v4(1))].unwrap().seeder,
+            "the newer announce wins"
+        );
+        assert!(w.peers.contains_key(&(IH, v4(2))));
+        assert_eq!(w.completed[&IH], 1);
+    }
+
+    #[test]
+    fn what_redis_lost_is_written_again() {
+        let mut x = Exchange::new("a".into(), 800);
+        x.record(&[announced(1, false, true)], 1000);
+        let call = x
+            .plan(1000)
+            .into_iter()
+            .find(|c| !c.writes.is_empty())
+            .unwrap();
+        x.check_own(&call, 7);
+        // The next round writes nothing and finds its version as it left it: nothing.
+        let idle = x.plan(1000).swap_remove(call.bucket);
+        x.check_own(&idle, 7);
+        assert!(writes(&mut x, 1000).peers.is_empty());
+        // Redis came back empty: the version is not the one this node wrote.
+        let idle = x.plan(1000).swap_remove(call.bucket);
+        x.check_own(&idle, 0);
+        let again = writes(&mut x, 1000);
+        assert!(again.peers[&(IH, v4(1))].is_some() && again.completed[&IH] == 1);
+    }
+
+    fn entry(records: &[Record]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in records {
+            r.write(&mut out);
+        }
+        out
+    }
+
+    fn set(port: u16, expires: u32) -> Record {
+        Record::Peer {
+            info_hash: IH,
+            addr: v4(port),
+            value: Some(PeerValue {
                 expires,
                 seeder: true,
-                node: node.into(),
                 peer_id: PeerId([7; 20]),
-            }
-            .encode()
-        };
-        let live = vec![
-            field(&v4(1)),
-            value("b", 2000),
-            field(&v4(2)),
-            value("a", 2000),
-            field(&v4(3)),
-            value("c", 999),
-        ];
-        assert_eq!(x.apply(&store, &ih, &live, 4, 1000), 1);
-        let st = store.scrape(&ih);
-        assert_eq!((st.seeders, st.leechers, st.completed), (1, 0, 4));
-        assert_eq!(x.apply(&store, &ih, &[], 2, 1000), 0);
-        let st = store.scrape(&ih);
-        assert_eq!(
-            (st.seeders, st.completed),
-            (0, 4),
-            "gone; completed never goes down"
+            }),
+        }
+    }
+
+    fn feed(node: &str, version: u64, news: News) -> NodeFeed {
+        NodeFeed {
+            node: node.into(),
+            version,
+            news,
+        }
+    }
+
+    #[test]
+    fn other_nodes_peers_come_in_leave_and_expire() {
+        let store = Store::new(StoreConfig::default());
+        let b = bucket_of(&IH);
+        let mut x = Exchange::new("a".into(), 100);
+        x.record(&[announced(9, false, true)], 1000);
+        let log = entry(&[
+            set(1, 2000),
+            set(2, 2000),
+            set(3, 999),
+            Record::Completed {
+                info_hash: IH,
+                total: 4,
+            },
+        ]);
+        x.apply(&store, b, vec![feed("b", 1, News::Log(vec![log]))], 1000);
+        let st = store.scrape(&IH);
+        assert_eq!((st.seeders, st.completed), (2, 5), "own completion + b's 4");
+        assert_eq!(x.plan(1000)[b].held, vec![("b".to_string(), 1)]);
+        // C says it left a peer that is B's here: B's stays. B says it left: it goes.
+        let gone = entry(&[Record::Peer {
+            info_hash: IH,
+            addr: v4(1),
+            value: None,
+        }]);
+        x.apply(
+            &store,
+            b,
+            vec![feed("c", 1, News::Log(vec![gone.clone()]))],
+            1000,
         );
-        assert_eq!(x.remote_peers(), 0);
+        assert_eq!(store.scrape(&IH).seeders, 2);
+        x.apply(&store, b, vec![feed("b", 2, News::Log(vec![gone]))], 1000);
+        assert_eq!(store.scrape(&IH).seeders, 1);
+        // B's whole hash read again: what is not in it leaves.
+        let mut field = IH.0.to_vec();
+        field.extend_from_slice(&CompactPeerV4::new("10.0.0.1".parse().unwrap(), 5).0);
+        let mut value = Vec::new();
+        PeerValue {
+            expires: 1500,
+            seeder: false,
+            peer_id: PeerId([5; 20]),
+        }
+        .write(&mut value);
+        x.apply(
+            &store,
+            b,
+            vec![feed("b", 9, News::Whole(vec![field, value]))],
+            1000,
+        );
+        let st = store.scrape(&IH);
+        assert_eq!((st.seeders, st.leechers), (0, 1));
+        assert_eq!(x.remote_peers(), 1);
+        // Its expiry passes: it leaves, without a word from B (B may be dead).
+        x.expire(&store, 1500);
+        assert_eq!(x.remote_peers(), 1);
+        x.expire(&store, 1501);
+        assert_eq!((x.remote_peers(), store.scrape(&IH).leechers), (0, 0));
+        assert_eq!(store.scrape(&IH).completed, 5, "completed never goes down");
     }
 }

@@ -3,11 +3,13 @@
 //!
 //! Each node answers from its own store, as a single node does. The store journals what
 //! this node's clients did ([`shoal_swarm::journal`]); once per exchange interval the
-//! [`node`] thread sends, per torrent with local activity, one script call that writes this
-//! node's changes and reads every node's live peers back ([`record`] has the key layout and
-//! the script), and [`exchange`] puts other nodes' peers into the store, takes out those
-//! that left, and raises the completed count to the cluster's. Redis commands per announce:
-//! one per active torrent per interval, shared by every announce of that torrent in it.
+//! [`node`] thread sends one script call per bucket of torrents ([`feed`] has the key layout
+//! and the script) that writes only what changed of this node's peers and answers only what
+//! the other nodes changed since this node last read them, and [`exchange`] decides what is
+//! worth writing and puts other nodes' peers into the store, takes out those that left or
+//! expired, and raises completed counts to the cluster's. Redis commands per round: one per
+//! bucket, whatever the number of torrents and announces. WebTorrent peers travel per
+//! torrent ([`record`], [`ws_exchange`]).
 //!
 //! Faults: a call that fails (Redis down, a master down, a timeout) keeps its writes for the
 //! next round; the node keeps serving from what it has and counts the failures
@@ -16,6 +18,7 @@
 //! `docs/cluster.md` has the operator's view.
 
 pub mod exchange;
+pub mod feed;
 pub mod node;
 pub mod record;
 pub mod ws_exchange;

@@ -26,7 +26,8 @@ use redis::{RedisResult, Script};
 use shoal_swarm::{clock, Store};
 
 use super::exchange::{Call, Exchange};
-use super::record::{key_lifetime, torrent_keys, ws_keys, EXCHANGE_SCRIPT};
+use super::feed::{self, bucket_base, FEED_SCRIPT, LOG_ROUNDS};
+use super::record::{key_lifetime, ws_keys, EXCHANGE_SCRIPT};
 use super::ws_exchange::{self, WsCall, WsExchange};
 use crate::config::ClusterConfig;
 use crate::ws::cluster_link::Forwarded;
@@ -60,6 +61,9 @@ impl Link {
                 let client = ClusterClient::builder(seeds.to_vec())
                     .connection_timeout(TIMEOUT)
                     .response_timeout(TIMEOUT)
+                    .retries(2)
+                    .min_retry_wait(50)
+                    .max_retry_wait(500)
                     .build()?;
                 Ok(Link::Cluster(client.get_async_connection().await?))
             }
@@ -85,17 +89,17 @@ impl Link {
         }
     }
 
-    /// The exchange script for one torrent's pair of keys, bounded by [`TIMEOUT`].
-    async fn exchange(
+    /// A script call, bounded by [`TIMEOUT`].
+    async fn script<T: redis::FromRedisValue>(
         mut self,
         script: &Script,
-        keys: [String; 2],
-        head: (u64, u64, &str),
+        keys: Vec<String>,
         args: Vec<Vec<u8>>,
-    ) -> RedisResult<Answer> {
-        let [peers, done] = keys;
+    ) -> RedisResult<T> {
         let mut inv = script.prepare_invoke();
-        inv.key(peers).key(done).arg(head.0).arg(head.1).arg(head.2);
+        for k in keys {
+            inv.key(k);
+        }
         for a in args {
             inv.arg(a);
         }
@@ -143,12 +147,20 @@ impl ClusterNode {
             every: Duration::from_millis(config.exchange_interval_ms),
             lifetime: key_lifetime(Duration::from_secs(u64::from(peer_ttl))),
             exchange: Exchange::new(config.node_id(), u64::from(peer_ttl)),
-            ws_exchange: WsExchange::new(config.node_id(), u64::from(peer_ttl)),
-            forwards: Vec::new(),
             store,
-            ws,
             view: view.clone(),
-            script: Script::new(EXCHANGE_SCRIPT),
+            script: Script::new(FEED_SCRIPT),
+            side: Side {
+                node: config.node_id(),
+                prefix: config.key_prefix.clone(),
+                every: Duration::from_millis(config.exchange_interval_ms),
+                lifetime: key_lifetime(Duration::from_secs(u64::from(peer_ttl))),
+                ws_exchange: WsExchange::new(config.node_id(), u64::from(peer_ttl)),
+                forwards: Vec::new(),
+                ws,
+                view: view.clone(),
+                ws_script: Script::new(EXCHANGE_SCRIPT),
+            },
         };
         let thread = {
             let stop = stop.clone();
@@ -222,8 +234,8 @@ impl Drop for ClusterNode {
     }
 }
 
-/// What the script answers for one torrent: the live fields and values, and the cluster's
-/// completed count.
+/// What the WebTorrent script answers for one torrent: the live fields and values, and the
+/// cluster's completed count.
 type Answer = (Vec<Vec<u8>>, u64);
 
 /// The exchange loop's state.
@@ -233,13 +245,29 @@ struct Round {
     every: Duration,
     lifetime: u64,
     exchange: Exchange,
+    store: Arc<Store>,
+    view: Arc<ClusterView>,
+    /// The bucket feed script ([`feed::FEED_SCRIPT`]).
+    script: Script,
+    /// WebTorrent and the heartbeat, which run beside the feed calls.
+    side: Side,
+}
+
+/// The calls of a round beside the bucket feeds: WebTorrent's and the heartbeat. Apart from
+/// [`Round`] so that they run concurrently with the feed calls (a master down makes each
+/// call wait for its timeout: one wait a round, not three in a row).
+struct Side {
+    node: String,
+    prefix: String,
+    every: Duration,
+    lifetime: u64,
     ws_exchange: WsExchange,
     /// WebTorrent messages for other nodes, taken from the front end's outbox.
     forwards: Vec<(u64, Forwarded)>,
-    store: Arc<Store>,
     ws: Arc<WsContext>,
     view: Arc<ClusterView>,
-    script: Script,
+    /// The WebTorrent exchange script ([`EXCHANGE_SCRIPT`]).
+    ws_script: Script,
 }
 
 impl Round {
@@ -257,10 +285,10 @@ impl Round {
                 }
             }
             let unix = clock::unix_now();
-            self.exchange.record(self.store.take_changes(), unix);
-            if let Some(link) = &self.ws.cluster {
-                let forwards = self.ws_exchange.record(link.take(), unix);
-                self.forwards.extend(forwards);
+            self.exchange.record(&self.store.take_changes(), unix);
+            if let Some(link) = &self.side.ws.cluster {
+                let forwards = self.side.ws_exchange.record(link.take(), unix);
+                self.side.forwards.extend(forwards);
             }
             if let Some(l) = &link {
                 let ok = self.round(l.clone(), unix).await;
@@ -269,6 +297,9 @@ impl Round {
                     failing = false;
                 } else if !ok {
                     self.failed(&mut failing, "some calls failed".into());
+                    // A cluster connection that lost a master can stay wedged after it is
+                    // back (every call timing out): the next round connects afresh.
+                    link = None;
                 }
             }
             if stopping {
@@ -291,41 +322,57 @@ impl Round {
         }
     }
 
-    /// One round: every planned call, then the heartbeat. Whether every call went through.
+    /// One round: every bucket's call, with WebTorrent's and the heartbeat beside them. Whether every call went through.
     async fn round(&mut self, link: Link, unix: u64) -> bool {
-        let calls = self.exchange.plan();
+        let calls = self.exchange.plan(unix);
         let n = calls.len();
         let node = self.exchange.node().to_string();
         let (script, prefix, lifetime) = (&self.script, &self.prefix, self.lifetime);
-        let head = (unix, lifetime, node.as_str());
-        let results: Vec<(Call, RedisResult<Answer>)> = stream::iter(calls)
+        let feeds = stream::iter(calls)
             .map(|call| {
-                let keys = torrent_keys(prefix, &call.info_hash);
-                let args = call.args();
-                let fut = link.clone().exchange(script, keys, head, args);
+                let base = bucket_base(prefix, call.bucket);
+                let keys = [
+                    format!("{base}:versions"),
+                    format!("{base}:log:{node}"),
+                    format!("{base}:peers:{node}"),
+                ];
+                let mut args = Vec::with_capacity(5 + 2 * call.held.len());
+                args.push(base.into_bytes());
+                args.push(node.as_bytes().to_vec());
+                args.push(lifetime.to_string().into_bytes());
+                args.push(LOG_ROUNDS.to_string().into_bytes());
+                args.push(call.entry());
+                for (other, version) in &call.held {
+                    args.push(other.as_bytes().to_vec());
+                    args.push(version.to_string().into_bytes());
+                }
+                let fut = link.clone().script(script, keys.into(), args);
                 async move { (call, fut.await) }
             })
             .buffer_unordered(IN_FLIGHT)
-            .collect()
-            .await;
+            .collect::<Vec<(Call, RedisResult<redis::Value>)>>();
+        let side = &mut self.side;
+        let (results, side_ok) = tokio::join!(feeds, side.run(link.clone(), unix));
         metrics::counter!("shoal_cluster_redis_commands_total").increment(n as u64);
-        let mut all_ok = true;
+        let failed = results.iter().filter(|(_, r)| r.is_err()).count();
+        let mut all_ok = failed == 0;
         for (call, result) in results {
-            match result {
-                Ok((live, done)) => {
-                    self.exchange
-                        .apply(&self.store, &call.info_hash, &live, done, unix);
+            match result.map(feed::parse_answer) {
+                Ok(Some((own, feeds))) => {
+                    self.exchange.check_own(&call, own);
+                    self.exchange.apply(&self.store, call.bucket, feeds, unix);
                 }
-                Err(_) => {
+                Ok(None) => {
+                    // Written, but the answer is not the script's: read it all again.
                     all_ok = false;
-                    self.exchange.retry(call);
+                    self.exchange.forget(call.bucket);
+                    tracing::debug!("cluster: a malformed answer for bucket {}", call.bucket);
                 }
+                Err(_) => self.exchange.retry(call),
             }
         }
-        if self.ws.cluster.is_some() {
-            all_ok &= self.ws_round(&link, unix).await;
-        }
-        all_ok &= self.heartbeat(link, unix).await;
+        self.exchange.expire(&self.store, unix);
+        all_ok &= side_ok;
         if all_ok {
             self.view.last_exchange_unix.store(unix, Ordering::Relaxed);
         }
@@ -338,20 +385,36 @@ impl Round {
             .increment(1);
         all_ok
     }
+}
+
+impl Side {
+    /// WebTorrent's calls (if on), then the heartbeat. Whether all went through.
+    async fn run(&mut self, link: Link, unix: u64) -> bool {
+        let mut ok = true;
+        if self.ws.cluster.is_some() {
+            ok &= self.ws_round(&link, unix).await;
+        }
+        ok & self.heartbeat(link, unix).await
+    }
 
     /// WebTorrent: publish and read the peers of torrents with local activity, push the
     /// forwarded messages to their nodes' inboxes, deliver what this node's inbox holds.
     async fn ws_round(&mut self, link: &Link, unix: u64) -> bool {
         let calls = self.ws_exchange.plan();
         let mut commands = calls.len() as u64;
-        let node = self.exchange.node().to_string();
-        let (script, prefix) = (&self.script, &self.prefix);
-        let head = (unix, self.lifetime, node.as_str());
+        let node = self.node.clone();
+        let (script, prefix) = (&self.ws_script, &self.prefix);
+        let head = [
+            unix.to_string().into_bytes(),
+            self.lifetime.to_string().into_bytes(),
+            node.as_bytes().to_vec(),
+        ];
         let results: Vec<(WsCall, RedisResult<Answer>)> = stream::iter(calls)
             .map(|call| {
                 let keys = ws_keys(prefix, &call.info_hash);
-                let args = call.args();
-                let fut = link.clone().exchange(script, keys, head, args);
+                let mut args = head.to_vec();
+                args.extend(call.args());
+                let fut = link.clone().script(script, keys.into(), args);
                 async move { (call, fut.await) }
             })
             .buffer_unordered(IN_FLIGHT)
@@ -417,7 +480,7 @@ impl Round {
     /// Says this node is alive and counts the nodes that are.
     async fn heartbeat(&self, mut link: Link, unix: u64) -> bool {
         let key = format!("{}:nodes", self.prefix);
-        let node = self.exchange.node();
+        let node = &self.node;
         let r: RedisResult<Vec<(String, u64)>> = async {
             link.query::<()>(redis::cmd("HSET").arg(&key).arg(node).arg(unix))
                 .await?;

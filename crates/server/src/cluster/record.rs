@@ -1,34 +1,26 @@
-//! How a torrent's peers look in Redis: the key layout, one peer's field and value, and the
-//! one script that publishes a node's changes to a torrent and reads everyone's peers back.
+//! How a torrent's WebTorrent peers look in Redis (the UDP and HTTP peers travel in
+//! [`super::feed`]'s bucket feeds), and the one script that publishes a node's changes to a
+//! torrent and reads everyone's WebTorrent peers back.
 //!
 //! # Keys (Redis Cluster: one torrent, one slot)
 //!
-//! - `<prefix>:{<info hash hex>}:peers`: a hash, field = the peer's address in wire form (6
-//!   bytes IPv4, 18 bytes IPv6), value = `<expires, Unix seconds>:<1 seeder | 0>:<node>:`
-//!   then the 20 bytes of its peer id. Every node writes its own peers' fields; a field
-//!   whose expiry passed is dropped by whichever node reads it next, so a node that died
-//!   (SIGKILL) vanishes from everyone's answers within the peer lifetime.
-//! - `<prefix>:{<info hash hex>}:done`: a hash, field = node, value = how many `completed`
-//!   that node saw for the torrent (a total, so writing it twice counts nothing twice).
+//! - `<prefix>:{<info hash hex>}:ws`: a hash, field = the peer id, value =
+//!   `<expires, Unix seconds>:<1 seeder | 0>:<node>:` then the 20 bytes of its peer id.
+//!   Every node writes its own peers' fields; a field whose expiry passed is dropped by
+//!   whichever node reads it next, so a node that died (SIGKILL) vanishes from everyone's
+//!   answers within the peer lifetime.
+//! - `<prefix>:{<info hash hex>}:wsdone`: unused (the script serves a completed hash too).
 //! - `<prefix>:nodes`: a hash, field = node, value = its last exchange (Unix seconds).
 //! - `<prefix>:connection-id-key`: the UDP connection-id key every node uses.
 //!
 //! The `{...}` hash tag puts both keys of a torrent in one slot, so the script below may
 //! touch both, and a node's whole exchange for a torrent is ONE command (EVALSHA).
+//! WebTorrent swarms are small and their peers come and go with their connections, so
+//! reading one back whole while it is active costs little.
 
 use std::time::Duration;
 
-use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use shoal_swarm::journal::AnyAddr;
-
-/// Keys of one torrent.
-pub fn torrent_keys(prefix: &str, info_hash: &InfoHash) -> [String; 2] {
-    let hex = info_hash.to_hex();
-    [
-        format!("{prefix}:{{{hex}}}:peers"),
-        format!("{prefix}:{{{hex}}}:done"),
-    ]
-}
+use shoal_proto::{InfoHash, PeerId};
 
 /// Keys of one torrent's WebTorrent peers (field: peer id) and an unused completed hash
 /// (the same script serves both).
@@ -38,23 +30,6 @@ pub fn ws_keys(prefix: &str, info_hash: &InfoHash) -> [String; 2] {
         format!("{prefix}:{{{hex}}}:ws"),
         format!("{prefix}:{{{hex}}}:wsdone"),
     ]
-}
-
-/// The field of a peer: its address in wire form.
-pub fn field(addr: &AnyAddr) -> Vec<u8> {
-    match addr {
-        AnyAddr::V4(a) => a.0.to_vec(),
-        AnyAddr::V6(a) => a.0.to_vec(),
-    }
-}
-
-/// The address a field holds, if it is one.
-pub fn addr_of(field: &[u8]) -> Option<AnyAddr> {
-    match field.len() {
-        6 => Some(AnyAddr::V4(CompactPeerV4(field.try_into().ok()?))),
-        18 => Some(AnyAddr::V6(CompactPeerV6(field.try_into().ok()?))),
-        _ => None,
-    }
 }
 
 /// One peer as Redis holds it.
@@ -174,20 +149,5 @@ mod tests {
         ] {
             assert_eq!(Published::decode(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn fields_are_wire_addresses_and_keys_share_a_hash_tag() {
-        let v4 = AnyAddr::V4(CompactPeerV4::new("10.1.2.3".parse().unwrap(), 6881));
-        assert_eq!(addr_of(&field(&v4)), Some(v4));
-        let v6 = AnyAddr::V6(CompactPeerV6::new("2001:db8::1".parse().unwrap(), 51413));
-        assert_eq!(addr_of(&field(&v6)), Some(v6));
-        assert_eq!(addr_of(b"short"), None);
-        let [peers, done] = torrent_keys("shoal", &InfoHash([0xab; 20]));
-        let tag = format!("{{{}}}", "ab".repeat(20));
-        assert!(
-            peers.contains(&tag) && done.contains(&tag),
-            "{peers} {done}"
-        );
     }
 }

@@ -1,8 +1,8 @@
 //! One WebTorrent connection's task: frames in, replies and relayed messages out.
 //!
-//! A single task per connection waits on four things at once: a frame from the client,
-//! a message another connection relayed into this one's bounded queue, a kick (this
-//! connection's queue overflowed: it is a slow reader and must go), and a timer for pings
+//! A single task per connection waits on three things at once: a frame from the client,
+//! a message another connection relayed into this one's bounded queue (when the queue is
+//! full, relays are dropped, not the connection: see `registry`), and a timer for pings
 //! and the idle timeout. Writes are batched (everything queued is written, then one
 //! flush) and bounded in time, so a client that stops reading is closed, not buffered.
 //! When the task ends for any reason, the connection's peers leave their swarms at once.
@@ -25,17 +25,15 @@ use futures_util::{SinkExt, StreamExt};
 use shoal_proto::ws::{FailureContext, RequestError};
 use shoal_swarm::webtorrent::ConnectionId;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
-use super::cluster_link::Outgoing;
 use super::context::WsContext;
 use super::handler::{self, ConnState, Verdict};
-use super::registry::Mailbox;
 use super::upgrade_request::UpgradeRequest;
 
 /// Most queued messages written before one flush.
@@ -45,7 +43,6 @@ const WRITE_BATCH: usize = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum End {
     Closed,
-    SlowReader,
     SendTimeout,
     Idle,
     Misbehaved,
@@ -59,7 +56,6 @@ impl End {
     fn as_str(self) -> &'static str {
         match self {
             End::Closed => "closed",
-            End::SlowReader => "slow_reader",
             End::SendTimeout => "send_timeout",
             End::Idle => "idle",
             End::Misbehaved => "misbehaved",
@@ -89,14 +85,7 @@ where
         WebSocketStream::from_partially_read(stream, upgrade.leftover, Role::Server, Some(config))
             .await;
     let (queue, mut inbox) = mpsc::channel(s.limits.outgoing_queue.max(1));
-    let kick = Arc::new(Notify::new());
-    ctx.registry.insert(
-        id,
-        Mailbox {
-            queue,
-            kick: kick.clone(),
-        },
-    );
+    ctx.registry.insert(id, queue);
     let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical(), passkey);
     let mut replies: Vec<Utf8Bytes> = Vec::new();
     let mut last_heard = Instant::now();
@@ -106,14 +95,14 @@ where
     let end = loop {
         tokio::select! {
             biased;
-            () = kick.notified() => break End::SlowReader,
             out = inbox.recv() => {
                 // The registry holds a sender while we run, so `None` cannot happen;
                 // treat it as a close all the same.
                 let Some(first) = out else { break End::Closed };
-                // A write blocked by a client that does not read is abandoned as soon as
-                // its queue overflows, not only when the send timeout runs out.
-                let write = timeout(s.send_timeout, async {
+                // A client that does not read at all is closed when a write has waited
+                // `send_timeout`; one that reads slowly keeps its connection and loses the
+                // relayed messages its full queue cannot take (see `registry`).
+                let sent = timeout(s.send_timeout, async {
                     ws.feed(Message::Text(first)).await?;
                     for _ in 1..WRITE_BATCH {
                         match inbox.try_recv() {
@@ -122,15 +111,12 @@ where
                         }
                     }
                     ws.flush().await
-                });
-                tokio::select! {
-                    biased;
-                    () = kick.notified() => break End::SlowReader,
-                    sent = write => match sent {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) => break End::Error,
-                        Err(_) => break End::SendTimeout,
-                    },
+                })
+                .await;
+                match sent {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => break End::Error,
+                    Err(_) => break End::SendTimeout,
                 }
             }
             frame = ws.next() => {
@@ -190,17 +176,7 @@ where
     };
 
     ctx.registry.remove(id);
-    if let Some(link) = &ctx.cluster {
-        for (info_hash, peer_id) in &state.peers {
-            link.send(Outgoing::Peer {
-                info_hash: *info_hash,
-                peer_id: *peer_id,
-                seeder: false,
-                stopped: true,
-            });
-        }
-    }
-    let removed = ctx.torrents.remove_connection(id, state.peers.drain());
+    let removed = handler::leave(ctx, id, state.peers.drain());
     metrics::counter!("shoal_ws_disconnects_total", "reason" => end.as_str()).increment(1);
     tracing::debug!(
         "ws connection {id} from {} ({}) ended: {}, {removed} peers removed",

@@ -12,19 +12,18 @@
 //! out of a scrape, and a dropped request gets no reply. A source over its rate limit, or
 //! blocked, has its connection closed ([`Verdict::Limited`], [`Verdict::Blocked`]).
 
-use std::collections::HashSet;
-
 use shoal_proto::ws::{
     self, AnnounceResponse, FailureContext, Notice, OfferId, RelayedAnswer, RelayedOffer, Request,
     RequestError, ScrapeResponse, ScrapeStats,
 };
 use std::net::IpAddr;
 
-use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+use shoal_proto::{AnnounceEvent, InfoHash};
 use shoal_swarm::webtorrent::{is_remote, ConnectionId, OfferTarget, WsAnnounce};
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use super::cluster_link::{Forwarded, Outgoing};
+use super::connection_peers::{ConnectionPeers, Pair};
 use super::context::WsContext;
 use super::registry::Delivery;
 use crate::policy::{self, Protocol};
@@ -38,8 +37,8 @@ pub struct ConnState {
     /// scrape of the connection.
     pub credential: Option<Box<str>>,
     /// The (torrent, peer id) pairs this connection has announced, to be removed from
-    /// the store when it closes.
-    pub peers: HashSet<(InfoHash, PeerId)>,
+    /// the store when it closes (bounded: see [`ConnectionPeers`]).
+    pub peers: ConnectionPeers,
     /// Bad messages so far.
     pub strikes: u32,
     /// Reused buffers.
@@ -53,7 +52,7 @@ impl ConnState {
             id,
             source,
             credential,
-            peers: HashSet::new(),
+            peers: ConnectionPeers::default(),
             strikes: 0,
             targets: Vec::new(),
             offer_ids: Vec::new(),
@@ -202,9 +201,12 @@ fn announce(
         && conn.peers.len() >= ctx.settings.limits.max_torrents_per_connection
         && !conn.peers.contains(&key)
     {
-        count("announce", "refused");
-        replies.push(failure("too many torrents on this connection", context));
-        return Verdict::Continue;
+        // Room for the new torrent: the connection's least recently announced one leaves
+        // its swarm (no error: see `connection_peers`).
+        if let Some(oldest) = conn.peers.pop_oldest() {
+            leave(ctx, conn.id, [oldest]);
+            count("announce", "evicted");
+        }
     }
     // As many offers as the client sent, asked for, and the server allows.
     let n = a.offers.len().min(ctx.settings.limits.max_offers).min(
@@ -226,11 +228,10 @@ fn announce(
         now,
         &mut conn.targets,
     );
-    if outcome.joined {
-        conn.peers.insert(key);
-    }
     if outcome.left {
         conn.peers.remove(&key);
+    } else if outcome.joined || conn.peers.contains(&key) {
+        conn.peers.touch(key);
     }
     if let Some(link) = &ctx.cluster {
         link.send(Outgoing::Peer {
@@ -265,7 +266,7 @@ fn announce(
                 });
                 relay("offer", Delivery::Queued);
             }
-            _ => relay("offer", ctx.registry.deliver(t.conn, relayed.into())),
+            _ => relay("offer", ctx.registry.deliver_offer(t.conn, relayed.into())),
         }
     }
     count("announce", "ok");
@@ -281,11 +282,29 @@ fn announce(
     Verdict::Continue
 }
 
+/// Takes `pairs` of connection `conn` out of their swarms, here and on the other nodes
+/// (one evicted pair, or all of a closing connection's); how many were here.
+pub fn leave(ctx: &WsContext, conn: ConnectionId, pairs: impl IntoIterator<Item = Pair>) -> usize {
+    let mut removed = 0;
+    for pair in pairs {
+        if let Some(link) = &ctx.cluster {
+            link.send(Outgoing::Peer {
+                info_hash: pair.0,
+                peer_id: pair.1,
+                seeder: false,
+                stopped: true,
+            });
+        }
+        removed += ctx.torrents.remove_connection(conn, std::iter::once(pair));
+    }
+    removed
+}
+
 fn relay(what: &'static str, delivery: Delivery) {
     let result = match delivery {
         Delivery::Queued => "ok",
         Delivery::Gone => "gone",
-        Delivery::Kicked => "kicked",
+        Delivery::Dropped => "dropped",
     };
     metrics::counter!("shoal_ws_relayed_total", "message" => what, "result" => result).increment(1);
 }
@@ -330,11 +349,15 @@ fn answer(
                 _ => ctx.registry.deliver(to, relayed.into()),
             };
             relay("answer", delivery);
-            if delivery == Delivery::Queued {
-                count("answer", "ok");
-            } else {
-                count("answer", "refused");
-                replies.push(failure("answer to a peer that has left", context));
+            match delivery {
+                Delivery::Queued => count("answer", "ok"),
+                // The offerer is there but its queue is full: like a lost packet, the
+                // answerer is not told (the offerer will offer again).
+                Delivery::Dropped => count("answer", "dropped"),
+                Delivery::Gone => {
+                    count("answer", "refused");
+                    replies.push(failure("answer to a peer that has left", context));
+                }
             }
         }
         Err(refusal) => {

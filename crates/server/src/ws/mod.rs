@@ -13,10 +13,12 @@
 //! - [`upgrade`]: its answer, `101` or a refusal ([`serve_upgrade`]).
 //! - [`connection`]: one connection's task (reads, writes, pings, limits).
 //! - [`handler`]: what a message does (policy, announce, offers, answer, scrape, failures).
-//! - [`registry`]: connection ids to outgoing queues; slow readers are kicked.
+//! - [`connection_peers`]: the pairs a connection announced, bounded, oldest evicted.
+//! - [`registry`]: connection ids to outgoing queues; a full queue drops relays, not the connection.
 
 pub mod cluster_link;
 pub mod connection;
+pub mod connection_peers;
 pub mod context;
 pub mod handler;
 pub mod registry;

@@ -2,27 +2,28 @@
 //!
 //! Connections run as tasks on any runtime thread; one that relays a message to another
 //! looks the recipient up here and pushes onto its bounded queue without waiting. A full
-//! queue means the recipient is not reading fast enough: it is told to close (its task
-//! sees the kick at once) instead of letting the queue, or a write buffer, grow. Sharded
-//! like the stores, so relays between different connections rarely meet on a lock.
+//! queue means the recipient is not reading as fast as offers arrive: the message is
+//! dropped (and counted), never queued beyond the bound, and the connection stays open. A
+//! busy client (a load tester, a desktop client seeding hundreds of torrents on one
+//! connection) loses a few offers, which WebRTC peers shrug off (the offerer's next
+//! announce makes new ones); disconnecting it would drop every one of its torrents from
+//! their swarms. A client that stops reading altogether is closed by the connection's
+//! `send_timeout` instead. Offers, which are many and each optional, are refused once the
+//! queue is three quarters full, so that answers (one per accepted offer, completing a
+//! connection someone already started) keep the last quarter. Sharded like the stores, so
+//! relays between different connections rarely meet on a lock.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use parking_lot::Mutex;
 use shoal_swarm::webtorrent::ConnectionId;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 const SHARDS: usize = 64;
 
-/// How to reach one connection's task.
-#[derive(Clone)]
-pub struct Mailbox {
-    pub queue: mpsc::Sender<Utf8Bytes>,
-    /// Notified when the connection must close (its queue overflowed).
-    pub kick: Arc<Notify>,
-}
+/// How to reach one connection's task: its bounded queue of messages to write.
+pub type Mailbox = mpsc::Sender<Utf8Bytes>;
 
 /// What became of a relayed message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,8 +31,9 @@ pub enum Delivery {
     Queued,
     /// The connection is gone.
     Gone,
-    /// The connection's queue was full: it has been told to close.
-    Kicked,
+    /// The connection's queue was full (for an offer: three quarters full): the message
+    /// was dropped.
+    Dropped,
 }
 
 /// The registry of live connections.
@@ -64,19 +66,30 @@ impl Registry {
         self.shard(id).lock().remove(&id);
     }
 
-    /// Queues `message` for connection `id` without waiting.
+    /// Queues `message` (an answer, or anything but an offer) for connection `id` without
+    /// waiting; dropped if the queue is full.
     pub fn deliver(&self, id: ConnectionId, message: Utf8Bytes) -> Delivery {
+        self.push(id, message, false)
+    }
+
+    /// Queues a relayed offer for connection `id` without waiting; dropped if the queue is
+    /// three quarters full (the rest is kept for answers).
+    pub fn deliver_offer(&self, id: ConnectionId, message: Utf8Bytes) -> Delivery {
+        self.push(id, message, true)
+    }
+
+    fn push(&self, id: ConnectionId, message: Utf8Bytes, offer: bool) -> Delivery {
         let shard = self.shard(id).lock();
-        let Some(mailbox) = shard.get(&id) else {
+        let Some(queue) = shard.get(&id) else {
             return Delivery::Gone;
         };
-        match mailbox.queue.try_send(message) {
+        if offer && queue.capacity() <= queue.max_capacity() / 4 && !queue.is_closed() {
+            return Delivery::Dropped;
+        }
+        match queue.try_send(message) {
             Ok(()) => Delivery::Queued,
             Err(mpsc::error::TrySendError::Closed(_)) => Delivery::Gone,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                mailbox.kick.notify_one();
-                Delivery::Kicked
-            }
+            Err(mpsc::error::TrySendError::Full(_)) => Delivery::Dropped,
         }
     }
 
@@ -95,26 +108,31 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_full_queue_kicks_its_connection() {
+    async fn a_full_queue_drops_offers_first_then_answers_and_keeps_the_connection() {
         let r = Registry::new();
-        let (tx, mut rx) = mpsc::channel(2);
-        let kick = Arc::new(Notify::new());
-        r.insert(
-            7,
-            Mailbox {
-                queue: tx,
-                kick: kick.clone(),
-            },
-        );
-        assert_eq!(r.deliver(7, "a".into()), Delivery::Queued);
-        assert_eq!(r.deliver(7, "b".into()), Delivery::Queued);
-        assert_eq!(r.deliver(7, "c".into()), Delivery::Kicked);
-        // The kick is remembered until the task looks.
-        tokio::time::timeout(std::time::Duration::from_secs(1), kick.notified())
-            .await
-            .unwrap();
-        assert_eq!(rx.recv().await.unwrap().as_str(), "a");
+        let (tx, mut rx) = mpsc::channel(8);
+        r.insert(7, tx);
+        // Offers fill the queue up to three quarters: six of eight.
+        for i in 0..6 {
+            assert_eq!(r.deliver_offer(7, format!("o{i}").into()), Delivery::Queued);
+        }
+        assert_eq!(r.deliver_offer(7, "o6".into()), Delivery::Dropped);
+        // Answers still get the last quarter, then are dropped too.
+        assert_eq!(r.deliver(7, "a0".into()), Delivery::Queued);
+        assert_eq!(r.deliver(7, "a1".into()), Delivery::Queued);
+        assert_eq!(r.deliver(7, "a2".into()), Delivery::Dropped);
+        // Nothing was lost but what was dropped, in order, and the reader that catches up
+        // is served again.
+        let mut got = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            got.push(m.as_str().to_owned());
+        }
+        assert_eq!(got, ["o0", "o1", "o2", "o3", "o4", "o5", "a0", "a1"]);
+        assert_eq!(r.deliver_offer(7, "o7".into()), Delivery::Queued);
         assert_eq!(r.deliver(8, "x".into()), Delivery::Gone);
+        drop(rx);
+        assert_eq!(r.deliver(7, "x".into()), Delivery::Gone);
+        assert_eq!(r.deliver_offer(7, "x".into()), Delivery::Gone);
         r.remove(7);
         assert_eq!(r.deliver(7, "x".into()), Delivery::Gone);
         assert!(r.is_empty());
