@@ -3,7 +3,10 @@
 #   ./test.sh
 # Installs python3-libtorrent and a font if missing (apt-get, needs root or sudo), builds the
 # release binaries, runs the Rust tests, then the real-client tests against the release
-# shoal binary (tests/real_clients/run.sh).
+# shoal binary (tests/real_clients/run.sh), and every fuzz target for a short time
+# (fuzz/run.sh; SHOAL_FUZZ_SECONDS each, 20 by default) where the nightly toolchain and
+# cargo-fuzz are installed: without them the fuzz step says it was skipped, there and in
+# the last line.
 set -euo pipefail
 cd "$(dirname "$0")"
 unset RUST_BACKTRACE
@@ -28,6 +31,19 @@ cargo build --release --workspace
 step "cargo test --workspace"
 cargo test --workspace
 
+fuzz_seconds="${SHOAL_FUZZ_SECONDS:-20}"
+step "fuzz/run.sh $fuzz_seconds (every fuzz target for ${fuzz_seconds}s from the seed corpora)"
+fuzz_start=$(date +%s)
+fuzz_log="$(mktemp)"
+SHOAL_SKIP_FUZZ=1 fuzz/run.sh "$fuzz_seconds" | tee "$fuzz_log"
+if grep -q '^fuzz/run.sh: SKIPPED' "$fuzz_log"; then
+    fuzz_note=" (FUZZ STEP SKIPPED: $(sed -n 's/^fuzz\/run.sh: SKIPPED (SHOAL_SKIP_FUZZ=1): //p' "$fuzz_log"))"
+else
+    fuzz_note=" (fuzz step: $(( $(date +%s) - fuzz_start ))s)"
+fi
+rm -f "$fuzz_log"
+echo "fuzz step${fuzz_note}"
+
 export SHOAL_BIN="${SHOAL_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/shoal}"
 if [ ! -x "$SHOAL_BIN" ]; then
     echo "test.sh: $SHOAL_BIN was not built" >&2
@@ -43,4 +59,4 @@ tests/ops/run.sh
 step "tests/status_page (headless Chromium loads the admin status page)"
 (cd tests/status_page && { [ -d node_modules ] || npm ci --ignore-scripts --no-audit --no-fund; } && npm test)
 
-step "all tests passed"
+step "all tests passed${fuzz_note}"

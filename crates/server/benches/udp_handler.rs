@@ -70,7 +70,16 @@ fn bench(c: &mut Criterion) {
         b.iter(|| open.handle(&connect, src, now, &mut out))
     });
     let mut flooded = handler_with(guarded(1, 1));
-    c.bench_function("connect from a source over its limit (dropped)", |b| {
+    // A batch begins with the source rules asked about the flooding source; the rest of
+    // the batch from that source is dropped on its address (Handler::start_batch).
+    c.bench_function("connect from a source over its limit (dropped, rules asked)", |b| {
+        b.iter(|| {
+            flooded.start_batch();
+            flooded.handle(&connect, src, now, &mut out)
+        })
+    });
+    flooded.start_batch();
+    c.bench_function("connect from a source over its limit (dropped on its address)", |b| {
         b.iter(|| flooded.handle(&connect, src, now, &mut out))
     });
 

@@ -265,6 +265,7 @@ fn answer_batch(
     let started = std::time::Instant::now();
     let announces_before = handler.counters.announce;
     let now = Now::read();
+    handler.start_batch();
     let mut replies = 0;
     for i in 0..received {
         let Some(src) = inbox.addr(i) else { continue };

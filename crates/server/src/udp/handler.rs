@@ -21,6 +21,13 @@
 //! connection ids, limits, peer lists and counters are those of the IPv4 address. An IPv6
 //! reply never carries more than [`V6_MAX_PEERS`] peers, so that it fits the 1,232 bytes
 //! of payload an IPv6 datagram can carry without fragmentation on any path.
+//!
+//! A flood is one source sending thousands of datagrams a second, so a batch from
+//! `recvmmsg` is mostly the same source. Once the source rules have refused a source in a
+//! batch (over its limit, or blocked), its other datagrams in that batch are dropped on
+//! their address alone: no parse, no connection-id MAC, no clock read, no bucket (see
+//! [`Handler::start_batch`]). A batch lasts microseconds, far less than the interval in
+//! which a bucket gains a token, so the answer could not have changed.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -57,6 +64,9 @@ pub struct Handler {
     peers_v4: Vec<CompactPeerV4>,
     peers_v6: Vec<CompactPeerV6>,
     scrape: Vec<ScrapeStats>,
+    /// The source the source rules last refused in this batch, and their verdict
+    /// (`Limited` or `Blocked`).
+    refused_source: Option<(IpAddr, Verdict)>,
     pub counters: LocalCounters,
 }
 
@@ -95,8 +105,16 @@ impl Handler {
             peers_v4: Vec::with_capacity(max),
             peers_v6: Vec::with_capacity(max),
             scrape: Vec::with_capacity(scrape),
+            refused_source: None,
             counters: LocalCounters::default(),
         }
+    }
+
+    /// Begins a batch of datagrams received together: the source refused in the last
+    /// batch is asked about again.
+    #[inline]
+    pub fn start_batch(&mut self) {
+        self.refused_source = None;
     }
 
     /// Handles one datagram from `src`; returns the length of the reply written into
@@ -115,10 +133,16 @@ impl Handler {
         } else {
             self.counters.ipv6 += 1;
         }
+        if let Some((refused, verdict)) = self.refused_source {
+            if refused == ip {
+                self.refused(ip, verdict);
+                return None;
+            }
+        }
         let mut action = None;
         let len = match Request::parse(packet) {
             Ok(Request::Connect(r)) => {
-                if self.refused(self.policy.unproven_source(ip)) {
+                if self.refused(ip, self.policy.unproven_source(ip)) {
                     return None;
                 }
                 self.counters.connect += 1;
@@ -194,15 +218,16 @@ impl Handler {
         }
     }
 
-    /// Whether `verdict` is one of the source rules' (over the limit, blocked): counted,
-    /// and never answered.
+    /// Whether `verdict` on `source` is one of the source rules' (over the limit,
+    /// blocked): counted, remembered for the rest of the batch, and never answered.
     #[inline]
-    fn refused(&mut self, verdict: Verdict) -> bool {
+    fn refused(&mut self, source: IpAddr, verdict: Verdict) -> bool {
         match verdict {
             Verdict::Limited => self.counters.rate_limited += 1,
             Verdict::Blocked => self.counters.blocked += 1,
             _ => return false,
         }
+        self.refused_source = Some((source, verdict));
         true
     }
 
@@ -220,7 +245,7 @@ impl Handler {
             Verdict::AdmitAs(swarm) => Ok(swarm),
             Verdict::Refuse(reason) => Err(error(transaction_id, reason, out)),
             verdict @ (Verdict::Drop | Verdict::Limited | Verdict::Blocked) => {
-                self.refused(verdict);
+                self.refused(req.source, verdict);
                 Err(None)
             }
         }
@@ -498,6 +523,37 @@ mod tests {
             (2, 2, 1, 4)
         );
         assert_eq!((c.ipv4, c.ipv6), (8, 0), "mapped addresses are IPv4");
+    }
+
+    #[test]
+    fn a_refused_source_is_dropped_unread_for_the_rest_of_its_batch() {
+        let mut h = handler_with(Policy::default().guarded(1, 1));
+        let cid = connect(&mut h);
+        h.start_batch();
+        assert_eq!(send(&mut h, &announce(cid, 1, None)), Some(ACTION_ANNOUNCE));
+        assert_eq!(
+            send(&mut h, &announce(cid, 1, None)),
+            None,
+            "over the limit"
+        );
+        // The rest of the batch from that source is not read: a datagram that would parse
+        // as nothing counts as over the limit, not as malformed, and the policy is not
+        // asked again.
+        seen::take();
+        assert_eq!(send(&mut h, b"garbage"), None);
+        assert_eq!(send(&mut h, &announce(cid, 1, None)), None);
+        assert!(seen::take().is_empty(), "the policy was not asked");
+        let c = h.counters;
+        assert_eq!((c.rate_limited, c.dropped, c.announce), (3, 0, 2));
+        // Another source in the same batch is asked as usual.
+        let other = "127.0.0.2:1";
+        let cid2 = h.ids.issue("127.0.0.2".parse().unwrap(), NOW.unix);
+        reply_to(&mut h, other, &announce(cid2, 1, None));
+        assert_eq!(seen::take().len(), 1, "the policy was asked");
+        // The next batch reads it again.
+        h.start_batch();
+        assert_eq!(send(&mut h, b"garbage"), None);
+        assert_eq!((h.counters.rate_limited, h.counters.dropped), (3, 1));
     }
 
     #[test]
