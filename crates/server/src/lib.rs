@@ -219,6 +219,7 @@ impl Tracker {
                 (store.clone(), ws.clone()),
                 cluster_view.clone().unwrap_or_default(),
                 config.store.peer_ttl,
+                accounts.as_ref().map(|a| a.ledger.clone()),
             )?)
         } else {
             None

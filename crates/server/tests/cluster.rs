@@ -3,8 +3,9 @@
 //! the others' answers and scrapes within a few exchange intervals, over UDP and HTTP; any
 //! node accepts another's UDP connection ids; with a master stopped every node still
 //! answers every announce at once, and what was announced meanwhile converges once it is
-//! back; a node killed with SIGKILL leaves the others' answers within the peer lifetime.
-//! Real clients over the same setup: tests/real_clients.
+//! back; a node killed with SIGKILL leaves the others' answers within the peer lifetime;
+//! in private mode, a client whose announces alternate between two nodes is credited once
+//! for every byte it reported. Real clients over the same setup: tests/real_clients.
 
 mod common;
 
@@ -134,6 +135,101 @@ fn webtorrent_across(a: &Tracker, b: &Tracker) {
     });
 }
 
+const TOKEN: &str = "cluster-private-token";
+
+/// A private-mode node (its own SQLite file, the same Redis Cluster under its own prefix),
+/// with user 1 and torrent 77 registered.
+fn private_node(name: &str, seeds: &[String]) -> Tracker {
+    let mut c = Config::ephemeral();
+    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.workers = 1;
+    c.state.file = temp_dir(&format!("cluster-private-{name}")).join("shoal.state");
+    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.admin.token = TOKEN.into();
+    c.private.enabled = true;
+    c.private.flush_interval = 3600;
+    c.cluster.enabled = true;
+    c.cluster.redis = seeds.to_vec();
+    c.cluster.node_id = name.into();
+    c.cluster.key_prefix = "private".into();
+    c.cluster.exchange_interval_ms = EXCHANGE_MS;
+    let t = Tracker::start(c).unwrap();
+    let admin = t.admin_addrs()[0];
+    for (path, body) in [
+        ("/api/users/1", r#"{"passkey": "clusterKey1"}"#.to_string()),
+        (
+            &*format!("/api/torrents/{}", "4d".repeat(20)),
+            "{}".to_string(),
+        ),
+    ] {
+        let (status, text) = common::http_with_body(admin, "PUT", path, Some(TOKEN), &body);
+        assert_eq!(status, 200, "PUT {path}: {text}");
+    }
+    t
+}
+
+/// Client records adopted from the other nodes so far.
+fn adopted(t: &Tracker) -> u64 {
+    let metrics = common::http(t.admin_addrs()[0], "GET", "/metrics", None).1;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("shoal_cluster_client_records_adopted_total "))
+        .map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
+}
+
+/// User 1's database totals on one node, after a flush: (uploaded, downloaded).
+fn user_totals(t: &Tracker) -> (u64, u64) {
+    let admin = t.admin_addrs()[0];
+    let (status, text) =
+        common::http_with_body(admin, "POST", "/api/private/flush", Some(TOKEN), "");
+    assert_eq!(status, 200, "flush: {text}");
+    let (status, text) = common::http(admin, "GET", "/api/users/1", Some(TOKEN));
+    assert_eq!(status, 200, "user: {text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    (
+        v["uploaded"].as_u64().unwrap(),
+        v["downloaded"].as_u64().unwrap(),
+    )
+}
+
+/// One client's session, its announces alternating between two private-mode nodes (each
+/// sent once the node has heard of the previous one): the two nodes' databases together
+/// hold exactly what the client reported, no byte lost or counted twice.
+fn private_accounting_across_nodes(seeds: &[String]) {
+    let (a, b) = (private_node("pa", seeds), private_node("pb", seeds));
+    let ih: String = [0x4d_u8; 20].iter().map(|b| format!("%{b:02x}")).collect();
+    let steps = [
+        (&a, &b, 0, 0, 1000, "&event=started"),
+        (&b, &a, 100, 300, 700, ""),
+        (&a, &b, 250, 900, 100, ""),
+        (&b, &a, 400, 1000, 0, "&event=completed"),
+        (&a, &b, 1000, 1000, 0, "&event=stopped"),
+    ];
+    for (node, other, up, down, left, event) in steps {
+        let before = adopted(other);
+        let target = format!(
+            "/announce/clusterKey1?info_hash={ih}&peer_id=-qB5000-clusterpeer1&port=6881\
+             &uploaded={up}&downloaded={down}&left={left}&compact=1{event}"
+        );
+        let (status, body) = common::http(node.http_addrs()[0], "GET", &target, None);
+        assert!(
+            status == 200 && !body.contains("failure reason"),
+            "{target}: {status} {body}"
+        );
+        within(
+            Duration::from_secs(5),
+            "the other node adopts the record",
+            || adopted(other) > before,
+        );
+    }
+    let (ua, da) = user_totals(&a);
+    let (ub, db) = user_totals(&b);
+    assert!(ua > 0 && ub > 0, "both nodes credited part: {ua} + {ub}");
+    assert_eq!((ua + ub, da + db), (1000, 1000), "A {ua}/{da}, B {ub}/{db}");
+    a.shutdown();
+    b.shutdown();
+}
+
 #[test]
 fn nodes_share_swarms_through_a_redis_cluster_and_survive_its_faults() {
     let Some(mut redis) = RedisCluster::start("cluster-redis") else {
@@ -192,6 +288,8 @@ fn nodes_share_swarms_through_a_redis_cluster_and_survive_its_faults() {
     // relayed to, its answer comes back to A, and an answer to an offer that was never
     // relayed to the answerer is refused, as on one node.
     webtorrent_across(&a, &b);
+
+    private_accounting_across_nodes(&seeds);
 
     // A stopped peer leaves the others' answers.
     on_a.announce(&ann(1, 1, 7001, 0, AnnounceEvent::Stopped));

@@ -12,20 +12,30 @@
 //! eighth of the peer lifetime, so a busy swarm's re-announces cost a map lookup each, and
 //! the other nodes may drop a peer that went silent up to that eighth early, never late.
 //!
-//! Memory: what this node published (one entry per live local peer), the writes not yet
-//! sent, and the other nodes' peers it holds (one entry per remote peer): all bounded by
-//! the swarms themselves.
+//! In private mode the accounting records of this node's clients travel the same way
+//! ([`Exchange::record_clients`]): each one an announce changed is written once a round
+//! (the last of the round), and the other nodes' come out of [`Exchange::take_adopted`]
+//! for the ledger to adopt (see [`crate::private`] on several nodes).
+//!
+//! Memory: what this node published (one entry per live local peer, and per private client
+//! seen within the ledger's record lifetime), the writes not yet sent, and the other nodes'
+//! peers it holds (one entry per remote peer): all bounded by the swarms themselves.
 
 use std::collections::{BTreeMap, HashMap};
 
-use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
+use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 use shoal_swarm::journal::{AnyAddr, Change};
 use shoal_swarm::{clock, Peer, Store};
 
-use super::feed::{bucket_of, News, NodeFeed, PeerValue, Record, BUCKETS};
+use super::feed::{
+    bucket_of, client_bucket, ClientValue, News, NodeFeed, PeerValue, Record, BUCKETS,
+};
+use crate::private::{PeerRecord, SharedRecord};
 
 type Fast = foldhash::fast::RandomState;
 type PeerKey = (InfoHash, AnyAddr);
+/// A private-mode client: torrent id, user id, peer id.
+type ClientKey = (u64, u64, PeerId);
 
 /// Rounds between two sweeps of what this node published (to delete expired peers).
 const SWEEP_ROUNDS: u64 = 30;
@@ -37,11 +47,13 @@ pub struct Writes {
     pub peers: HashMap<PeerKey, Option<PeerValue>, Fast>,
     /// This node's completed totals that changed.
     pub completed: HashMap<InfoHash, u32, Fast>,
+    /// Private-mode client records that changed (`None`: too old, taken out of the hash).
+    pub clients: HashMap<ClientKey, Option<ClientValue>, Fast>,
 }
 
 impl Writes {
     fn is_empty(&self) -> bool {
-        self.peers.is_empty() && self.completed.is_empty()
+        self.peers.is_empty() && self.completed.is_empty() && self.clients.is_empty()
     }
 }
 
@@ -57,7 +69,8 @@ impl Call {
     /// This round's log entry (empty: nothing to write).
     pub fn entry(&self) -> Vec<u8> {
         let w = &self.writes;
-        let mut out = Vec::with_capacity(w.peers.len() * 64 + w.completed.len() * 25);
+        let mut out =
+            Vec::with_capacity(w.peers.len() * 64 + w.completed.len() * 25 + w.clients.len() * 58);
         for (&(info_hash, addr), &value) in &w.peers {
             Record::Peer {
                 info_hash,
@@ -68,6 +81,15 @@ impl Call {
         }
         for (&info_hash, &total) in &w.completed {
             Record::Completed { info_hash, total }.write(&mut out);
+        }
+        for (&(torrent_id, user_id, peer_id), &value) in &w.clients {
+            Record::Client {
+                torrent_id,
+                user_id,
+                peer_id,
+                value,
+            }
+            .write(&mut out);
         }
         out
     }
@@ -109,6 +131,12 @@ pub struct Exchange {
     /// This node's own version of each bucket, as Redis last answered it (0: not known).
     own: Vec<u64>,
     rounds: u64,
+    /// What this node last wrote of each of its private-mode clients.
+    published_clients: HashMap<ClientKey, ClientValue, Fast>,
+    /// Seconds a client record is worth keeping (the ledger's record lifetime).
+    client_ttl: u64,
+    /// Other nodes' client records read since [`Exchange::take_adopted`].
+    adopted: Vec<(ClientKey, ClientValue)>,
 }
 
 impl Exchange {
@@ -127,7 +155,63 @@ impl Exchange {
             expiring: BTreeMap::new(),
             own: vec![0; BUCKETS],
             rounds: 0,
+            published_clients: HashMap::default(),
+            client_ttl: peer_ttl,
+            adopted: Vec::new(),
         }
+    }
+
+    /// Private mode: client records are kept in Redis for `ttl` seconds after their
+    /// announce (the ledger's record lifetime).
+    pub fn keep_clients_for(&mut self, ttl: u64) {
+        self.client_ttl = ttl;
+    }
+
+    /// Folds in the client records this node's announces changed (private mode): the last
+    /// one of each client this round is pending. `unix_now` and `clock_now` are the wall
+    /// clock and the ledger's coarse clock at the same moment.
+    pub fn record_clients(&mut self, shared: &[SharedRecord], unix_now: u64, clock_now: u32) {
+        for c in shared {
+            let age = u64::from(clock_now.saturating_sub(c.record.seen));
+            let value = ClientValue {
+                uploaded: c.record.uploaded,
+                downloaded: c.record.downloaded,
+                seen: u32::try_from(unix_now.saturating_sub(age)).unwrap_or(u32::MAX),
+                seeding: c.record.seeding,
+                started: c.record.started,
+                ended: c.ended,
+            };
+            let key = (c.torrent_id, c.user_id, c.peer_id);
+            self.published_clients.insert(key, value);
+            self.pending[client_bucket(c.torrent_id)]
+                .clients
+                .insert(key, Some(value));
+        }
+    }
+
+    /// Other nodes' client records read since the last call, as the ledger takes them
+    /// (`seen` on its coarse clock); those older than the record lifetime are left out.
+    pub fn take_adopted(&mut self, unix_now: u64, clock_now: u32) -> Vec<SharedRecord> {
+        let ttl = self.client_ttl;
+        self.adopted
+            .drain(..)
+            .filter_map(|((torrent_id, user_id, peer_id), v)| {
+                let age = unix_now.saturating_sub(u64::from(v.seen));
+                (age <= ttl).then(|| SharedRecord {
+                    user_id,
+                    torrent_id,
+                    peer_id,
+                    record: PeerRecord {
+                        uploaded: v.uploaded,
+                        downloaded: v.downloaded,
+                        seen: clock_now.saturating_sub(u32::try_from(age).unwrap_or(u32::MAX)),
+                        seeding: v.seeding,
+                        started: v.started,
+                    },
+                    ended: v.ended,
+                })
+            })
+            .collect()
     }
 
     pub fn node(&self) -> &str {
@@ -219,6 +303,17 @@ impl Exchange {
             }
             live
         });
+        let ttl = self.client_ttl;
+        self.published_clients.retain(|key, c| {
+            let live = u64::from(c.seen) + ttl >= unix_now;
+            if !live {
+                pending[client_bucket(key.0)]
+                    .clients
+                    .entry(*key)
+                    .or_insert(None);
+            }
+            live
+        });
     }
 
     /// A call failed: its writes go back, under whatever was recorded since (newer changes
@@ -230,6 +325,9 @@ impl Exchange {
         }
         for (info_hash, total) in call.writes.completed {
             w.completed.entry(info_hash).or_insert(total);
+        }
+        for (key, value) in call.writes.clients {
+            w.clients.entry(key).or_insert(value);
         }
     }
 
@@ -334,6 +432,15 @@ impl Exchange {
                     self.remove(store, bucket, key);
                 }
             }
+            Record::Client {
+                torrent_id,
+                user_id,
+                peer_id,
+                value: Some(v),
+            } => self.adopted.push(((torrent_id, user_id, peer_id), v)),
+            // A client record taken out of another node's hash: nothing to do here (the
+            // ledger's own records expire on their own).
+            Record::Client { value: None, .. } => {}
             Record::Completed { info_hash, total } => {
                 let totals = self.remote_completed.entry(info_hash).or_default();
                 match totals.iter_mut().find(|(n, _)| *n == node) {
@@ -390,6 +497,11 @@ impl Exchange {
             for (info_hash, total) in &self.completed {
                 if bucket_of(info_hash) == b {
                     w.completed.entry(*info_hash).or_insert(*total);
+                }
+            }
+            for (key, value) in &self.published_clients {
+                if client_bucket(key.0) == b {
+                    w.clients.entry(*key).or_insert(Some(*value));
                 }
             }
         }
@@ -473,6 +585,7 @@ mod tests {
             assert_eq!(call.entry().is_empty(), call.writes.is_empty());
             all.peers.extend(call.writes.peers);
             all.completed.extend(call.writes.completed);
+            all.clients.extend(call.writes.clients);
         }
         all
     }
@@ -604,6 +717,87 @@ mod tests {
             version,
             news,
         }
+    }
+
+    #[test]
+    fn client_records_travel_with_their_times_and_leave_redis_when_old() {
+        use crate::private::{PeerRecord, SharedRecord};
+        let record = |seen, uploaded| PeerRecord {
+            uploaded,
+            downloaded: 5,
+            seen,
+            seeding: false,
+            started: false,
+        };
+        let shared = |seen, uploaded, ended| SharedRecord {
+            user_id: 3,
+            torrent_id: 300,
+            peer_id: PeerId([9; 20]),
+            record: record(seen, uploaded),
+            ended,
+        };
+        // Node A: its ledger's clock reads 50 when the wall clock reads 10,000; two
+        // announces of one client this round: the last is written.
+        let mut a = Exchange::new("a".into(), 100);
+        a.keep_clients_for(1000);
+        a.record_clients(&[shared(40, 7, false), shared(45, 9, false)], 10_000, 50);
+        let calls: Vec<Call> = a
+            .plan(10_000)
+            .into_iter()
+            .filter(|c| !c.writes.is_empty())
+            .collect();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].bucket, 300 % BUCKETS);
+        let entry = calls[0].entry();
+        // Node B (clock 7 at wall 10,002) reads it: seen 5 s before its wall clock.
+        let store = Store::new(StoreConfig::default());
+        let mut b = Exchange::new("b".into(), 100);
+        b.keep_clients_for(1000);
+        b.apply(
+            &store,
+            300 % BUCKETS,
+            vec![feed("a", 1, News::Log(vec![entry]))],
+            10_002,
+        );
+        let got = b.take_adopted(10_002, 7);
+        assert_eq!(
+            got,
+            vec![shared(0, 9, false)],
+            "seen 7 - 7 s, saturating at 0"
+        );
+        assert!(b.take_adopted(10_002, 7).is_empty());
+        // A record older than the record lifetime is not handed over.
+        let mut old = Vec::new();
+        Record::Client {
+            torrent_id: 300,
+            user_id: 3,
+            peer_id: PeerId([9; 20]),
+            value: Some(ClientValue {
+                uploaded: 1,
+                downloaded: 1,
+                seen: 8_000,
+                seeding: true,
+                started: false,
+                ended: false,
+            }),
+        }
+        .write(&mut old);
+        b.apply(
+            &store,
+            300 % BUCKETS,
+            vec![feed("a", 2, News::Log(vec![old]))],
+            10_002,
+        );
+        assert!(b.take_adopted(10_002, 7).is_empty());
+        // On A, the record leaves Redis once it is older than the lifetime.
+        let mut deleted = false;
+        for _ in 0..SWEEP_ROUNDS {
+            deleted |= writes(&mut a, 10_995 + 1000)
+                .clients
+                .values()
+                .any(Option::is_none);
+        }
+        assert!(deleted, "an old client record is deleted");
     }
 
     #[test]

@@ -15,7 +15,10 @@
 //! - `<prefix>:{b<xx>}:peers:<node>`: a hash, the node's current view as the log built it:
 //!   field = info hash (20 bytes) and the peer's wire address (6 or 18), value = expiry
 //!   (Unix seconds, u32 big-endian), seeder (1 byte), peer id (20); field = info hash alone,
-//!   value = the node's completed total (u32 big-endian).
+//!   value = the node's completed total (u32 big-endian); in private mode, field = torrent
+//!   id, user id (u64 big-endian each) and peer id (36 bytes), value = the client's
+//!   accounting record after its last announce to the node ([`ClientValue`], 21 bytes).
+//!   Client records fall into the bucket of their torrent id ([`client_bucket`]).
 //!
 //! A reader sends the versions it holds; for each other node whose version moved, the script
 //! answers the log entries it has not seen, or, if they are gone from the log (a reader far
@@ -41,6 +44,13 @@ pub fn bucket_of(info_hash: &InfoHash) -> usize {
     usize::from(info_hash.0[11]) % BUCKETS
 }
 
+/// The bucket of a private-mode client record: by torrent id (a hybrid torrent's two info
+/// hashes share one id, so one record).
+#[inline]
+pub fn client_bucket(torrent_id: u64) -> usize {
+    (torrent_id % BUCKETS as u64) as usize
+}
+
 /// The keys' common part for one bucket, `<prefix>:{b<xx>}`.
 pub fn bucket_base(prefix: &str, bucket: usize) -> String {
     format!("{prefix}:{{b{bucket:02x}}}")
@@ -60,6 +70,22 @@ pub struct PeerValue {
     pub peer_id: PeerId,
 }
 
+/// What a node says of one private-mode client (one peer id of one user on one torrent):
+/// its accounting record after its last announce there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientValue {
+    /// The client's `uploaded` and `downloaded` as the record keeps them.
+    pub uploaded: u64,
+    pub downloaded: u64,
+    /// When it announced (Unix seconds).
+    pub seen: u32,
+    pub seeding: bool,
+    /// Its announce was `started`.
+    pub started: bool,
+    /// Its announce was `stopped`: the session ended.
+    pub ended: bool,
+}
+
 /// One change in a node's log, or one field of its hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Record {
@@ -71,6 +97,14 @@ pub enum Record {
     },
     /// The node's completed total for a torrent.
     Completed { info_hash: InfoHash, total: u32 },
+    /// A private-mode client's record (`Some`), or its field taken out of the node's hash
+    /// (`None`: the record is old enough to be of no use).
+    Client {
+        torrent_id: u64,
+        user_id: u64,
+        peer_id: PeerId,
+        value: Option<ClientValue>,
+    },
 }
 
 const SET_V4: u8 = 1;
@@ -78,7 +112,36 @@ const SET_V6: u8 = 2;
 const DEL_V4: u8 = 3;
 const DEL_V6: u8 = 4;
 const COMPLETED: u8 = 5;
+const SET_CLIENT: u8 = 6;
+const DEL_CLIENT: u8 = 7;
 const VALUE_LEN: usize = 25;
+/// A client field after the 20 bytes every field starts with (36 in all).
+const CLIENT_FIELD_REST: usize = 16;
+const CLIENT_VALUE_LEN: usize = 21;
+
+impl ClientValue {
+    /// Appends the value as a hash holds it.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.uploaded.to_be_bytes());
+        out.extend_from_slice(&self.downloaded.to_be_bytes());
+        out.extend_from_slice(&self.seen.to_be_bytes());
+        out.push(u8::from(self.seeding) | u8::from(self.started) << 1 | u8::from(self.ended) << 2);
+    }
+
+    fn read(v: &[u8]) -> Option<Self> {
+        if v.len() != CLIENT_VALUE_LEN || v[20] > 7 {
+            return None;
+        }
+        Some(Self {
+            uploaded: u64::from_be_bytes(v[..8].try_into().ok()?),
+            downloaded: u64::from_be_bytes(v[8..16].try_into().ok()?),
+            seen: u32::from_be_bytes(v[16..20].try_into().ok()?),
+            seeding: v[20] & 1 != 0,
+            started: v[20] & 2 != 0,
+            ended: v[20] & 4 != 0,
+        })
+    }
+}
 
 impl PeerValue {
     /// Appends the value as a hash holds it.
@@ -134,6 +197,24 @@ impl Record {
                 out.extend_from_slice(&info_hash.0);
                 out.extend_from_slice(&total.to_be_bytes());
             }
+            Record::Client {
+                torrent_id,
+                user_id,
+                peer_id,
+                value,
+            } => {
+                out.push(if value.is_some() {
+                    SET_CLIENT
+                } else {
+                    DEL_CLIENT
+                });
+                out.extend_from_slice(&torrent_id.to_be_bytes());
+                out.extend_from_slice(&user_id.to_be_bytes());
+                out.extend_from_slice(&peer_id.0);
+                if let Some(v) = value {
+                    v.write(out);
+                }
+            }
         }
     }
 
@@ -144,11 +225,13 @@ impl Record {
                 SET_V4 | DEL_V4 => 6,
                 SET_V6 | DEL_V6 => 18,
                 COMPLETED => 0,
+                SET_CLIENT | DEL_CLIENT => CLIENT_FIELD_REST,
                 _ => return None,
             };
             let value_len = match kind {
                 SET_V4 | SET_V6 => VALUE_LEN,
                 COMPLETED => 4,
+                SET_CLIENT => CLIENT_VALUE_LEN,
                 _ => 0,
             };
             let end = 20 + addr_len + value_len;
@@ -164,6 +247,17 @@ impl Record {
 
     /// One field of a node's hash and its value (`None`: a delete, in a log).
     pub fn from_field(field: &[u8], value: Option<&[u8]>) -> Option<Self> {
+        if field.len() == 20 + CLIENT_FIELD_REST {
+            return Some(Record::Client {
+                torrent_id: u64::from_be_bytes(field[..8].try_into().ok()?),
+                user_id: u64::from_be_bytes(field[8..16].try_into().ok()?),
+                peer_id: PeerId(field[16..].try_into().ok()?),
+                value: match value {
+                    Some(v) => Some(ClientValue::read(v)?),
+                    None => None,
+                },
+            });
+        }
         let info_hash = InfoHash(field.get(..20)?.try_into().ok()?);
         let addr = match field.len() {
             20 => {
@@ -204,17 +298,21 @@ if #entry > 0 then
   while i <= n do
     local kind = string.byte(entry, i)
     local a = 0
-    if kind == 1 or kind == 3 then a = 6 elseif kind == 2 or kind == 4 then a = 18 end
+    if kind == 1 or kind == 3 then a = 6 elseif kind == 2 or kind == 4 then a = 18
+    elseif kind == 6 or kind == 7 then a = 16 end
     local field = string.sub(entry, i + 1, i + 20 + a)
     i = i + 21 + a
     if kind == 1 or kind == 2 then
       redis.call('HSET', hash, field, string.sub(entry, i, i + 24))
       i = i + 25
-    elseif kind == 3 or kind == 4 then
+    elseif kind == 3 or kind == 4 or kind == 7 then
       redis.call('HDEL', hash, field)
     elseif kind == 5 then
       redis.call('HSET', hash, field, string.sub(entry, i, i + 3))
       i = i + 4
+    elseif kind == 6 then
+      redis.call('HSET', hash, field, string.sub(entry, i, i + 20))
+      i = i + 21
     else
       return redis.error_reply('shoal: a malformed log entry')
     end
@@ -349,6 +447,25 @@ mod tests {
                 info_hash: ih,
                 total: 7,
             },
+            Record::Client {
+                torrent_id: 42,
+                user_id: 7,
+                peer_id: PeerId(*b"-TR4050-0123456789ab"),
+                value: Some(ClientValue {
+                    uploaded: 1 << 40,
+                    downloaded: 12345,
+                    seen: 1_800_000_000,
+                    seeding: true,
+                    started: false,
+                    ended: true,
+                }),
+            },
+            Record::Client {
+                torrent_id: 42,
+                user_id: 7,
+                peer_id: PeerId(*b"-TR4050-0123456789ab"),
+                value: None,
+            },
         ];
         let mut entry = Vec::new();
         for r in &records {
@@ -366,6 +483,23 @@ mod tests {
         assert_eq!(
             Record::from_field(&ih.0, Some(&7u32.to_be_bytes())),
             Some(records[4])
+        );
+        let mut client_field = 42u64.to_be_bytes().to_vec();
+        client_field.extend_from_slice(&7u64.to_be_bytes());
+        client_field.extend_from_slice(b"-TR4050-0123456789ab");
+        let mut cv = Vec::new();
+        if let Record::Client { value: Some(v), .. } = records[5] {
+            v.write(&mut cv);
+        }
+        assert_eq!(
+            Record::from_field(&client_field, Some(&cv)),
+            Some(records[5])
+        );
+        cv[20] = 8;
+        assert_eq!(
+            Record::from_field(&client_field, Some(&cv)),
+            None,
+            "unknown flags"
         );
         // Garbage is refused, not misread.
         assert_eq!(Record::read_log(&entry[..entry.len() - 1], |_| ()), None);

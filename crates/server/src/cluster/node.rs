@@ -30,6 +30,7 @@ use super::feed::{self, bucket_base, FEED_SCRIPT, LOG_ROUNDS};
 use super::record::{key_lifetime, ws_keys, EXCHANGE_SCRIPT};
 use super::ws_exchange::{self, WsCall, WsExchange};
 use crate::config::ClusterConfig;
+use crate::private::Ledger;
 use crate::ws::cluster_link::Forwarded;
 use crate::ws::WsContext;
 
@@ -135,18 +136,25 @@ impl ClusterNode {
         (store, ws): (Arc<Store>, Arc<WsContext>),
         view: Arc<ClusterView>,
         peer_ttl: u32,
+        ledger: Option<Arc<Ledger>>,
     ) -> anyhow::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("starting the cluster runtime")?;
+        let mut exchange = Exchange::new(config.node_id(), u64::from(peer_ttl));
+        if let Some(ledger) = &ledger {
+            ledger.share_records();
+            exchange.keep_clients_for(u64::from(ledger.config().peer_ttl));
+        }
         let round = Round {
+            ledger,
             seeds: config.redis.clone(),
             prefix: config.key_prefix.clone(),
             every: Duration::from_millis(config.exchange_interval_ms),
             lifetime: key_lifetime(Duration::from_secs(u64::from(peer_ttl))),
-            exchange: Exchange::new(config.node_id(), u64::from(peer_ttl)),
+            exchange,
             store,
             view: view.clone(),
             script: Script::new(FEED_SCRIPT),
@@ -246,6 +254,8 @@ struct Round {
     lifetime: u64,
     exchange: Exchange,
     store: Arc<Store>,
+    /// Private mode: the accounting ledger, whose client records travel with the peers.
+    ledger: Option<Arc<Ledger>>,
     view: Arc<ClusterView>,
     /// The bucket feed script ([`feed::FEED_SCRIPT`]).
     script: Script,
@@ -286,12 +296,17 @@ impl Round {
             }
             let unix = clock::unix_now();
             self.exchange.record(&self.store.take_changes(), unix);
+            if let Some(ledger) = &self.ledger {
+                self.exchange
+                    .record_clients(&ledger.take_shared(), unix, clock::now());
+            }
             if let Some(link) = &self.side.ws.cluster {
                 let forwards = self.side.ws_exchange.record(link.take(), unix);
                 self.side.forwards.extend(forwards);
             }
             if let Some(l) = &link {
                 let ok = self.round(l.clone(), unix).await;
+                self.adopt_clients(unix);
                 if ok && failing {
                     tracing::warn!("cluster: Redis answers again");
                     failing = false;
@@ -311,6 +326,16 @@ impl Round {
                 tokio::time::sleep(Duration::from_millis(50).min(rest)).await;
             }
         }
+    }
+
+    /// Hands the other nodes' client records read this round to the ledger.
+    fn adopt_clients(&mut self, unix: u64) {
+        let Some(ledger) = &self.ledger else {
+            return;
+        };
+        let adopted = self.exchange.take_adopted(unix, clock::now());
+        let changed = adopted.iter().filter(|c| ledger.adopt(c)).count();
+        metrics::counter!("shoal_cluster_client_records_adopted_total").increment(changed as u64);
     }
 
     fn failed(&self, failing: &mut bool, why: String) {

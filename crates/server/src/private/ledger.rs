@@ -17,6 +17,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use shoal_proto::{AnnounceEvent, PeerId};
@@ -109,6 +110,9 @@ struct Shard {
     /// Clients whose `unwritten` is not empty.
     dirty: usize,
     snatched: HashSet<Account, Hasher>,
+    /// Records changed by this node's announces since the cluster last took them (only
+    /// while [`Ledger::share_records`] is on).
+    shared: Vec<SharedRecord>,
 }
 
 impl Shard {
@@ -154,6 +158,29 @@ pub struct SavedPeer {
     pub record: PeerRecord,
 }
 
+/// A client's record as an announce to this node left it, for the other nodes of a cluster
+/// (see [`Ledger::share_records`]): with it, a client whose next announce reaches another
+/// node is compared there with this announce, as it would have been here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedRecord {
+    pub user_id: u64,
+    pub torrent_id: u64,
+    pub peer_id: PeerId,
+    /// The record after the announce (`seen` on this process's coarse clock).
+    pub record: PeerRecord,
+    /// The announce was `stopped`: the client's session ended and its record is gone.
+    pub ended: bool,
+}
+
+impl SharedRecord {
+    /// Whether this record comes after `current` (a later announce; in the same second,
+    /// the one with the higher counters).
+    fn supersedes(&self, current: &PeerRecord) -> bool {
+        let r = &self.record;
+        (r.seen, r.uploaded, r.downloaded) > (current.seen, current.uploaded, current.downloaded)
+    }
+}
+
 /// The answer for an announce not recorded because the sums are at their bound.
 fn deferred(a: &AccountedAnnounce, known: bool) -> Recorded {
     Recorded {
@@ -182,6 +209,8 @@ pub struct Ledger {
     pending_cap: usize,
     hasher: Hasher,
     config: LedgerConfig,
+    /// Whether changed records are kept for [`Ledger::take_shared`].
+    sharing: AtomicBool,
 }
 
 impl Ledger {
@@ -194,7 +223,94 @@ impl Ledger {
             pending_cap: config.max_pending.div_ceil(n).max(1),
             hasher: Hasher::default(),
             config,
+            sharing: AtomicBool::new(false),
         }
+    }
+
+    /// From now on, every record an announce changes is also kept for
+    /// [`Ledger::take_shared`] (a node of a cluster sends them to the other nodes, which
+    /// [`Ledger::adopt`] them). Off on a single node: the announce path then pays one
+    /// relaxed load for it.
+    pub fn share_records(&self) {
+        self.sharing.store(true, Ordering::Relaxed);
+    }
+
+    /// Keeps `record` for the cluster, if sharing is on and the shard holds fewer than its
+    /// bound (past it, the other nodes fall back to the baseline rule for that client).
+    #[inline]
+    fn share(
+        &self,
+        shared: &mut Vec<SharedRecord>,
+        key: &PeerKey,
+        record: PeerRecord,
+        ended: bool,
+    ) {
+        if self.sharing.load(Ordering::Relaxed) && shared.len() < self.pending_cap {
+            shared.push(SharedRecord {
+                user_id: key.account.user_id,
+                torrent_id: key.account.torrent_id,
+                peer_id: key.peer_id,
+                record,
+                ended,
+            });
+        }
+    }
+
+    /// The records this node's announces changed since the last call, oldest first within
+    /// a shard.
+    pub fn take_shared(&self) -> Vec<SharedRecord> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            out.append(&mut shard.lock().shared);
+        }
+        out
+    }
+
+    /// Takes in a record another node of the cluster shared: it replaces this node's
+    /// record of the client if it is the later one (so the client's next announce here is
+    /// compared with its last one anywhere), and an ended one takes this node's record out
+    /// (its unwritten sums stay pending). What this node still has to write of the client
+    /// is kept either way. Returns whether it changed anything.
+    pub fn adopt(&self, shared: &SharedRecord) -> bool {
+        let account = Account {
+            user_id: shared.user_id,
+            torrent_id: shared.torrent_id,
+        };
+        let key = PeerKey {
+            account,
+            peer_id: shared.peer_id,
+        };
+        let mut guard = self.shard(&account).lock();
+        let shard = &mut *guard;
+        if shared.ended {
+            if !shard
+                .peers
+                .get(&key)
+                .is_some_and(|e| shared.supersedes(&e.record))
+            {
+                return false;
+            }
+            if let Some(entry) = shard.peers.remove(&key) {
+                shard.forget(&entry);
+            }
+            return true;
+        }
+        match shard.peers.entry(key) {
+            Entry::Occupied(mut seen) => {
+                let entry = seen.get_mut();
+                if !shared.supersedes(&entry.record) {
+                    return false;
+                }
+                entry.record = shared.record;
+            }
+            Entry::Vacant(new) => {
+                new.insert(PeerEntry {
+                    record: shared.record,
+                    unwritten: Delta::new(shared.user_id, shared.torrent_id),
+                });
+            }
+        }
+        true
     }
 
     /// The tunables in force.
@@ -233,12 +349,16 @@ impl Ledger {
         // One lookup per announce: the entry is read, compared and replaced in place.
         if a.event == AnnounceEvent::Stopped {
             let Some(entry) = shard.peers.remove(&key) else {
+                // Another node may hold the client's record: the stop ends it there too.
+                self.share(&mut shard.shared, &key, PeerRecord::after(None, a), true);
                 return Recorded {
                     delta: credit(None, a, gap),
                     known: false,
                     deferred: false,
                 };
             };
+            let ended = PeerRecord::after(Some(&entry.record), a);
+            self.share(&mut shard.shared, &key, ended, true);
             let mut delta = credit(Some(&entry.record), a, gap);
             snatch(shard, &mut delta);
             shard.forget(&entry);
@@ -255,6 +375,7 @@ impl Ledger {
             peers,
             dirty,
             snatched,
+            shared,
             ..
         } = shard;
         match peers.entry(key) {
@@ -266,6 +387,7 @@ impl Ledger {
                 let mut delta = credit(Some(&entry.record), a, gap);
                 delta.completed = a.event == AnnounceEvent::Completed && snatched.insert(account);
                 entry.record = PeerRecord::after(Some(&entry.record), a);
+                self.share(shared, &key, entry.record, false);
                 Shard::add_to(dirty, entry, &delta);
                 Recorded {
                     delta,
@@ -279,8 +401,10 @@ impl Ledger {
                 }
                 let mut delta = credit(None, a, gap);
                 delta.completed = a.event == AnnounceEvent::Completed && snatched.insert(account);
+                let record = PeerRecord::after(None, a);
+                self.share(shared, &key, record, false);
                 let entry = new.insert(PeerEntry {
-                    record: PeerRecord::after(None, a),
+                    record,
                     unwritten: Delta::new(a.user_id, a.torrent_id),
                 });
                 Shard::add_to(dirty, entry, &delta);

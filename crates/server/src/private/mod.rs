@@ -75,6 +75,15 @@
 //! ledger's lifetime (about 20 bytes each); the database should also refuse a second
 //! snatch of one (user, torrent), so the wiring may load only recent ones.
 //!
+//! **Several nodes** (a cluster, [`crate::cluster`]): a client's announces may reach any
+//! node, each of which accounts what it serves and writes its own sums. What keeps that
+//! right is the per-client record: every record an announce changes (and every `stopped`)
+//! is shared through the exchange ([`ledger::Ledger::share_records`]), and the other nodes
+//! adopt it if it is later than theirs ([`ledger::Ledger::adopt`]), so a client's next
+//! announce is compared with its last one on whichever node it reached. What a node has
+//! not yet heard (a client that moves between nodes within one exchange interval) is
+//! compared with the older record it has, as after a restart without the saved records.
+//!
 //! **Nothing lost on the way to the database.** [`ledger::Ledger::drain`] takes the
 //! pending sums; if the write fails, [`ledger::Ledger::restore`] adds them back, merged
 //! with what arrived meanwhile, for the next attempt.
@@ -88,7 +97,7 @@ pub mod writer;
 
 pub use accounts::Accounts;
 pub use credit::{AccountedAnnounce, Delta, PeerRecord};
-pub use ledger::{Ledger, LedgerConfig, Recorded, SavedPeer};
+pub use ledger::{Ledger, LedgerConfig, Recorded, SavedPeer, SharedRecord};
 pub use members::{Member, Members, Registered};
 
 #[cfg(test)]

@@ -340,6 +340,76 @@ fn a_client_first_seen_without_started_sets_its_baseline() {
     assert_eq!(bytes(&d), (16, 32, 16, 32));
 }
 
+/// Two nodes of a cluster: what each shares reaches the other before the next announce.
+fn exchange(from: &Ledger, to: &Ledger) {
+    for shared in from.take_shared() {
+        to.adopt(&shared);
+    }
+}
+
+#[test]
+fn a_client_moving_between_nodes_is_credited_once_for_every_byte() {
+    let (a, b) = (ledger(), ledger());
+    a.share_records();
+    b.share_records();
+    let c = client(1);
+    // started on A, then B, A, B, and stopped on A: the nodes' sums are the session's.
+    let steps = [
+        (&a, &b, at(c, 0, Started, 0, 0, 1000)),
+        (&b, &a, at(c, 1800, Regular, 100, 300, 700)),
+        (&a, &b, at(c, 3600, Regular, 250, 900, 100)),
+        (&b, &a, at(c, 5400, Completed, 400, 1000, 0)),
+        (&a, &b, at(c, 7200, Stopped, 1000, 1000, 0)),
+    ];
+    for (node, other, announce) in &steps {
+        let r = node.record(announce);
+        assert!(
+            r.known || announce.event == Started,
+            "{announce:?} met as a stranger"
+        );
+        exchange(node, other);
+    }
+    let mut sum = drained_one(&a);
+    sum.merge(&drained_one(&b));
+    assert_eq!(bytes(&sum), (1000, 1000, 1000, 1000));
+    assert_eq!((sum.leech_seconds, sum.seed_seconds), (5400, 1800));
+    assert!(sum.completed);
+    // The stop on A ended the client on B too.
+    assert_eq!((a.peers(), b.peers()), (0, 0));
+
+    // Without the exchange, the same announces credit B's part twice over (the bug this
+    // prevents): B meets the client as a stranger, A compares with its own older record.
+    let (a, b) = (ledger(), ledger());
+    for (node, _, announce) in &steps {
+        node.record(announce);
+    }
+    let mut sum = drained_one(&a);
+    sum.merge(&drained_one(&b));
+    assert_ne!(bytes(&sum), (1000, 1000, 1000, 1000));
+}
+
+#[test]
+fn an_older_shared_record_never_replaces_a_newer_one() {
+    let (a, b) = (ledger(), ledger());
+    a.share_records();
+    let c = client(1);
+    a.record(&at(c, 0, Started, 0, 0, 1000));
+    let old = a.take_shared();
+    b.record(&at(c, 0, Started, 0, 0, 1000));
+    b.record(&at(c, 100, Regular, 50, 50, 950));
+    drained_one(&b);
+    // A's record of time 0 arrives late at B: B keeps its own of time 100.
+    assert!(!b.adopt(&old[0]));
+    let d = run(&b, &[at(c, 200, Regular, 80, 60, 940)]);
+    assert_eq!(bytes(&d), (30, 10, 30, 10));
+    // Nothing is shared unless asked, and an ended record of an older time ends nothing.
+    assert!(b.take_shared().is_empty());
+    let mut ended = old[0];
+    ended.ended = true;
+    assert!(!b.adopt(&ended));
+    assert_eq!(b.peers(), 1);
+}
+
 #[test]
 fn drain_empties_and_restore_loses_nothing() {
     let l = ledger();
