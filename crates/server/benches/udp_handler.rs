@@ -72,16 +72,20 @@ fn bench(c: &mut Criterion) {
     let mut flooded = handler_with(guarded(1, 1));
     // A batch begins with the source rules asked about the flooding source; the rest of
     // the batch from that source is dropped on its address (Handler::start_batch).
-    c.bench_function("connect from a source over its limit (dropped, rules asked)", |b| {
-        b.iter(|| {
-            flooded.start_batch();
-            flooded.handle(&connect, src, now, &mut out)
-        })
-    });
+    c.bench_function(
+        "connect from a source over its limit (dropped, rules asked)",
+        |b| {
+            b.iter(|| {
+                flooded.start_batch();
+                flooded.handle(&connect, src, now, &mut out)
+            })
+        },
+    );
     flooded.start_batch();
-    c.bench_function("connect from a source over its limit (dropped on its address)", |b| {
-        b.iter(|| flooded.handle(&connect, src, now, &mut out))
-    });
+    c.bench_function(
+        "connect from a source over its limit (dropped on its address)",
+        |b| b.iter(|| flooded.handle(&connect, src, now, &mut out)),
+    );
 
     let cid = ConnectionIds::new([3; 16], 300).issue(src.ip(), now.unix);
     // 10,000 torrents of 20 peers each, as a busy tracker's small swarms look.
