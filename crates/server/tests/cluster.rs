@@ -205,7 +205,7 @@ fn private_accounting_across_nodes(seeds: &[String]) {
         (&b, &a, 400, 1000, 0, "&event=completed"),
         (&a, &b, 1000, 1000, 0, "&event=stopped"),
     ];
-    for (node, other, up, down, left, event) in steps {
+    for (step, (node, other, up, down, left, event)) in steps.into_iter().enumerate() {
         let before = adopted(other);
         let target = format!(
             "/announce/clusterKey1?info_hash={ih}&peer_id=-qB5000-clusterpeer1&port=6881\
@@ -218,7 +218,7 @@ fn private_accounting_across_nodes(seeds: &[String]) {
         );
         within(
             Duration::from_secs(5),
-            "the other node adopts the record",
+            &format!("step {step}: the other node adopts the record"),
             || adopted(other) > before,
         );
     }

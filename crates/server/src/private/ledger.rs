@@ -173,13 +173,26 @@ pub struct SharedRecord {
 }
 
 impl SharedRecord {
-    /// Whether this record comes after `current` (a later announce; in the same second,
-    /// the one with the higher counters).
+    /// Whether this record comes after `current`: a later announce by more than
+    /// [`SAME_MOMENT`]; within it, the one with the higher counters (or, with the same
+    /// counters, the later one). Times travel between nodes as Unix seconds and come back
+    /// on each node's own coarse clock, so two records of one moment may read a second
+    /// apart; the counters of one client never go down within a session.
     fn supersedes(&self, current: &PeerRecord) -> bool {
         let r = &self.record;
-        (r.seen, r.uploaded, r.downloaded) > (current.seen, current.uploaded, current.downloaded)
+        if r.seen > current.seen.saturating_add(SAME_MOMENT) {
+            return true;
+        }
+        if r.seen.saturating_add(SAME_MOMENT) < current.seen {
+            return false;
+        }
+        (r.uploaded, r.downloaded, r.seen) > (current.uploaded, current.downloaded, current.seen)
     }
 }
+
+/// Seconds within which two records' times are taken as the same moment (see
+/// [`SharedRecord::supersedes`]).
+const SAME_MOMENT: u32 = 1;
 
 /// The answer for an announce not recorded because the sums are at their bound.
 fn deferred(a: &AccountedAnnounce, known: bool) -> Recorded {

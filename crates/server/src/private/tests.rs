@@ -408,6 +408,19 @@ fn an_older_shared_record_never_replaces_a_newer_one() {
     ended.ended = true;
     assert!(!b.adopt(&ended));
     assert_eq!(b.peers(), 1);
+
+    // Within a second of each other the two nodes' clocks cannot order records: the one
+    // with the higher counters is the later (B's record is now at time 200, (80, 60)).
+    let mut next = old[0];
+    next.record.seen = 199;
+    next.record.uploaded = 90;
+    next.record.downloaded = 60;
+    assert!(b.adopt(&next), "higher counters a second 'earlier'");
+    next.record.seen = 200;
+    next.record.uploaded = 85;
+    assert!(!b.adopt(&next), "lower counters in the same second");
+    next.record.seen = 202;
+    assert!(b.adopt(&next), "two seconds later, whatever the counters");
 }
 
 #[test]
