@@ -219,6 +219,23 @@ impl WebTorrentStore {
         now: u32,
         out: &mut Vec<OfferTarget>,
     ) -> WsAnnounceOutcome {
+        self.announce_to(req, offers, now, out, |_| true)
+    }
+
+    /// [`WsStore::announce`], with offers going only to peers whose connection
+    /// `takes_offers` now (its outgoing queue has room): an offer that would be dropped on
+    /// the way neither takes a target from the offers that would arrive nor leaves a
+    /// pending entry that pushes out the offers a peer did receive (whose answers would
+    /// then be refused as unknown). Called under the torrent's lock: `takes_offers` must
+    /// not touch this store.
+    pub fn announce_to(
+        &self,
+        req: &WsAnnounce,
+        offers: &[OfferId],
+        now: u32,
+        out: &mut Vec<OfferTarget>,
+        takes_offers: impl Fn(ConnectionId) -> bool,
+    ) -> WsAnnounceOutcome {
         out.clear();
         let stopped = req.event == AnnounceEvent::Stopped;
         let mut slot = self.torrents.lock(&req.info_hash);
@@ -277,7 +294,7 @@ impl WebTorrentStore {
             torrent.completed = torrent.completed.saturating_add(1);
         }
         if !offers.is_empty() {
-            self.choose_targets(torrent, req, offers, now, out);
+            self.choose_targets(torrent, req, offers, now, out, &takes_offers);
         }
         outcome.stats = torrent.stats();
         outcome
@@ -290,11 +307,15 @@ impl WebTorrentStore {
         offers: &[OfferId],
         now: u32,
         out: &mut Vec<OfferTarget>,
+        takes_offers: &impl Fn(ConnectionId) -> bool,
     ) {
         let len = torrent.peers.len();
         let eligible = |i: usize| -> bool {
             let (pid, p) = torrent.peers.get_index(i).expect("index in range");
-            *pid != req.peer_id && p.conn != req.conn && !(req.seeder && p.seeder)
+            *pid != req.peer_id
+                && p.conn != req.conn
+                && !(req.seeder && p.seeder)
+                && takes_offers(p.conn)
         };
         // Distinct random indices: in a small swarm shuffle the eligible ones; in a large
         // one draw at random with a bounded number of tries (a few collisions at most).

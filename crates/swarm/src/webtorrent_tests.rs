@@ -327,3 +327,34 @@ fn full_scrape_is_bounded() {
     });
     assert_eq!(n, 4);
 }
+
+#[test]
+fn offers_go_only_to_peers_whose_connection_takes_them() {
+    // Peers 2..=9 on connections 2..=9; connections 3, 5 and 7 have full queues.
+    let peers: Vec<WsAnnounce> = (2..=9)
+        .map(|n| ann(n, n as ConnectionId, Started, false))
+        .collect();
+    let (s, mut out) = store_with(&peers);
+    let full = |c: ConnectionId| [3, 5, 7].contains(&c);
+    let offers: Vec<OfferId> = (1..=8).map(oid).collect();
+    for round in 0..20 {
+        s.announce_to(&ann(1, 1, Regular, false), &offers, round, &mut out, |c| {
+            !full(c)
+        });
+        assert_eq!(
+            out.len(),
+            5,
+            "one offer for each peer that takes them: {out:?}"
+        );
+        assert!(out.iter().all(|t| !full(t.conn)), "{out:?}");
+    }
+    // The full peers were never sent an offer, so they have none to answer.
+    assert_eq!(
+        answer(&s, 3, 3, 1, &oid(1), 20),
+        Err(AnswerRefusal::NoSuchOffer)
+    );
+    // Nobody takes offers: none goes out, the announce still counts.
+    let outcome = s.announce_to(&ann(1, 1, Regular, false), &offers, 21, &mut out, |_| false);
+    assert!(out.is_empty());
+    assert_eq!(outcome.stats.leechers, 9);
+}

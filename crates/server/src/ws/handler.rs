@@ -216,7 +216,8 @@ fn announce(
     conn.offer_ids.clear();
     conn.offer_ids
         .extend(a.offers[..n].iter().map(|o| o.offer_id));
-    let outcome = ctx.torrents.announce(
+    // Offers go only to peers that can take them now (a remote peer's node decides there).
+    let outcome = ctx.torrents.announce_to(
         &WsAnnounce {
             info_hash: a.info_hash,
             peer_id: a.peer_id,
@@ -227,6 +228,7 @@ fn announce(
         &conn.offer_ids,
         now,
         &mut conn.targets,
+        |to| is_remote(to) || ctx.registry.takes_offers(to),
     );
     if outcome.left {
         conn.peers.remove(&key);

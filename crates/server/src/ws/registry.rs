@@ -78,6 +78,15 @@ impl Registry {
         self.push(id, message, true)
     }
 
+    /// Whether an offer for connection `id` would be queued now (it is registered and its
+    /// queue is less than three quarters full): offers are sent only to such peers.
+    pub fn takes_offers(&self, id: ConnectionId) -> bool {
+        self.shard(id)
+            .lock()
+            .get(&id)
+            .is_some_and(|q| q.capacity() > q.max_capacity() / 4 && !q.is_closed())
+    }
+
     fn push(&self, id: ConnectionId, message: Utf8Bytes, offer: bool) -> Delivery {
         let shard = self.shard(id).lock();
         let Some(queue) = shard.get(&id) else {
@@ -116,6 +125,7 @@ mod tests {
         for i in 0..6 {
             assert_eq!(r.deliver_offer(7, format!("o{i}").into()), Delivery::Queued);
         }
+        assert!(!r.takes_offers(7), "three quarters full");
         assert_eq!(r.deliver_offer(7, "o6".into()), Delivery::Dropped);
         // Answers still get the last quarter, then are dropped too.
         assert_eq!(r.deliver(7, "a0".into()), Delivery::Queued);
@@ -128,6 +138,7 @@ mod tests {
             got.push(m.as_str().to_owned());
         }
         assert_eq!(got, ["o0", "o1", "o2", "o3", "o4", "o5", "a0", "a1"]);
+        assert!(r.takes_offers(7) && !r.takes_offers(8));
         assert_eq!(r.deliver_offer(7, "o7".into()), Delivery::Queued);
         assert_eq!(r.deliver(8, "x".into()), Delivery::Gone);
         drop(rx);
