@@ -6,10 +6,13 @@
 //! each shard behind its own lock), and each peer points at an opaque [`ConnectionId`] that the
 //! server maps to a live connection. The store never sees a socket or a runtime.
 //!
-//! It also remembers which offers it relayed to which peer (on the recipient, a short,
-//! bounded list), so that an answer is relayed only when it answers an offer that really
-//! went to the answering connection, from the peer it names, not too long ago. Forged
-//! answers and answers to peers that are gone are refused, not relayed blindly.
+//! It also remembers which offers it relayed to which peer (on the recipient, a bounded
+//! list of 16-byte tags), so that an answer is relayed only when it answers an offer that
+//! really went to the answering connection, from the peer it names, not too long ago.
+//! Forged answers and answers to peers that are gone are refused, not relayed blindly.
+
+use std::collections::VecDeque;
+use std::hash::BuildHasher;
 
 use indexmap::IndexMap;
 use shoal_proto::ws::OfferId;
@@ -45,7 +48,10 @@ pub struct WsStoreConfig {
     pub torrent_ttl: u32,
     /// Seconds an answer to a relayed offer is accepted after the offer went out.
     pub offer_max_age: u32,
-    /// Offers remembered per recipient peer; older ones are forgotten first.
+    /// Offers remembered per recipient peer; older ones are forgotten first. An offer can
+    /// wait in the recipient's socket buffers for as long as its client takes to read
+    /// them, so this must cover what a busy peer has in flight, not what it answers in a
+    /// round trip: 16 bytes an offer, and only a peer that is sent many offers fills it.
     pub max_pending_offers: usize,
 }
 
@@ -56,18 +62,62 @@ impl Default for WsStoreConfig {
             peer_ttl: 3600,
             torrent_ttl: 3600,
             offer_max_age: 60,
-            max_pending_offers: 32,
+            max_pending_offers: 4096,
         }
     }
 }
 
-/// An offer relayed to a peer, waiting for its answer.
+/// An offer relayed to a peer, waiting for its answer: a keyed hash of the offer's id and
+/// the peer that made it (where the answer must go), and when it went out. A tag instead of
+/// the 40 bytes it stands for keeps thousands of them per busy peer affordable; the key is
+/// random per process, so an answerer cannot craft a pair that matches an offer it was not
+/// sent (and a match by chance is one in 2^64 per check).
 #[derive(Clone, Copy, Debug)]
 struct PendingOffer {
-    offer_id: OfferId,
-    /// The peer that made the offer (where the answer must go).
-    from: PeerId,
+    tag: u64,
     sent_at: u32,
+}
+
+/// The offers a peer was sent, oldest first (pushed in time order, so expired ones are at
+/// the front).
+#[derive(Debug, Default)]
+struct Pending(VecDeque<PendingOffer>);
+
+impl Pending {
+    /// Remembers one more offer, forgetting expired ones and, past `cap`, the oldest.
+    fn push(&mut self, tag: u64, now: u32, max_age: u32, cap: usize) {
+        self.expire(now, max_age);
+        if self.0.len() >= cap {
+            self.0.pop_front();
+        }
+        self.0.push_back(PendingOffer { tag, sent_at: now });
+    }
+
+    fn expire(&mut self, now: u32, max_age: u32) {
+        while self
+            .0
+            .front()
+            .is_some_and(|o| now.saturating_sub(o.sent_at) > max_age)
+        {
+            self.0.pop_front();
+        }
+    }
+
+    /// Takes the offer with this tag out (one answer per offer); when it went out.
+    fn take(&mut self, tag: u64) -> Option<u32> {
+        let at = self.0.iter().rposition(|o| o.tag == tag)?;
+        self.0.remove(at).map(|o| o.sent_at)
+    }
+
+    /// After cleaning: gives back the memory of a list that emptied or shrank a lot.
+    fn clean(&mut self, now: u32, max_age: u32) {
+        self.expire(now, max_age);
+        if self.0.is_empty() {
+            self.0 = VecDeque::new();
+        } else if self.0.capacity() > 4 * self.0.len() + 64 {
+            self.0.shrink_to_fit();
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -77,7 +127,7 @@ struct WsPeer {
     expires: u32,
     /// Offers sent to this peer, oldest first. Empty (no allocation) for most peers
     /// most of the time.
-    pending: Vec<PendingOffer>,
+    pending: Pending,
 }
 
 #[derive(Debug, Default)]
@@ -190,6 +240,8 @@ pub struct WsTotals {
 pub struct WebTorrentStore {
     torrents: Sharded<WsTorrent>,
     config: WsStoreConfig,
+    /// Keys the tags of pending offers (random per store).
+    tags: foldhash::quality::RandomState,
 }
 
 impl WebTorrentStore {
@@ -197,7 +249,13 @@ impl WebTorrentStore {
         Self {
             torrents: Sharded::new(config.shards),
             config,
+            tags: foldhash::quality::RandomState::default(),
         }
+    }
+
+    /// The tag of an offer `offer_id` made by `from`.
+    fn tag(&self, offer_id: &OfferId, from: &PeerId) -> u64 {
+        self.tags.hash_one((offer_id.as_bytes(), from.0))
     }
 
     pub fn config(&self) -> &WsStoreConfig {
@@ -280,7 +338,7 @@ impl WebTorrentStore {
                         conn: req.conn,
                         seeder: req.seeder,
                         expires,
-                        pending: Vec::new(),
+                        pending: Pending::default(),
                     },
                 );
                 outcome.joined = true;
@@ -342,17 +400,9 @@ impl WebTorrentStore {
         let max_age = self.config.offer_max_age;
         let cap = self.config.max_pending_offers.max(1);
         for (offer, i) in chosen.into_iter().enumerate() {
+            let tag = self.tag(&offers[offer], &req.peer_id);
             let (pid, p) = torrent.peers.get_index_mut(i).expect("index in range");
-            p.pending
-                .retain(|o| now.saturating_sub(o.sent_at) <= max_age);
-            if p.pending.len() >= cap {
-                p.pending.remove(0);
-            }
-            p.pending.push(PendingOffer {
-                offer_id: offers[offer],
-                from: req.peer_id,
-                sent_at: now,
-            });
+            p.pending.push(tag, now, max_age, cap);
             out.push(OfferTarget {
                 offer,
                 peer_id: *pid,
@@ -380,13 +430,11 @@ impl WebTorrentStore {
             .get_mut(answerer)
             .filter(|p| p.conn == conn)
             .ok_or(AnswerRefusal::NotAPeer)?;
-        let at = me
+        let sent_at = me
             .pending
-            .iter()
-            .position(|o| o.offer_id == *offer_id && o.from == *to)
+            .take(self.tag(offer_id, to))
             .ok_or(AnswerRefusal::NoSuchOffer)?;
-        let offer = me.pending.remove(at);
-        if now.saturating_sub(offer.sent_at) > self.config.offer_max_age {
+        if now.saturating_sub(sent_at) > self.config.offer_max_age {
             return Err(AnswerRefusal::Expired);
         }
         torrent
@@ -489,7 +537,7 @@ impl WebTorrentStore {
                         conn,
                         seeder,
                         expires,
-                        pending: Vec::new(),
+                        pending: Pending::default(),
                     },
                 );
                 if seeder {
@@ -534,25 +582,18 @@ impl WebTorrentStore {
                     conn: from_conn,
                     seeder: false,
                     expires: now.saturating_add(self.config.offer_max_age),
-                    pending: Vec::new(),
+                    pending: Pending::default(),
                 },
             );
         }
+        let tag = self.tag(&offer_id, from);
         let p = t.peers.get_mut(to)?;
-        let (max_age, cap) = (
+        p.pending.push(
+            tag,
+            now,
             self.config.offer_max_age,
             self.config.max_pending_offers.max(1),
         );
-        p.pending
-            .retain(|o| now.saturating_sub(o.sent_at) <= max_age);
-        if p.pending.len() >= cap {
-            p.pending.remove(0);
-        }
-        p.pending.push(PendingOffer {
-            offer_id,
-            from: *from,
-            sent_at: now,
-        });
         Some(p.conn)
     }
 
@@ -575,11 +616,7 @@ impl WebTorrentStore {
             shard.retain(|t| {
                 let before = t.peers.len();
                 t.peers.retain(|_, p| {
-                    p.pending
-                        .retain(|o| now.saturating_sub(o.sent_at) <= max_age);
-                    if p.pending.is_empty() {
-                        p.pending = Vec::new();
-                    }
+                    p.pending.clean(now, max_age);
                     p.expires >= now
                 });
                 report.peers_expired += before - t.peers.len();

@@ -223,6 +223,60 @@ fn pending_offers_per_peer_are_bounded() {
     }
 }
 
+/// A busy peer is sent thousands of offers before it reads the first (they wait in its
+/// socket buffers): with the default cap every one of them stays answerable, in any order,
+/// and ages out from the front without a scan of the list.
+#[test]
+fn a_busy_peer_keeps_thousands_of_offers_answerable() {
+    let s = WebTorrentStore::new(WsStoreConfig {
+        shards: 4,
+        offer_max_age: 10,
+        ..WsStoreConfig::default()
+    });
+    let mut out = Vec::new();
+    s.announce(&ann(1, 10, Started, false), &[], 0, &mut out);
+    let ids: Vec<OfferId> = (0..4000u32)
+        .map(|n| OfferId::new(&n.to_be_bytes()).unwrap())
+        .collect();
+    // Peer 2 offers 4,000 times at times 0..4 (peer 1 is its only possible target).
+    for (n, id) in ids.iter().enumerate() {
+        s.announce(
+            &ann(2, 20, Regular, false),
+            &[*id],
+            n as u32 / 1000,
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+    }
+    // Answered newest first, then oldest first: all relayed, each once.
+    for id in ids[2000..].iter().rev().chain(&ids[..2000]) {
+        assert_eq!(answer(&s, 1, 10, 2, id, 5), Ok(20));
+        assert_eq!(answer(&s, 1, 10, 2, id, 5), Err(AnswerRefusal::NoSuchOffer));
+    }
+    // Offers made at 0..4: at 13 those of time 0..2 have aged out of the list when the next
+    // offer goes in; those of time 3 are answerable until 13.
+    for (n, id) in ids.iter().enumerate() {
+        s.announce(
+            &ann(2, 20, Regular, false),
+            &[*id],
+            n as u32 / 1000,
+            &mut out,
+        );
+    }
+    s.announce(&ann(2, 20, Regular, false), &[oid(200)], 13, &mut out);
+    assert_eq!(
+        answer(&s, 1, 10, 2, &ids[2999], 13),
+        Err(AnswerRefusal::NoSuchOffer)
+    );
+    assert_eq!(answer(&s, 1, 10, 2, &ids[3000], 13), Ok(20));
+    assert_eq!(answer(&s, 1, 10, 2, &oid(200), 13), Ok(20));
+    // An answer that names the right offer id but another offerer matches nothing.
+    assert_eq!(
+        answer(&s, 1, 10, 3, &ids[3999], 13),
+        Err(AnswerRefusal::NoSuchOffer)
+    );
+}
+
 #[test]
 fn stopped_removes_only_the_senders_own_peer() {
     let (s, mut out) = store_with(&[ann(1, 10, Started, false), ann(2, 20, Started, false)]);

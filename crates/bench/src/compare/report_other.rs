@@ -84,7 +84,13 @@ pub fn generator_section(cmp: &Comparison) -> String {
     );
     out.push_str("| Contender | Load | Runs | Responses/s | Responses per tracker CPU-second |");
     if ws {
-        out.push_str(" Announces/s | Announces per tracker CPU-second |");
+        // What the load tester's clients read besides announce responses: offers and
+        // answers relayed to them, and error responses (a WebTorrent tracker's verdicts
+        // on what it was sent).
+        out.push_str(
+            " Announces/s | Announces per tracker CPU-second | Offers relayed per tracker \
+             CPU-second | Answers relayed per tracker CPU-second | Error responses/s |",
+        );
     }
     let wrk = cmp.generator == Generator::Wrk;
     if wrk {
@@ -92,7 +98,7 @@ pub fn generator_section(cmp: &Comparison) -> String {
     }
     out.push_str(" Tracker CPU | Load generator CPU | Others' CPU | Tracker RSS (MiB) |\n|---|---|---|---|---|");
     if ws {
-        out.push_str("---|---|");
+        out.push_str("---|---|---|---|---|");
     }
     if wrk {
         out.push_str("---|");
@@ -116,9 +122,12 @@ pub fn generator_section(cmp: &Comparison) -> String {
             if ws {
                 let _ = write!(
                     out,
-                    " {} | {} |",
+                    " {} | {} | {} | {} | {} |",
                     spread(col(&|r| r.rates.get("announce").copied())),
-                    spread(col(&|r| r.per_tracker_cpu_second(Some("announce"))))
+                    spread(col(&|r| r.per_tracker_cpu_second(Some("announce")))),
+                    spread(col(&|r| r.per_tracker_cpu_second(Some("offer")))),
+                    spread(col(&|r| r.per_tracker_cpu_second(Some("answer")))),
+                    spread(col(&|r| Some(r.rates.get("error").copied().unwrap_or(0.0))))
                 );
             }
             if wrk {
@@ -186,7 +195,11 @@ fn ratios(cmp: &Comparison) -> String {
         return out;
     };
     let kinds: &[(Option<&str>, &str)] = if cmp.protocol == "ws" {
-        &[(None, "responses"), (Some("announce"), "announces")]
+        &[
+            (None, "responses"),
+            (Some("announce"), "announces"),
+            (Some("offer"), "offers relayed"),
+        ]
     } else {
         &[(None, "responses")]
     };
@@ -317,7 +330,11 @@ pub(crate) mod tests {
                 ..Point::default()
             },
             responses_per_second: rps,
-            rates: [("announce".to_string(), announce)].into(),
+            rates: [
+                ("announce".to_string(), announce),
+                ("offer".to_string(), announce * 2.0),
+            ]
+            .into(),
             cpu: CpuUse {
                 wall_seconds: 10.0,
                 generator_percent: 90.0,
@@ -359,6 +376,21 @@ pub(crate) mod tests {
         );
         assert!(
             md.contains("- median announces per tracker CPU-second, shoal / aquatic_ws: **1.267**")
+        );
+        assert!(
+            md.contains(
+                "- median offers relayed per tracker CPU-second, shoal / aquatic_ws: **1.267**"
+            ),
+            "{md}"
+        );
+        // 3,800 announces a second at 5 CPU-seconds in 10 s; offers twice that; no answer
+        // and no error counted.
+        assert!(
+            md.contains(
+                "| 3,800 / **3,800** / 3,800 | 7,600 / **7,600** / 7,600 | 15,200 / **15,200** / \
+                 15,200 | - | 0 / **0** / 0 |"
+            ),
+            "{md}"
         );
         assert!(md.contains("`aquatic_ws_load_test -c x.toml`\n\n```toml\nnum_workers = 1\n```"));
         assert!(md.contains("TLS: a self-signed certificate"));
