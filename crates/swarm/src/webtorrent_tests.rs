@@ -239,15 +239,13 @@ fn a_busy_peer_keeps_thousands_of_offers_answerable() {
         .map(|n| OfferId::new(&n.to_be_bytes()).unwrap())
         .collect();
     // Peer 2 offers 4,000 times at times 0..4 (peer 1 is its only possible target).
-    for (n, id) in ids.iter().enumerate() {
-        s.announce(
-            &ann(2, 20, Regular, false),
-            &[*id],
-            n as u32 / 1000,
-            &mut out,
-        );
-        assert_eq!(out.len(), 1);
-    }
+    let offer_all = |out: &mut Vec<OfferTarget>| {
+        for (n, id) in ids.iter().enumerate() {
+            s.announce(&ann(2, 20, Regular, false), &[*id], n as u32 / 1000, out);
+            assert_eq!(out.len(), 1);
+        }
+    };
+    offer_all(&mut out);
     // Answered newest first, then oldest first: all relayed, each once.
     for id in ids[2000..].iter().rev().chain(&ids[..2000]) {
         assert_eq!(answer(&s, 1, 10, 2, id, 5), Ok(20));
@@ -255,14 +253,7 @@ fn a_busy_peer_keeps_thousands_of_offers_answerable() {
     }
     // Offers made at 0..4: at 13 those of time 0..2 have aged out of the list when the next
     // offer goes in; those of time 3 are answerable until 13.
-    for (n, id) in ids.iter().enumerate() {
-        s.announce(
-            &ann(2, 20, Regular, false),
-            &[*id],
-            n as u32 / 1000,
-            &mut out,
-        );
-    }
+    offer_all(&mut out);
     s.announce(&ann(2, 20, Regular, false), &[oid(200)], 13, &mut out);
     assert_eq!(
         answer(&s, 1, 10, 2, &ids[2999], 13),

@@ -90,6 +90,18 @@ struct PeerKey {
     peer_id: PeerId,
 }
 
+impl PeerKey {
+    fn new(user_id: u64, torrent_id: u64, peer_id: PeerId) -> Self {
+        Self {
+            account: Account {
+                user_id,
+                torrent_id,
+            },
+            peer_id,
+        }
+    }
+}
+
 /// What the ledger keeps of one client: its counters at its last announce, and what its
 /// announces added since the last drain. Keeping the sums with the record costs the
 /// announce one map access instead of two (the record and an account's sums): profiled,
@@ -285,14 +297,8 @@ impl Ledger {
     /// (its unwritten sums stay pending). What this node still has to write of the client
     /// is kept either way. Returns whether it changed anything.
     pub fn adopt(&self, shared: &SharedRecord) -> bool {
-        let account = Account {
-            user_id: shared.user_id,
-            torrent_id: shared.torrent_id,
-        };
-        let key = PeerKey {
-            account,
-            peer_id: shared.peer_id,
-        };
+        let key = PeerKey::new(shared.user_id, shared.torrent_id, shared.peer_id);
+        let account = key.account;
         let mut guard = self.shard(&account).lock();
         let shard = &mut *guard;
         if shared.ended {
@@ -344,14 +350,8 @@ impl Ledger {
     /// is the user's first on this torrent, and keeps the peer's counters for next time
     /// (or forgets the peer on `stopped`).
     pub fn record(&self, a: &AccountedAnnounce) -> Recorded {
-        let account = Account {
-            user_id: a.user_id,
-            torrent_id: a.torrent_id,
-        };
-        let key = PeerKey {
-            account,
-            peer_id: a.peer_id,
-        };
+        let key = PeerKey::new(a.user_id, a.torrent_id, a.peer_id);
+        let account = key.account;
         let gap = self.config.max_gap;
         let mut guard = self.shard(&account).lock();
         let shard = &mut *guard;
@@ -519,14 +519,8 @@ impl Ledger {
     /// announce is then compared with its last one before the restart.
     pub fn restore_peers(&self, peers: impl IntoIterator<Item = SavedPeer>) {
         for p in peers {
-            let account = Account {
-                user_id: p.user_id,
-                torrent_id: p.torrent_id,
-            };
-            let key = PeerKey {
-                account,
-                peer_id: p.peer_id,
-            };
+            let key = PeerKey::new(p.user_id, p.torrent_id, p.peer_id);
+            let account = key.account;
             let entry = PeerEntry {
                 record: p.record,
                 unwritten: Delta::new(p.user_id, p.torrent_id),
