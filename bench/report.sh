@@ -13,10 +13,11 @@
 # docs/benchmarks/NAME/{report.md,results.json,...}; report.md says the date and the exact
 # command.
 #
-#   compare-udp     shoal-bench's UDP load at LEVELS workers: shoal, aquatic_udp, opentracker
-#                   (and aquatic_udp_load_test against shoal, to compare load generators)
+#   compare-udp     shoal-bench's UDP load at LEVELS workers: shoal, aquatic_udp, opentracker,
+#                   torrust-tracker (and aquatic_udp_load_test against shoal, to compare
+#                   load generators)
 #   compare-http    shoal-bench's HTTP load over HTTP_CLIENTS connections: shoal,
-#                   aquatic_http, opentracker
+#                   aquatic_http, opentracker, torrust-tracker
 #   compare-ws      shoal-bench's WebTorrent load over WS_CLIENTS connections: shoal,
 #                   aquatic_ws, the npm bittorrent-tracker (bench/peers)
 #   udp-aquatic     aquatic_udp_load_test (its defaults: 1M torrents, 50:50:1 connect,
@@ -41,8 +42,10 @@
 # Opentracker (Debian's, whitelist-only) gets the workload's info hashes as its whitelist
 # (`shoal-bench info-hashes`); wrk's URL announces the first of them.
 # Needs: aquatic binaries in $BIN_DIR (default /work/tools/bin, else installed into
-# target/peers with cargo install), opentracker and wrk (apt-get), openssl, cc, and npm for
-# compare-ws.
+# target/peers with cargo install), torrust-tracker 3.0.0 in $BIN_DIR or $PEER_BIN_DIR
+# (default /work/peers/bin, else installed into target/peers with `cargo install --locked`:
+# without its lock file a newer zerocopy breaks its primitives crate), opentracker and wrk
+# (apt-get), openssl, cc, and npm for compare-ws.
 # Environment: ROUNDS (3, compare-*), DURATION (10s) and WARMUP (5s) for compare-*,
 # GEN_ROUNDS (3; udp-aquatic and udp-baseline: UDP_GEN_ROUNDS, 7), GEN_DURATION (15s) and GEN_WARMUP (5s)
 # for the runs under aquatic's testers and wrk (multiples of 5 s), LEVELS (1,2),
@@ -87,6 +90,13 @@ if [ ! -x "$BIN_DIR/aquatic_udp" ]; then
         [ -x "$BIN_DIR/$tool" ] || cargo install --locked --version 0.9.0 --root target/peers "$tool"
     done
 fi
+PEER_BIN_DIR=${PEER_BIN_DIR:-/work/peers/bin}
+if { wants compare-udp || wants compare-http; } && [ ! -x "$BIN_DIR/torrust-tracker" ] \
+    && [ ! -x "$PEER_BIN_DIR/torrust-tracker" ]; then
+    PEER_BIN_DIR=$PWD/target/peers/bin
+    [ -x "$PEER_BIN_DIR/torrust-tracker" ] \
+        || cargo install --locked --version 3.0.0 --root target/peers torrust-tracker
+fi
 for tool in opentracker wrk; do
     if ! command -v $tool >/dev/null; then
         sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
@@ -121,8 +131,8 @@ compare() { # NAME PORT ARGS...: one report into docs/benchmarks/NAME
     if [ -n "${TRACKER_WORKERS:-}" ] && [[ " $* " != *" --idle-connections "* ]]; then
         tiers=(--tracker-workers "$TRACKER_WORKERS")
     fi
-    $bench compare --bin-dir "$BIN_DIR" --out "docs/benchmarks/$name" --port "$port" \
-        "${baseline[@]}" "${tiers[@]}" "$@"
+    $bench compare --bin-dir "$BIN_DIR" --bin-dir "$PEER_BIN_DIR" --out "docs/benchmarks/$name" \
+        --port "$port" "${baseline[@]}" "${tiers[@]}" "$@"
     echo "==> docs/benchmarks/$name/report.md"
 }
 load=(--duration "$DURATION" --warmup "$WARMUP" --torrents "$TORRENTS")
@@ -134,11 +144,12 @@ for report in "${reports[@]}"; do
         compare-udp)
             compare "$report" 3100 --rounds "$ROUNDS" --png --levels "$LEVELS" \
                 --vs-aquatic-load-test --tracker shoal --tracker aquatic_udp \
-                --tracker "$opentracker_udp" udp --target 127.0.0.1:3100 "${load[@]}" ;;
+                --tracker "$opentracker_udp" --tracker torrust \
+                udp --target 127.0.0.1:3100 "${load[@]}" ;;
         compare-http)
             compare "$report" 3200 --rounds "$ROUNDS" --png --clients "$HTTP_CLIENTS" \
                 --tracker shoal --tracker aquatic_http --tracker "$opentracker_http" \
-                http --target http://127.0.0.1:3200/announce "${load[@]}" ;;
+                --tracker torrust http --target http://127.0.0.1:3200/announce "${load[@]}" ;;
         compare-ws)
             compare "$report" 3300 --rounds "$ROUNDS" --png --clients "$WS_CLIENTS" \
                 --tracker shoal --tracker aquatic_ws \

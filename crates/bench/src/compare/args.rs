@@ -47,8 +47,8 @@ pub struct CompareArgs {
 #[derive(Args, Clone, Debug)]
 pub struct ContenderArgs {
     /// A contender: a preset (shoal, shoal-private, aquatic_udp, aquatic_http, aquatic_ws,
-    /// opentracker, io-limit) or NAME=COMMAND, where COMMAND may use {port}, {config},
-    /// {cert} and {key}. Repeat for each. shoal-private is shoal in private mode (a fresh
+    /// opentracker, torrust (torrust-tracker 3.x, UDP and HTTP), io-limit) or NAME=COMMAND,
+    /// where COMMAND may use {port}, {config}, {cert} and {key}. Repeat for each. shoal-private is shoal in private mode (a fresh
     /// SQLite database in --out, the admin listener on --port + 1): the load needs
     /// --passkeys FILE, whose keys and the workload's torrents are registered through its
     /// admin API before the first run, and its database writes are reported. Any contender
@@ -72,8 +72,8 @@ pub struct ContenderArgs {
 pub struct PinningArgs {
     /// Tracker worker counts, one tier each (seeds 000-002's tables): every contender is
     /// started with that many workers (shoal `--workers N`; aquatic's socket and swarm
-    /// workers in its config; `{workers}` in a NAME=COMMAND; opentracker as it comes),
-    /// pinned to the first N CPUs, the load generator to the rest.
+    /// workers in its config; torrust's tokio worker threads; `{workers}` in a NAME=COMMAND;
+    /// opentracker as it comes), pinned to the first N CPUs, the load generator to the rest.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub tracker_workers: Vec<usize>,
     /// CPUs for the tracker (taskset list), at every tier (default: the first N CPUs this

@@ -12,6 +12,15 @@
 //! comparison starts with an empty one), the admin listener on the comparison's port + 1
 //! (for registering users and torrents and reading its database writes: see
 //! [`super::private`]) and the admin token in its config.
+//!
+//! `torrust` is torrust-tracker 3.x (UDP or HTTP): its config (schema 2.0.0) is named by the
+//! `TORRUST_TRACKER_CONFIG_TOML_PATH` variable, so the command starts it through `env`. The
+//! config holds only what the tracker requires or this comparison sets (public mode, one
+//! listener at the comparison's port, the health-check listener it always starts moved to an
+//! ephemeral port, its SQLite file in the temporary directory, errors-only logging, and usage
+//! statistics off as in the benchmarking config torrust-tracker ships: on one core under
+//! aquatic_udp_load_test it answered 52k requests a second with them, 140k without); the
+//! rest is its default. Its workers are tokio's worker threads (`TOKIO_WORKER_THREADS`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -101,6 +110,7 @@ pub fn resolve(spec: &str, s: &Setting) -> Result<(String, Vec<String>)> {
         let text = match name.as_str() {
             "shoal" => shoal_config(s, false),
             "shoal-private" => shoal_config(s, true),
+            "torrust" => torrust_config(s)?,
             _ => aquatic_config(&words[0], s)?,
         };
         std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
@@ -130,6 +140,10 @@ fn preset(spec: &str, s: &Setting) -> Result<String> {
         }
         ("opentracker", "udp") => "opentracker -i 127.0.0.1 -P {port}".into(),
         ("opentracker", "http") => "opentracker -i 127.0.0.1 -p {port}".into(),
+        ("torrust", "udp" | "http") => format!(
+            "env TORRUST_TRACKER_CONFIG_TOML_PATH={{config}} TOKIO_WORKER_THREADS={{workers}} {}",
+            find_binary("torrust-tracker", s.bins)
+        ),
         ("io-limit", "udp") => format!("{} 127.0.0.1 {{port}}", io_limit_responder()?.display()),
         _ => bail!("no preset {spec:?} for {}; use NAME=COMMAND", s.protocol),
     };
@@ -219,6 +233,47 @@ fn shoal_config(s: &Setting, private: bool) -> String {
         t.push_str(&format!("\n[admin]\ntoken = \"{ADMIN_TOKEN}\"\n"));
     }
     t
+}
+
+/// torrust-tracker's config: its mandatory keys (schema version, logging threshold, public
+/// and unlisted), usage statistics off, one UDP or HTTP(S) listener, the health-check listener on an ephemeral
+/// port (it has no off switch) and the SQLite file it creates at start (unused with these
+/// settings) in the temporary directory, out of the report's, removed first so every
+/// comparison starts with an empty one.
+fn torrust_config(s: &Setting) -> Result<String> {
+    let db = std::env::temp_dir().join(format!("shoal-bench-torrust-{}.db", s.port));
+    remove_if_there(&db)?;
+    let listener = if s.protocol == "udp" {
+        "udp_trackers"
+    } else {
+        "http_trackers"
+    };
+    let mut lines = vec![
+        "# written by shoal-bench compare; everything not named here is torrust-tracker's \
+         default"
+            .to_string(),
+        "[metadata]".into(),
+        "schema_version = \"2.0.0\"".into(),
+        "[logging]".into(),
+        "threshold = \"error\"".into(),
+        "[core]".into(),
+        "listed = false".into(),
+        "private = false".into(),
+        "tracker_usage_statistics = false".into(),
+        "[core.database]".into(),
+        "driver = \"sqlite3\"".into(),
+        format!("path = \"{}\"", db.display()),
+        "[health_check_api]".into(),
+        "bind_address = \"127.0.0.1:0\"".into(),
+        format!("[[{listener}]]"),
+        format!("bind_address = \"127.0.0.1:{}\"", s.port),
+    ];
+    if let Some(c) = s.tls {
+        lines.push("[http_trackers.tsl_config]".into());
+        lines.push(format!("ssl_cert_path = \"{}\"", c.cert.display()));
+        lines.push(format!("ssl_key_path = \"{}\"", c.key.display()));
+    }
+    Ok(lines.join("\n") + "\n")
 }
 
 /// aquatic's default config (`BIN -p`) with the listen address, the tier's workers (see
@@ -425,6 +480,58 @@ mod tests {
         );
         let private = super::super::private::PrivateTracker::of_command(&w.join(" ")).unwrap();
         assert_eq!(private.admin, "127.0.0.1:3201".parse().unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_torrust_preset_names_its_config_and_threads_and_writes_one_listener() {
+        let dir = std::env::temp_dir().join(format!("shoal-bench-torrust-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bins = [dir.clone()];
+        std::fs::write(dir.join("torrust-tracker"), "").unwrap();
+        let s = Setting {
+            bins: &bins,
+            workers: 2,
+            ..setting("udp", &dir, None)
+        };
+        let (name, w) = resolve("torrust", &s).unwrap();
+        let config = dir.join("torrust-2w.toml");
+        assert_eq!(name, "torrust");
+        assert_eq!(
+            w.join(" "),
+            format!(
+                "env TORRUST_TRACKER_CONFIG_TOML_PATH={} TOKIO_WORKER_THREADS=2 {}",
+                config.display(),
+                dir.join("torrust-tracker").display()
+            )
+        );
+        let text = std::fs::read_to_string(&config).unwrap();
+        for line in [
+            "schema_version = \"2.0.0\"",
+            "threshold = \"error\"",
+            "private = false",
+            "listed = false",
+            "tracker_usage_statistics = false",
+            "[health_check_api]\nbind_address = \"127.0.0.1:0\"",
+            "[[udp_trackers]]\nbind_address = \"127.0.0.1:3200\"\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in {text}");
+        }
+        assert!(!text.contains("http_trackers"), "{text}");
+        let cert = Cert {
+            cert: "/c.pem".into(),
+            key: "/k.pem".into(),
+        };
+        resolve("torrust", &setting("http", &dir, Some(&cert))).unwrap();
+        let text = std::fs::read_to_string(dir.join("torrust-tls.toml")).unwrap();
+        assert!(
+            text.ends_with(
+                "[[http_trackers]]\nbind_address = \"127.0.0.1:3200\"\n\
+                 [http_trackers.tsl_config]\nssl_cert_path = \"/c.pem\"\nssl_key_path = \"/k.pem\"\n"
+            ),
+            "{text}"
+        );
+        assert!(resolve("torrust", &setting("ws", &dir, None)).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

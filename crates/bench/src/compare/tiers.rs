@@ -121,6 +121,7 @@ pub fn workers_setting(spec: &str, protocol: &str, n: usize) -> String {
             (socket, Some(swarm)) => format!("socket_workers = {socket}, swarm_workers = {swarm}"),
             (socket, None) => format!("socket_workers = {socket}"),
         },
+        "torrust" => format!("`TOKIO_WORKER_THREADS={n}` (tokio's worker threads)"),
         "opentracker" => "as it comes (no worker setting)".into(),
         "io-limit" => "as it comes (one thread)".into(),
         _ => "as it comes".into(),
@@ -219,6 +220,12 @@ mod tests {
             ),
             ("aquatic_udp", "udp", 2, "socket_workers = 2"),
             ("opentracker", "udp", 4, "as it comes (no worker setting)"),
+            (
+                "torrust",
+                "http",
+                2,
+                "`TOKIO_WORKER_THREADS=2` (tokio's worker threads)",
+            ),
             ("x=x --threads {workers}", "udp", 4, "`{workers}` = 4"),
             (
                 "x=x --port {port}",
