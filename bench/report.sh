@@ -22,7 +22,7 @@
 #                   aquatic_ws, the npm bittorrent-tracker (bench/peers)
 #   udp-aquatic     aquatic_udp_load_test (its defaults: 1M torrents, 50:50:1 connect,
 #                   announce, scrape): shoal, aquatic_udp, io-limit (bench/io-limit, the
-#                   kernel's I/O limit)
+#                   kernel's I/O limit), torrust-tracker
 #   http-aquatic    aquatic_http_load_test, keep-alive: shoal, aquatic_http
 #   https-aquatic   the same over TLS (self-signed certificate made with openssl)
 #   http-wrk        wrk -H 'Connection: close' on one announce URL, trackers with keep-alive
@@ -91,7 +91,8 @@ if [ ! -x "$BIN_DIR/aquatic_udp" ]; then
     done
 fi
 PEER_BIN_DIR=${PEER_BIN_DIR:-/work/peers/bin}
-if { wants compare-udp || wants compare-http; } && [ ! -x "$BIN_DIR/torrust-tracker" ] \
+if { wants compare-udp || wants compare-http || wants udp-aquatic; } \
+    && [ ! -x "$BIN_DIR/torrust-tracker" ] \
     && [ ! -x "$PEER_BIN_DIR/torrust-tracker" ]; then
     PEER_BIN_DIR=$PWD/target/peers/bin
     [ -x "$PEER_BIN_DIR/torrust-tracker" ] \
@@ -157,7 +158,7 @@ for report in "${reports[@]}"; do
                 ws --target ws://127.0.0.1:3300 "${load[@]}" ;;
         udp-aquatic)
             compare "$report" 3400 --generator aquatic --rounds "$UDP_GEN_ROUNDS" \
-                --tracker shoal --tracker aquatic_udp --tracker io-limit \
+                --tracker shoal --tracker aquatic_udp --tracker io-limit --tracker torrust \
                 udp --target 127.0.0.1:3400 "${gen[@]}" ;;
         udp-baseline)
             [ -x "${BASELINE_SHOAL:-}" ] || { echo "udp-baseline: BASELINE_SHOAL is not an executable" >&2; exit 2; }
