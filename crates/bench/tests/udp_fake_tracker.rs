@@ -197,25 +197,31 @@ fn args(target: &str, duration: &str, extra: &str) -> UdpArgs {
 
 #[test]
 fn reported_p50_matches_a_known_delay() {
-    let delay = Duration::from_millis(2);
+    // 10 ms: long enough that a loaded machine's wake-up latency (a few hundred µs, seen
+    // on CI's VM) stays well inside the 10% asked; the measurement itself is what is tested.
+    let delay = Duration::from_millis(10);
     let (addr, stop, sent) = fake_tracker(delay, &[0]);
     let target = addr.to_string();
-    let a = args(&target, "2s", "--concurrency 1 --weight-scrape 1");
+    let a = args(&target, "3s", "--concurrency 1 --weight-scrape 1");
     let r = run(&a).expect("run against the fake tracker");
     stop.store(true, Ordering::Relaxed);
     let s = &r.summary;
     let p50 = s.ops["announce"].p50;
     assert!(
-        (p50 - 2000.0).abs() <= 200.0,
-        "announce p50 {p50}µs, expected 2000µs ± 10%"
+        (p50 - 10_000.0).abs() <= 1_000.0,
+        "announce p50 {p50}µs, expected 10,000µs ± 10%"
     );
-    assert!((s.ops["scrape"].p50 - 2000.0).abs() <= 200.0, "{:?}", s.ops);
     assert!(
-        s.ops["announce"].min >= 2000.0,
+        (s.ops["scrape"].p50 - 10_000.0).abs() <= 1_000.0,
+        "{:?}",
+        s.ops
+    );
+    assert!(
+        s.ops["announce"].min >= 10_000.0,
         "answers cannot beat the delay"
     );
-    // One request at a time for 2 s at ~2 ms each: several hundred responses.
-    assert!(s.responses > 300, "{}", s.responses);
+    // One request at a time for 3 s at ~10 ms each: about 300 responses.
+    assert!(s.responses > 200, "{}", s.responses);
     assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
     // Our count of responses equals what the tracker sent, but for the one in flight.
     thread::sleep(Duration::from_millis(50));

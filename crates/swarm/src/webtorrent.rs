@@ -69,9 +69,9 @@ impl Default for WsStoreConfig {
 
 /// An offer relayed to a peer, waiting for its answer: a keyed hash of the offer's id and
 /// the peer that made it (where the answer must go), and when it went out. A tag instead of
-/// the 40 bytes it stands for keeps thousands of them per busy peer affordable; the key is
-/// random per process, so an answerer cannot craft a pair that matches an offer it was not
-/// sent (and a match by chance is one in 2^64 per check).
+/// the 40 bytes it stands for keeps thousands of them per busy peer affordable. The key is
+/// random per process and never leaves it, so an answerer has nothing to aim a forged pair
+/// with: a match it was not sent is a guess, one in 2^64 per answer.
 #[derive(Clone, Copy, Debug)]
 struct PendingOffer {
     tag: u64,
