@@ -48,11 +48,12 @@ pub struct CompareArgs {
 pub struct ContenderArgs {
     /// A contender: a preset (shoal, shoal-private, aquatic_udp, aquatic_http, aquatic_ws,
     /// opentracker, torrust (torrust-tracker 3.x, UDP and HTTP), io-limit) or NAME=COMMAND,
-    /// where COMMAND may use {port}, {config}, {cert} and {key}. Repeat for each. shoal-private is shoal in private mode (a fresh
-    /// SQLite database in --out, the admin listener on --port + 1): the load needs
-    /// --passkeys FILE, whose keys and the workload's torrents are registered through its
-    /// admin API before the first run, and its database writes are reported. Any contender
-    /// whose command has --private and --admin ADDR is treated so.
+    /// where COMMAND may use {port}, {config}, {cert} and {key}. Repeat for each.
+    /// shoal-private is shoal in private mode (a fresh SQLite database in --out, the admin
+    /// listener on --port + 1): the load needs --passkeys FILE, whose keys and the
+    /// workload's torrents are registered through its admin API before the first run, and
+    /// its database writes are reported. Any contender whose command has --private and
+    /// --admin ADDR is treated so.
     #[arg(long = "tracker", required = true)]
     pub trackers: Vec<String>,
     /// Port the trackers listen on (below 32768, outside the ephemeral range).

@@ -236,10 +236,10 @@ fn shoal_config(s: &Setting, private: bool) -> String {
 }
 
 /// torrust-tracker's config: its mandatory keys (schema version, logging threshold, public
-/// and unlisted), usage statistics off, one UDP or HTTP(S) listener, the health-check listener on an ephemeral
-/// port (it has no off switch) and the SQLite file it creates at start (unused with these
-/// settings) in the temporary directory, out of the report's, removed first so every
-/// comparison starts with an empty one.
+/// and unlisted), usage statistics off, one UDP or HTTP(S) listener, the health-check
+/// listener on an ephemeral port (it has no off switch) and the SQLite file it creates at
+/// start (unused with these settings) in the temporary directory, out of the report's,
+/// removed first so every comparison starts with an empty one.
 fn torrust_config(s: &Setting) -> Result<String> {
     let db = std::env::temp_dir().join(format!("shoal-bench-torrust-{}.db", s.port));
     remove_if_there(&db)?;
