@@ -59,6 +59,19 @@ fn metrics_parse_and_count_requests_peers_and_latency() {
     c.admin.sample_interval = 1;
     let t = Tracker::start(c).unwrap();
     let tracker = t.udp_addrs()[0];
+    // The sampler's first sample is the baseline its rates are taken against: on a loaded
+    // machine its thread can start after the traffic below, and then no later sample shows
+    // a UDP rate. Wait for it (bounded) before sending anything.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = http(t.admin_addrs()[0], "GET", "/status.json", None);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if !v["samples"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no first sample in 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     let mut client = Client::new(tracker);
     client.connect();
