@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The reports that need a bigger machine than the 2-core VM, from prebuilt binaries only (a
+# lent machine reaches no registry and has no toolchain):
+#
+#   bench/tiers.sh tiers flood aquatic
+#
+#   tiers    shoal-bench compare at TIERS tracker workers (default 1,2,4,8; LEVELS load
+#            workers, default 8; ROUNDS, default 3): shoal, aquatic_udp, opentracker
+#   aquatic  the same under aquatic_udp_load_test's defaults: shoal, aquatic_udp (AQ_ROUNDS)
+#   flood    the flood example (issue 13), unpinned: on a machine with cores to spare the
+#            scheduler keeps tracker, flood and normal client apart
+#
+# $DIR/bin holds shoal, shoal-bench, flood (`cargo build --release -p shoal-server
+# --example flood`), aquatic_udp, aquatic_udp_load_test (0.9.0), opentracker and taskset;
+# $DIR/lib the shared libraries they need that the machine may lack (Debian's opentracker
+# needs libowfat.so.0). Results go to $OUT (default /tmp/out): a tarball per report (render
+# it with `shoal-bench render --png DIR/results.json`), the logs and the machine's lscpu.
+set -u
+D=${DIR:-$PWD/.dev}
+export PATH=$D/bin:$PATH LD_LIBRARY_PATH=$D/lib
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+chmod +x $D/bin/*
+ulimit -n 65536 || true
+{ date -u; uname -a; head -3 /etc/os-release; nproc; lscpu; cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list;
+  for c in 0 1 2 3 4 5 6 7 8; do echo "cpu$c siblings $(cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list)"; done; free -g; } > $OUT/machine.txt 2>&1
+head -30 $OUT/machine.txt
+command -v taskset; opentracker -h 2>&1 | head -2
+B=$D/bin/shoal-bench
+wl=/tmp/ot; mkdir -p $wl
+$B info-hashes --torrents 10000 > $wl/whitelist
+TIERS=${TIERS:-1,2,4,8}; LEVELS=${LEVELS:-8}; ROUNDS=${ROUNDS:-3}
+for step in "$@"; do
+  start=$(date +%s)
+  case $step in
+    tiers)
+      timeout ${TIERS_TIMEOUT:-340} $B compare --bin-dir $D/bin --out /tmp/tiers-udp --port 3100 \
+        --rounds $ROUNDS --levels $LEVELS --tracker-workers $TIERS --noisy-retries 0 \
+        --tracker shoal --tracker aquatic_udp \
+        --tracker "opentracker=opentracker -i 127.0.0.1 -P {port} -d $wl -w whitelist" \
+        udp --target 127.0.0.1:3100 --duration ${DUR:-5s} --warmup ${WARM:-2s} --torrents 10000 \
+        > $OUT/tiers.log 2>&1
+      echo "tiers rc=$?"; tail -5 $OUT/tiers.log
+      tar czf $OUT/tiers-udp.tgz -C /tmp tiers-udp ;;
+    aquatic)
+      timeout ${AQ_TIMEOUT:-240} $B compare --bin-dir $D/bin --generator aquatic --out /tmp/tiers-aquatic --port 3400 \
+        --rounds ${AQ_ROUNDS:-2} --levels $LEVELS --tracker-workers $TIERS --noisy-retries 0 \
+        --tracker shoal --tracker aquatic_udp \
+        udp --target 127.0.0.1:3400 --duration 5s --warmup 5s \
+        > $OUT/aquatic.log 2>&1
+      echo "aquatic rc=$?"; tail -5 $OUT/aquatic.log
+      tar czf $OUT/tiers-aquatic.tgz -C /tmp tiers-aquatic ;;
+    flood)
+      timeout ${FLOOD_TIMEOUT:-150} $D/bin/flood --seconds ${FLOOD_SECONDS:-15} --runs ${FLOOD_RUNS:-3} --protocol udp > $OUT/flood.md 2> $OUT/flood.err
+      echo "flood rc=$?"; grep -A6 "^## Result\|criteria" $OUT/flood.md | head -30 ;;
+  esac
+  echo "$step took $(( $(date +%s) - start )) s"
+done
