@@ -7,6 +7,8 @@
 #   tiers    shoal-bench compare at TIERS tracker workers (default 1,2,4,8; LEVELS load
 #            workers, default 8; ROUNDS, default 3): shoal, aquatic_udp, opentracker
 #   aquatic  the same under aquatic_udp_load_test's defaults: shoal, aquatic_udp (AQ_ROUNDS)
+#   gen      shoal-bench and aquatic_udp_load_test, each on one CPU, against one shoal of
+#            6 workers on 6 others: requests per generator CPU-second
 #   flood    the flood example (issue 13), unpinned: on a machine with cores to spare the
 #            scheduler keeps tracker, flood and normal client apart
 #
@@ -49,6 +51,17 @@ for step in "$@"; do
         > $OUT/aquatic.log 2>&1
       echo "aquatic rc=$?"; tail -5 $OUT/aquatic.log
       tar czf $OUT/tiers-aquatic.tgz -C /tmp tiers-aquatic ;;
+    gen)
+      # The load generators against one shoal that is faster than either (GEN_TRACKER_CPUS
+      # workers), each generator on the one CPU GEN_CPU: requests per generator CPU-second.
+      timeout ${GEN_TIMEOUT:-150} $B compare --bin-dir $D/bin --out /tmp/generators --port 3500 \
+        --rounds ${GEN_ROUNDS:-3} --levels 1 --tracker-workers ${GEN_WORKERS:-6} \
+        --tracker-cpus ${GEN_TRACKER_CPUS:-0-5} --bench-cpus ${GEN_CPU:-8} --noisy-retries 0 \
+        --vs-aquatic-load-test --tracker shoal \
+        udp --target 127.0.0.1:3500 --duration 5s --warmup 5s --torrents 10000 \
+        > $OUT/gen.log 2>&1
+      echo "gen rc=$?"; tail -3 $OUT/gen.log; grep -A5 "## Load generators" /tmp/generators/report.md
+      tar czf $OUT/generators.tgz -C /tmp generators ;;
     flood)
       timeout ${FLOOD_TIMEOUT:-150} $D/bin/flood --seconds ${FLOOD_SECONDS:-15} --runs ${FLOOD_RUNS:-3} --protocol udp > $OUT/flood.md 2> $OUT/flood.err
       echo "flood rc=$?"; grep -A6 "^## Result\|criteria" $OUT/flood.md | head -30 ;;

@@ -71,6 +71,11 @@ pub struct UdpArgs {
     /// Datagrams per recvmmsg call.
     #[arg(long, default_value_t = 64)]
     pub batch: usize,
+    /// Send each request as a datagram of its own instead of through UDP GSO (runs of
+    /// equal-sized requests handed to the kernel as one message that it cuts into the
+    /// same datagrams; turned off by itself where the kernel refuses it).
+    #[arg(long)]
+    pub no_gso: bool,
     #[command(flatten)]
     pub workload: WorkloadArgs,
 }
@@ -254,7 +259,7 @@ impl Worker {
             timeout_ns: args.run.timeout.as_nanos() as u64,
             interval_ns,
             recv: Datagrams::new(args.batch.clamp(1, 1024), MAX_DATAGRAM),
-            send: SendBatch::new(),
+            send: SendBatch::new().gso(!args.no_gso),
             hashes: Vec::new(),
             packet: Vec::with_capacity(buf_len),
             passkeys,
