@@ -2,7 +2,8 @@
 //!
 //! Beyond "never panics": whatever parses is relayed the way the tracker would relay it,
 //! and the relayed JSON must parse back to the same binary fields (the binary-string
-//! encoding is lossless for every byte).
+//! encoding is lossless for every byte). A message that is valid UTF-8 (a text frame) also
+//! goes through the text parser, which must read it exactly as the bytes parser does.
 
 #![no_main]
 
@@ -15,6 +16,13 @@ fn binary_field(v: &serde_json::Value, key: &str) -> Vec<u8> {
 }
 
 fuzz_target!(|data: &[u8]| {
+    if let Ok(text) = std::str::from_utf8(data) {
+        assert_eq!(
+            format!("{:?}", ws::parse_text(text)),
+            format!("{:?}", ws::parse_request(data)),
+            "text and bytes parsers disagree"
+        );
+    }
     match ws::parse_request(data) {
         Ok(Request::Announce(a)) => {
             for o in &a.offers {

@@ -14,9 +14,13 @@ fn announce_json(ih: &[u8], pid: &[u8]) -> Value {
            "numwant": 50, "uploaded": 0, "downloaded": 1048576, "left": 0, "event": "completed"})
 }
 
+/// Parses `v`'s JSON text both ways (as a binary frame's bytes and as a text frame's
+/// `str`), checks that they agree, and returns the first.
 fn parse(v: &Value) -> Result<Request<'static>, (RequestError, FailureContext)> {
-    let s: &'static [u8] = Box::leak(serde_json::to_vec(v).unwrap().into_boxed_slice());
-    parse_request(s)
+    let s: &'static str = Box::leak(serde_json::to_string(v).unwrap().into_boxed_str());
+    let bytes = parse_request(s.as_bytes());
+    assert_eq!(format!("{bytes:?}"), format!("{:?}", parse_text(s)), "{s}");
+    bytes
 }
 
 #[test]
@@ -297,6 +301,20 @@ proptest! {
     /// Arbitrary bytes never panic the parser.
     #[test]
     fn arbitrary_bytes_do_not_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-        let _ = parse_request(&bytes);
+        let parsed = parse_request(&bytes);
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            prop_assert_eq!(format!("{parsed:?}"), format!("{:?}", parse_text(text)));
+        }
+    }
+
+    /// Non-ASCII text (offer ids and SDP the way aquatic_ws_load_test writes them) reads
+    /// the same through both parsers.
+    #[test]
+    fn text_and_bytes_parsers_agree(oid in proptest::collection::vec(any::<u8>(), 1..=MAX_OFFER_ID_LEN),
+                                    sdp in "\\PC{0,40}") {
+        let v = json!({"action": "announce", "info_hash": bin(&[1; 20]), "peer_id": bin(&[2; 20]),
+                       "offers": [{"offer_id": bin(&oid), "offer": {"sdp": sdp}}]});
+        let text = serde_json::to_string(&v).unwrap();
+        prop_assert_eq!(format!("{:?}", parse_request(text.as_bytes())), format!("{:?}", parse_text(&text)));
     }
 }

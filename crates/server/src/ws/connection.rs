@@ -135,7 +135,7 @@ where
                     Some(Ok(msg)) => {
                         last_heard = Instant::now();
                         match msg {
-                            Message::Text(t) => handler::handle(ctx, &mut state, t.as_bytes(), shoal_swarm::clock::now(), &mut replies),
+                            Message::Text(t) => handler::handle_text(ctx, &mut state, t.as_str(), shoal_swarm::clock::now(), &mut replies),
                             Message::Binary(b) => handler::handle(ctx, &mut state, &b, shoal_swarm::clock::now(), &mut replies),
                             Message::Close(_) => {
                                 // tungstenite has queued the closing reply: send it.

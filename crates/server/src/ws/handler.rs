@@ -132,7 +132,8 @@ fn failure(text: &str, context: FailureContext) -> Utf8Bytes {
     .into()
 }
 
-/// Handles one message from connection `conn`, pushing replies for it onto `replies`.
+/// Handles one message from connection `conn` (a binary frame's bytes), pushing replies
+/// for it onto `replies`.
 pub fn handle(
     ctx: &WsContext,
     conn: &mut ConnState,
@@ -141,7 +142,30 @@ pub fn handle(
     replies: &mut Vec<Utf8Bytes>,
 ) -> Verdict {
     Protocol::Ws.count_family(conn.source);
-    match ws::parse_request(message) {
+    dispatch(ctx, conn, ws::parse_request(message), now, replies)
+}
+
+/// [`handle`] for a text frame, whose UTF-8 the WebSocket layer already checked (see
+/// [`ws::parse_text`]).
+pub fn handle_text(
+    ctx: &WsContext,
+    conn: &mut ConnState,
+    message: &str,
+    now: u32,
+    replies: &mut Vec<Utf8Bytes>,
+) -> Verdict {
+    Protocol::Ws.count_family(conn.source);
+    dispatch(ctx, conn, ws::parse_text(message), now, replies)
+}
+
+fn dispatch(
+    ctx: &WsContext,
+    conn: &mut ConnState,
+    parsed: Result<Request<'_>, (RequestError, FailureContext)>,
+    now: u32,
+    replies: &mut Vec<Utf8Bytes>,
+) -> Verdict {
+    match parsed {
         Ok(Request::Announce(a)) => announce(ctx, conn, &a, now, replies),
         Ok(Request::Answer(a)) => {
             answer(ctx, conn, &a, now, replies);
@@ -472,7 +496,7 @@ mod tests {
     fn send(ctx: &WsContext, conn: &mut ConnState, message: &str) -> Vec<String> {
         let mut replies = Vec::new();
         assert_eq!(
-            handle(ctx, conn, message.as_bytes(), 1, &mut replies),
+            handle_text(ctx, conn, message, 1, &mut replies),
             Verdict::Continue
         );
         replies.iter().map(|r| r.as_str().to_owned()).collect()
@@ -493,8 +517,7 @@ mod tests {
         let mut conn = ConnState::new(1, "127.0.0.1".parse().unwrap(), None);
         let message = format!("{}}}", announce_of('d'));
         let mut replies = Vec::new();
-        let mut ask =
-            |conn: &mut ConnState| handle(&ctx, conn, message.as_bytes(), 1, &mut replies);
+        let mut ask = |conn: &mut ConnState| handle_text(&ctx, conn, &message, 1, &mut replies);
         assert_eq!(ask(&mut conn), Verdict::Continue);
         assert_eq!(ask(&mut conn), Verdict::Limited);
         let mut far = ConnState::new(2, "10.0.0.1".parse().unwrap(), None);
