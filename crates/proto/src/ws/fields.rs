@@ -200,3 +200,37 @@ impl<'de> Deserialize<'de> for Number {
         f64::deserialize(d).map(Number)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `decode_binary_into` with an `out` of `cap` bytes, its result as a value.
+    fn decode(s: &str, cap: usize) -> Result<Vec<u8>, &'static str> {
+        let mut out = vec![0; cap];
+        match decode_binary_into(s, &mut out) {
+            Ok(n) => Ok(out[..n].to_vec()),
+            Err(BinaryError::NotByte) => Err("not a byte"),
+            Err(BinaryError::TooLong) => Err("too long"),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn characters_above_a_byte_and_overflow_are_refused(bytes in proptest::collection::vec(any::<u8>(), 0..20),
+                                                            c in proptest::char::range('\u{100}', '\u{10ffff}')) {
+            let mut s = encode_binary(&bytes);
+            s.push(c);
+            prop_assert_eq!(decode(&s, 40), Err("not a byte"));
+            prop_assert_eq!(decode(&encode_binary(&bytes), bytes.len().saturating_sub(1)),
+                            if bytes.is_empty() { Ok(vec![]) } else { Err("too long") });
+        }
+
+        #[test]
+        fn every_byte_round_trips(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let s = encode_binary(&bytes);
+            prop_assert_eq!(decode(&s, 40), Ok(bytes));
+        }
+    }
+}
