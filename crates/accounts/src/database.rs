@@ -42,6 +42,15 @@ const BATCH_IDS_KEPT: i64 = 7 * 24 * 3600;
 /// Connections per pool: one writer, a reload, a few admin calls at once.
 const MAX_CONNECTIONS: u32 = 4;
 
+/// SQLite's page cache per connection, in KiB (`PRAGMA cache_size`, negative: KiB). SQLite's
+/// default is 2 MiB: past a few tens of thousands of `user_torrents` rows, most pages an
+/// upsert walks are not in it and each is read back through a `pread` system call. Measured
+/// with `examples/write_speed` (100,000-row batches into a growing table, 2-core VM): the
+/// CPU per row rose from 3.6 to 11-13 µs by the tenth batch at 2 MiB; see
+/// `docs/benchmarks/private-udp/README.md` for the figures at this size. The cache fills
+/// only as pages are read, so a small database costs only what it holds.
+const SQLITE_CACHE_KIB: i64 = 64 * 1024;
+
 /// The longest passkey and client prefix the schema holds (in bytes, ASCII).
 const PASSKEY_MAX: usize = 64;
 const PREFIX_MAX: usize = 20;
@@ -119,6 +128,7 @@ impl Database {
                     .map_err(bad_url)?
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal)
+                    .pragma("cache_size", (-SQLITE_CACHE_KIB).to_string())
                     .busy_timeout(Duration::from_secs(5));
                 // An in-memory database lives as long as its one connection.
                 let in_memory = url.contains(":memory:");
