@@ -189,13 +189,35 @@ async fn accounts_scenario(url: &str, dialect: Dialect) {
     assert!(db.write_batch(Some(&"x".repeat(65)), &once).await.is_err());
     assert_eq!(db.user_stats(999).await.unwrap(), None);
 
+    // Several snatches in one batch, of two users, one of them already counted: each
+    // (user, torrent) counts once, and each user's count gets only their new ones.
+    let snatched = |user_id, torrent| Delta {
+        user_id,
+        torrent,
+        completed: true,
+        ..Delta::default()
+    };
+    let w = db
+        .write(&[
+            snatched(7, FREELEECH),
+            snatched(7, PLAIN),
+            snatched(9, FREELEECH),
+        ])
+        .await
+        .unwrap();
+    assert_eq!((w.applied, w.new_snatches), (3, 2));
+    assert_eq!(db.user_stats(7).await.unwrap().unwrap().completed, 2);
+    assert_eq!(db.user_stats(9).await.unwrap().unwrap().completed, 1);
+    let w = db.write(&[snatched(9, FREELEECH)]).await.unwrap();
+    assert_eq!(w.new_snatches, 0);
+
     // Deleting a torrent drops its rows, not the user's totals; deleting a user drops theirs.
     assert!(db.delete_torrent(&PLAIN).await.unwrap());
     assert!(!db.delete_torrent(&PLAIN).await.unwrap());
     let after = db.user_stats(7).await.unwrap().unwrap();
     assert_eq!(
         (after.uploaded, after.completed, after.torrents.len()),
-        (2030, 1, 1)
+        (2030, 2, 1)
     );
     assert!(db.delete_user(9).await.unwrap());
     assert!(!db.delete_user(9).await.unwrap());
