@@ -419,6 +419,7 @@ impl Handler {
                 return Reply::Failed;
             }
         };
+        let now = shoal_swarm::clock::now();
         let swarm = match self.admitted(&policy::Request {
             protocol: Protocol::Http,
             action: policy::Action::Announce,
@@ -431,6 +432,7 @@ impl Handler {
                 downloaded: req.downloaded,
                 left: Some(req.left),
                 event: req.event,
+                now,
             }),
         }) {
             Ok(swarm) => swarm,
@@ -443,7 +445,6 @@ impl Handler {
         }
         .to_canonical();
         let numwant = s.store.numwant(req.numwant);
-        let now = shoal_swarm::clock::now();
         let (store, compact, with_ids) = (&*s.store, req.compact, !req.no_peer_id);
         let (st, peers) = match ip {
             IpAddr::V4(v4) => {

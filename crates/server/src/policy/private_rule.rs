@@ -22,8 +22,6 @@
 
 use std::sync::Arc;
 
-use shoal_swarm::clock;
-
 use super::request::{Action, Request, Verdict};
 use crate::private::{AccountedAnnounce, Ledger, Members};
 
@@ -102,7 +100,7 @@ impl PrivateRule {
             downloaded: counters.downloaded,
             left,
             event: counters.event,
-            now: clock::now(),
+            now: counters.now,
             download_factor: user.download_factor * torrent.download_factor,
             upload_factor: user.upload_factor * torrent.upload_factor,
         });

@@ -281,6 +281,7 @@ impl Handler {
                 downloaded: r.downloaded,
                 left: Some(r.left),
                 event: r.event,
+                now: now.store,
             }),
         };
         let swarm = match self.admitted(&req, r.transaction_id, out) {

@@ -102,7 +102,7 @@ fn verdict(
     ctx: &WsContext,
     conn: &ConnState,
     info_hash: &InfoHash,
-    announce: Option<&ws::Announce<'_>>,
+    announce: Option<(&ws::Announce<'_>, u32)>,
 ) -> policy::Verdict {
     ctx.policy.check(&policy::Request {
         protocol: Protocol::Ws,
@@ -112,13 +112,14 @@ fn verdict(
         },
         source: conn.source,
         info_hash,
-        peer_id: announce.map(|a| &a.peer_id),
+        peer_id: announce.map(|(a, _)| &a.peer_id),
         credential: conn.credential.as_deref(),
-        counters: announce.map(|a| policy::Counters {
+        counters: announce.map(|(a, now)| policy::Counters {
             uploaded: a.uploaded,
             downloaded: a.downloaded,
             left: a.left,
             event: a.event,
+            now,
         }),
     })
 }
@@ -202,7 +203,7 @@ fn announce(
     replies: &mut Vec<Utf8Bytes>,
 ) -> Verdict {
     let context = announcing(a.info_hash);
-    match verdict(ctx, conn, &a.info_hash, Some(a)) {
+    match verdict(ctx, conn, &a.info_hash, Some((a, now))) {
         // A v2 hash stays its own swarm here: relayed offers name the hash their receivers
         // announced, and WebTorrent clients announce one hash per torrent.
         policy::Verdict::Admit | policy::Verdict::AdmitAs(_) => {}
