@@ -508,13 +508,11 @@ impl Database {
                         }
                         q.execute(&mut *tx).await?;
                     }
-                    // Snatches: a few statements for the batch where the dialect can say
-                    // which rows it marked (`RETURNING`), else two statements per snatch.
-                    let batched = sql.mark_snatched_rows(1).is_some();
-                    let mut completed: HashMap<i64, i64> = HashMap::new();
-                    if batched {
+                    if sql.marks_snatches_in_batches() {
+                        // The rows each statement marked, per user: what `completed` adds.
+                        let mut completed: HashMap<i64, i64> = HashMap::new();
                         for chunk in plan.snatches.chunks(ROWS_PER_STATEMENT) {
-                            let text = sql.mark_snatched_rows(chunk.len()).unwrap_or_default();
+                            let text = sql.mark_snatched_rows(chunk.len());
                             let mut q = sqlx::query(&text).bind(now);
                             for (user, torrent) in chunk {
                                 q = q.bind(*user).bind(*torrent);
@@ -523,19 +521,19 @@ impl Database {
                                 *completed.entry(row.try_get("user_id")?).or_default() += 1;
                             }
                         }
-                    }
-                    let counts: Vec<(i64, i64)> = completed.into_iter().collect();
-                    for chunk in counts.chunks(ROWS_PER_STATEMENT) {
-                        let text = sql.add_users_completed(chunk.len());
-                        let mut q = sqlx::query(&text);
-                        for (user, n) in chunk {
-                            q = q.bind(*user).bind(*n);
-                            written.new_snatches += *n as usize;
+                        let counts: Vec<(i64, i64)> = completed.into_iter().collect();
+                        for chunk in counts.chunks(ROWS_PER_STATEMENT) {
+                            let text = sql.add_users_completed(chunk.len());
+                            let mut q = sqlx::query(&text);
+                            for (user, n) in chunk {
+                                q = q.bind(*user).bind(*n);
+                                written.new_snatches += *n as usize;
+                            }
+                            q.execute(&mut *tx).await?;
                         }
-                        q.execute(&mut *tx).await?;
+                        return Ok(written);
                     }
-                    let one_by_one = if batched { &[][..] } else { &plan.snatches[..] };
-                    for (user, torrent) in one_by_one {
+                    for (user, torrent) in &plan.snatches {
                         let marked = sqlx::query(&sql.mark_snatched)
                             .bind(now)
                             .bind(*user)

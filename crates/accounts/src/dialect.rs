@@ -223,29 +223,32 @@ impl Statements {
         self.dialect.spell(&text)
     }
 
-    /// Marks `n` (user, torrent) rows snatched at once, each only if it was not already,
-    /// and answers one row (`user_id`) per row it marked. Binds: now, then per row user_id,
-    /// torrent_id. `None` for MariaDB, whose `UPDATE` has no `RETURNING`: there each row
-    /// takes [`Statements::mark_snatched`] and [`Statements::count_snatch`]. A statement
-    /// per snatch cost the SQLite writer a round trip to its worker thread each: under
+    /// Whether [`Statements::mark_snatched_rows`] can be used: SQLite and PostgreSQL.
+    /// MariaDB's `UPDATE` has no `RETURNING`, so there each snatch takes
+    /// [`Statements::mark_snatched`] and [`Statements::count_snatch`]. A statement per
+    /// snatch cost the SQLite writer a round trip to its worker thread each: under
     /// shoal-bench's load (2% of re-announces `completed`) some 25,000 per flush, and the
     /// two threads' context switches showed as 94 ns per announce on the tracker's CPU.
-    pub fn mark_snatched_rows(&self, n: usize) -> Option<String> {
-        match self.dialect {
-            // A join, not `(user_id, torrent_id) IN (VALUES ...)`: SQLite plans that
-            // one as a scan of the whole table, this one as one index search per row.
-            Dialect::Sqlite | Dialect::Postgres => Some(self.dialect.spell(&format!(
-                "UPDATE user_torrents SET completed_at = ? FROM (VALUES {}) AS v \
-                 WHERE user_torrents.user_id = v.column1 AND user_torrents.torrent_id = v.column2 \
-                 AND user_torrents.completed_at IS NULL RETURNING user_torrents.user_id",
-                vec!["(?, ?)"; n.max(1)].join(", ")
-            ))),
-            Dialect::MySql => None,
-        }
+    pub fn marks_snatches_in_batches(&self) -> bool {
+        self.dialect != Dialect::MySql
+    }
+
+    /// Marks `n` (user, torrent) rows snatched at once, each only if it was not already,
+    /// and answers one row (`user_id`) per row it marked. Binds: now, then per row user_id,
+    /// torrent_id. Only where [`Statements::marks_snatches_in_batches`].
+    pub fn mark_snatched_rows(&self, n: usize) -> String {
+        // A join, not `(user_id, torrent_id) IN (VALUES ...)`: SQLite plans that one as a
+        // scan of the whole table, this one as one index search per row.
+        self.dialect.spell(&format!(
+            "UPDATE user_torrents SET completed_at = ? FROM (VALUES {}) AS v \
+             WHERE user_torrents.user_id = v.column1 AND user_torrents.torrent_id = v.column2 \
+             AND user_torrents.completed_at IS NULL RETURNING user_torrents.user_id",
+            vec!["(?, ?)"; n.max(1)].join(", ")
+        ))
     }
 
     /// Adds to the `completed` count of `n` users in one statement. Binds, per user: id,
-    /// count. SQLite and PostgreSQL only (see [`Statements::mark_snatched_rows`]).
+    /// count. Only where [`Statements::marks_snatches_in_batches`].
     pub fn add_users_completed(&self, n: usize) -> String {
         self.dialect.spell(&format!(
             "UPDATE users SET completed = users.completed + v.column2 FROM (VALUES {}) AS v \
