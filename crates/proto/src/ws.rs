@@ -25,6 +25,7 @@ use serde_json::value::RawValue;
 use crate::common::{AnnounceEvent, InfoHash, PeerId};
 
 mod fields;
+mod json_out;
 
 pub use fields::{decode_binary, encode_binary, OfferId, MAX_OFFER_ID_LEN, MAX_SCRAPE_HASHES};
 use fields::{HashField, HashItem, Number, OfferIdField, PeerIdField, ToPeerIdField};

@@ -28,6 +28,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod config_check;
+pub mod fixed_counter;
 pub mod http;
 pub mod listen;
 pub mod policy;

@@ -55,6 +55,7 @@ fn installed() -> &'static Installed {
             );
         }
         describe(&*recorder);
+        crate::fixed_counter::recorder_installed();
         Installed { recorder, handle }
     })
 }
@@ -70,6 +71,12 @@ pub fn render(view: &TrackerView) -> String {
     let inst = installed();
     metrics::with_local_recorder(&*inst.recorder, || update(view));
     inst.handle.render()
+}
+
+/// The recorder's text exposition as it stands, without the copies `render` makes.
+#[cfg(test)]
+pub fn render_registry() -> String {
+    installed().handle.render()
 }
 
 /// Housekeeping of the recorder (drains histogram samples). Called by the sampler, so

@@ -242,13 +242,28 @@ where
 }
 
 fn count(action: &'static str, ok: bool) {
-    metrics::counter!(
-        "shoal_requests_total",
-        "protocol" => "http",
-        "action" => action,
-        "result" => if ok { "ok" } else { "error" }
-    )
-    .increment(1);
+    use crate::fixed_counter::fixed_counter;
+    // The counts of every request through registered handles (see `FixedCounter`).
+    let fixed = match (action, ok) {
+        ("announce", true) => fixed_counter!("shoal_requests_total",
+            "protocol" => "http", "action" => "announce", "result" => "ok"),
+        ("announce", false) => fixed_counter!("shoal_requests_total",
+            "protocol" => "http", "action" => "announce", "result" => "error"),
+        ("scrape", true) => fixed_counter!("shoal_requests_total",
+            "protocol" => "http", "action" => "scrape", "result" => "ok"),
+        ("scrape", false) => fixed_counter!("shoal_requests_total",
+            "protocol" => "http", "action" => "scrape", "result" => "error"),
+        _ => {
+            return metrics::counter!(
+            "shoal_requests_total",
+            "protocol" => "http",
+            "action" => action,
+            "result" => if ok { "ok" } else { "error" }
+                )
+            .increment(1)
+        }
+    };
+    fixed.increment(1);
 }
 
 impl Handler {

@@ -27,14 +27,29 @@ impl Protocol {
     /// Counts a request by its source's address family (IPv4-mapped IPv6 is IPv4), in
     /// `shoal_requests_by_family_total` (HTTP and WebTorrent; UDP counts per worker).
     pub fn count_family(self, source: IpAddr) {
-        let family = if source.to_canonical().is_ipv4() {
-            "ipv4"
-        } else {
-            "ipv6"
+        use crate::fixed_counter::fixed_counter;
+        let ipv4 = source.to_canonical().is_ipv4();
+        let counter = match (self, ipv4) {
+            (Protocol::Udp, true) => {
+                fixed_counter!("shoal_requests_by_family_total", "protocol" => "udp", "family" => "ipv4")
+            }
+            (Protocol::Udp, false) => {
+                fixed_counter!("shoal_requests_by_family_total", "protocol" => "udp", "family" => "ipv6")
+            }
+            (Protocol::Http, true) => {
+                fixed_counter!("shoal_requests_by_family_total", "protocol" => "http", "family" => "ipv4")
+            }
+            (Protocol::Http, false) => {
+                fixed_counter!("shoal_requests_by_family_total", "protocol" => "http", "family" => "ipv6")
+            }
+            (Protocol::Ws, true) => {
+                fixed_counter!("shoal_requests_by_family_total", "protocol" => "ws", "family" => "ipv4")
+            }
+            (Protocol::Ws, false) => {
+                fixed_counter!("shoal_requests_by_family_total", "protocol" => "ws", "family" => "ipv6")
+            }
         };
-        metrics::counter!("shoal_requests_by_family_total",
-            "protocol" => self.label(), "family" => family)
-        .increment(1);
+        counter.increment(1);
     }
 
     /// Counts a request the source rules stopped (`shoal_rate_limited_total`,

@@ -82,6 +82,37 @@ fn stopped(verdict: policy::Verdict) -> Option<Verdict> {
     }
 }
 
+/// Counts a request whose action and result are literals (see [`FixedCounter`]).
+///
+/// [`FixedCounter`]: crate::fixed_counter::FixedCounter
+macro_rules! count {
+    ($action:literal, $result:literal) => {
+        crate::fixed_counter::fixed_counter!("shoal_requests_total",
+            "protocol" => "ws", "action" => $action, "result" => $result)
+        .increment(1)
+    };
+}
+
+/// Counts a relayed offer or answer by what became of it.
+macro_rules! relay {
+    ($what:literal, $delivery:expr) => {{
+        use crate::fixed_counter::fixed_counter;
+        match $delivery {
+            Delivery::Queued => {
+                fixed_counter!("shoal_ws_relayed_total", "message" => $what, "result" => "ok")
+            }
+            Delivery::Gone => {
+                fixed_counter!("shoal_ws_relayed_total", "message" => $what, "result" => "gone")
+            }
+            Delivery::Dropped => {
+                fixed_counter!("shoal_ws_relayed_total", "message" => $what, "result" => "dropped")
+            }
+        }
+        .increment(1)
+    }};
+}
+
+/// Counts a request whose result is only known at run time.
 fn count(action: &'static str, result: &'static str) {
     metrics::counter!("shoal_requests_total", "protocol" => "ws", "action" => action, "result" => result)
         .increment(1);
@@ -208,16 +239,16 @@ fn announce(
         // announced, and WebTorrent clients announce one hash per torrent.
         policy::Verdict::Admit | policy::Verdict::AdmitAs(_) => {}
         policy::Verdict::Refuse(reason) => {
-            count("announce", "refused");
+            count!("announce", "refused");
             replies.push(failure(reason, context));
             return Verdict::Continue;
         }
         policy::Verdict::Drop => {
-            count("announce", "dropped");
+            count!("announce", "dropped");
             return Verdict::Continue;
         }
         stop @ (policy::Verdict::Limited | policy::Verdict::Blocked) => {
-            count("announce", "dropped");
+            count!("announce", "dropped");
             return stopped(stop).unwrap_or(Verdict::Continue);
         }
     }
@@ -230,7 +261,7 @@ fn announce(
         // its swarm (no error: see `connection_peers`).
         if let Some(oldest) = conn.peers.pop_oldest() {
             leave(ctx, conn.id, [oldest]);
-            count("announce", "evicted");
+            count!("announce", "evicted");
         }
     }
     // As many offers as the client sent, asked for, and the server allows.
@@ -270,12 +301,13 @@ fn announce(
     }
     for t in &conn.targets {
         let o = &a.offers[t.offer];
-        let relayed = ws::to_json(&RelayedOffer {
+        let relayed = RelayedOffer {
             info_hash: a.info_hash,
             peer_id: a.peer_id,
             offer_id: o.offer_id,
             offer: o.offer,
-        });
+        }
+        .to_json();
         match &ctx.cluster {
             Some(link) if is_remote(t.conn) => {
                 let ids = (&t.peer_id, &a.peer_id);
@@ -291,19 +323,20 @@ fn announce(
                     node: t.conn,
                     message,
                 });
-                relay("offer", Delivery::Queued);
+                relay!("offer", Delivery::Queued);
             }
-            _ => relay("offer", ctx.registry.deliver_offer(t.conn, relayed.into())),
+            _ => relay!("offer", ctx.registry.deliver_offer(t.conn, relayed.into())),
         }
     }
-    count("announce", "ok");
+    count!("announce", "ok");
     replies.push(
-        ws::to_json(&AnnounceResponse {
+        AnnounceResponse {
             info_hash: a.info_hash,
             complete: outcome.stats.seeders,
             incomplete: outcome.stats.leechers,
             interval: ctx.settings.limits.interval,
-        })
+        }
+        .to_json()
         .into(),
     );
     Verdict::Continue
@@ -327,15 +360,6 @@ pub fn leave(ctx: &WsContext, conn: ConnectionId, pairs: impl IntoIterator<Item 
     removed
 }
 
-fn relay(what: &'static str, delivery: Delivery) {
-    let result = match delivery {
-        Delivery::Queued => "ok",
-        Delivery::Gone => "gone",
-        Delivery::Dropped => "dropped",
-    };
-    metrics::counter!("shoal_ws_relayed_total", "message" => what, "result" => result).increment(1);
-}
-
 fn answer(
     ctx: &WsContext,
     conn: &mut ConnState,
@@ -353,12 +377,13 @@ fn answer(
         now,
     ) {
         Ok(to) => {
-            let relayed = ws::to_json(&RelayedAnswer {
+            let relayed = RelayedAnswer {
                 info_hash: a.info_hash,
                 peer_id: a.peer_id,
                 offer_id: a.offer_id,
                 answer: a.answer,
-            });
+            }
+            .to_json();
             let delivery = match &ctx.cluster {
                 Some(link) if is_remote(to) => {
                     let ids = (&a.to_peer_id, &a.peer_id);
@@ -375,14 +400,14 @@ fn answer(
                 }
                 _ => ctx.registry.deliver(to, relayed.into()),
             };
-            relay("answer", delivery);
+            relay!("answer", delivery);
             match delivery {
-                Delivery::Queued => count("answer", "ok"),
+                Delivery::Queued => count!("answer", "ok"),
                 // The offerer is there but its queue is full: like a lost packet, the
                 // answerer is not told (the offerer will offer again).
-                Delivery::Dropped => count("answer", "dropped"),
+                Delivery::Dropped => count!("answer", "dropped"),
                 Delivery::Gone => {
-                    count("answer", "refused");
+                    count!("answer", "refused");
                     replies.push(failure("answer to a peer that has left", context));
                 }
             }
@@ -406,7 +431,7 @@ fn scrape(
     };
     let limit = ctx.settings.limits.max_scrape_hashes;
     if info_hashes.len() > limit {
-        count("scrape", "refused");
+        count!("scrape", "refused");
         replies.push(failure(
             &format!("too many info hashes (at most {limit})"),
             context,
@@ -416,14 +441,14 @@ fn scrape(
     let mut files = Vec::with_capacity(info_hashes.len());
     if info_hashes.is_empty() {
         if !ctx.settings.limits.full_scrape {
-            count("scrape", "refused");
+            count!("scrape", "refused");
             replies.push(failure("full scrape is disabled", context));
             return Verdict::Continue;
         }
         // A document for no client in particular (private mode turns it off): the source
         // rules once, for one token, then the rules about each torrent alone.
         if let Some(stop) = stopped(ctx.policy.source(conn.source)) {
-            count("scrape", "dropped");
+            count!("scrape", "dropped");
             return stop;
         }
         ctx.torrents.scrape_all(limit, |ih, st| {
@@ -446,13 +471,13 @@ fn scrape(
                 }
                 policy::Verdict::Refuse(_) => {}
                 stop => {
-                    count("scrape", "dropped");
+                    count!("scrape", "dropped");
                     return stopped(stop).unwrap_or(Verdict::Continue);
                 }
             }
         }
     }
-    count("scrape", "ok");
+    count!("scrape", "ok");
     replies.push(
         ws::to_json(&ScrapeResponse {
             files,
