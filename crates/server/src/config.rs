@@ -193,7 +193,7 @@ impl Default for WsConfig {
             idle_timeout: 180,
             max_strikes: 5,
             offer_max_age: 60,
-            max_pending_offers: 4096,
+            max_pending_offers: 16_384,
             max_scrape_hashes: 64,
             full_scrape: false,
         }

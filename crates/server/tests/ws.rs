@@ -356,6 +356,59 @@ async fn a_slow_reader_loses_relays_not_its_connection_and_a_stopped_one_times_o
     }
 }
 
+/// A client that reads one message for each it sends (aquatic_ws_load_test's clients do)
+/// keeps its connection when the tracker has more for it than the TCP buffers hold: the
+/// tracker goes on reading it while a write to it waits. When one task did both, the
+/// client's write waited on the tracker's reading, which waited on the tracker's write,
+/// which waited on the client's reading, until `send_timeout` closed the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_reading_one_message_per_message_it_sends_keeps_its_connection() {
+    let h = start(|ws| ws.send_timeout = 1);
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.set_send_buffer_size(4096).unwrap();
+    let stream = socket.connect(h.addr).await.unwrap();
+    let (mut lockstep, _) =
+        tokio_tungstenite::client_async(format!("ws://{}/", h.addr), MaybeTlsStream::Plain(stream))
+            .await
+            .unwrap();
+    request(&mut lockstep, announce(ih(1), pid(1), Some(0), "started")).await;
+    // Another peer's offers pile up for it: more than the tracker's send buffer can take
+    // (4 MiB at most on Linux).
+    let mut other = connect(h.addr).await;
+    let big_sdp = "x".repeat(30_000);
+    for round in 0..200u32 {
+        let mut v = announce(ih(1), pid(2), Some(5), "update");
+        v["offers"] = json!([{"offer_id": bin(&[(round % 250) as u8 + 1; 20]), "offer": {"type": "offer", "sdp": big_sdp}}]);
+        request(&mut other, v).await;
+    }
+    // Now it sends large messages (an unknown field pads them), reading one after each.
+    let pad = "y".repeat(50_000);
+    for _ in 0..100 {
+        let mut v = announce(ih(1), pid(1), Some(0), "update");
+        v["pad"] = json!(pad);
+        tokio::time::timeout(WAIT, lockstep.send(Message::text(v.to_string())))
+            .await
+            .expect("the tracker took the message")
+            .expect("the connection is open");
+        let m = tokio::time::timeout(WAIT, lockstep.next())
+            .await
+            .expect("a message came")
+            .expect("the connection is open");
+        assert!(m.is_ok(), "{m:?}");
+    }
+    assert!(h.has_peer(1, 1), "the client was disconnected");
+    // It reads the rest, and is still served.
+    let mut replies = 0;
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(1), lockstep.next()).await {
+        let v: serde_json::Value = serde_json::from_str(m.unwrap().to_text().unwrap()).unwrap();
+        replies += usize::from(v.get("complete").is_some());
+    }
+    assert!(replies > 0, "its own replies were sent too");
+    let r = request(&mut lockstep, announce(ih(1), pid(1), Some(0), "update")).await;
+    assert_eq!(r["complete"], 1, "{r}");
+}
+
 /// A connection announcing more torrents than `ws.max_torrents_per_connection` gets no
 /// error: its least recently announced torrent leaves its swarm to make room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

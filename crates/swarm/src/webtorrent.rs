@@ -62,7 +62,7 @@ impl Default for WsStoreConfig {
             peer_ttl: 3600,
             torrent_ttl: 3600,
             offer_max_age: 60,
-            max_pending_offers: 4096,
+            max_pending_offers: 16_384,
         }
     }
 }

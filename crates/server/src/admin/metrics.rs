@@ -175,6 +175,12 @@ fn describe(r: &dyn Recorder) {
         0,
     );
     d(
+        "shoal_ws_replies_dropped_total",
+        None,
+        "WebTorrent replies dropped because 256 were already waiting for a client that was not reading.",
+        0,
+    );
+    d(
         "shoal_ws_disconnects_total",
         None,
         "WebSocket connections ended, by reason.",

@@ -21,6 +21,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use shoal_proto::ws::{FailureContext, RequestError};
 use shoal_swarm::webtorrent::ConnectionId;
@@ -38,6 +39,15 @@ use super::upgrade_request::UpgradeRequest;
 
 /// Most queued messages written before one flush.
 const WRITE_BATCH: usize = 64;
+
+/// Replies to the client's own messages waiting for the writer. While the writer waits
+/// for the client to read, the reader goes on reading; past this many waiting replies, new
+/// ones are dropped (`shoal_ws_replies_dropped_total`) rather than the reading stopped:
+/// the client may itself be waiting to write before it reads again (one message read per
+/// message sent, with megabytes of relayed messages ahead of it in the TCP buffers), and
+/// a reader that stopped would bring back the wait on each other. A client that does not
+/// read at all is still closed by `send_timeout`, through the writer.
+const REPLY_BACKLOG: usize = 256;
 
 /// Why a connection ended (for logs and metrics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +78,13 @@ impl End {
 }
 
 /// Runs the connection on `stream` (the 101 response already written).
+///
+/// Reading and writing are two tasks: the reader handles the client's messages and hands
+/// its replies to the writer, which also writes what other connections relay. So a write
+/// that waits for the client to read never stops the reading. With one task doing both, a
+/// client that reads one message for each it sends (aquatic_ws_load_test does) and this
+/// task could each wait on a write to the other with both TCP buffers full, until
+/// `send_timeout` closed a connection whose client was merely busy.
 pub async fn run<S>(stream: S, upgrade: UpgradeRequest, ctx: &Arc<WsContext>, id: ConnectionId)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -81,74 +98,54 @@ where
         .write_buffer_size(16 << 10)
         .max_message_size(Some(s.limits.max_message_size))
         .max_frame_size(Some(s.limits.max_frame_size));
-    let mut ws =
+    let ws =
         WebSocketStream::from_partially_read(stream, upgrade.leftover, Role::Server, Some(config))
             .await;
-    let (queue, mut inbox) = mpsc::channel(s.limits.outgoing_queue.max(1));
+    let (sink, mut stream) = ws.split();
+    let (queue, inbox) = mpsc::channel(s.limits.outgoing_queue.max(1));
     ctx.registry.insert(id, queue);
+    let (own, own_rx) = mpsc::channel(REPLY_BACKLOG);
+    let mut writer = tokio::spawn(write(sink, own_rx, inbox, s.send_timeout));
     let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical(), passkey);
     let mut replies: Vec<Utf8Bytes> = Vec::new();
     let mut last_heard = Instant::now();
     let mut ticker = tokio::time::interval_at(Instant::now() + s.ping_interval, s.ping_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
-    let end = loop {
+    let (end, closing) = loop {
         tokio::select! {
             biased;
-            out = inbox.recv() => {
-                // The registry holds a sender while we run, so `None` cannot happen;
-                // treat it as a close all the same.
-                let Some(first) = out else { break End::Closed };
-                // A client that does not read at all is closed when a write has waited
-                // `send_timeout`; one that reads slowly keeps its connection and loses the
-                // relayed messages its full queue cannot take (see `registry`).
-                let sent = timeout(s.send_timeout, async {
-                    ws.feed(Message::Text(first)).await?;
-                    for _ in 1..WRITE_BATCH {
-                        match inbox.try_recv() {
-                            Ok(m) => ws.feed(Message::Text(m)).await?,
-                            Err(_) => break,
-                        }
-                    }
-                    ws.flush().await
-                })
-                .await;
-                match sent {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => break End::Error,
-                    Err(_) => break End::SendTimeout,
-                }
+            ended = &mut writer => {
+                // The client stopped reading for `send_timeout`, or the socket failed.
+                break (ended.unwrap_or(End::Error), None);
             }
-            frame = ws.next() => {
+            frame = stream.next() => {
                 let verdict = match frame {
-                    None => break End::Closed,
+                    None => break (End::Closed, None),
                     Some(Err(WsError::Capacity(e))) => {
                         // Over the size limits: say so, then close (the stream cannot be
                         // resynchronised after an oversized frame).
                         let err = RequestError::Json(format!("message too large: {e}"));
                         handler::misbehaved(ctx, &mut state, &err, FailureContext::default(), &mut replies);
-                        let _ = send_all(&mut ws, &mut replies, s.send_timeout).await;
-                        let _ = close(&mut ws, CloseCode::Size, "message too large", s.send_timeout).await;
-                        break End::TooLarge;
+                        let _ = hand_over(&own, &mut replies);
+                        break (End::TooLarge, Some((CloseCode::Size, "message too large")));
                     }
-                    Some(Err(_)) => break End::Error,
+                    Some(Err(_)) => break (End::Error, None),
                     Some(Ok(msg)) => {
                         last_heard = Instant::now();
                         match msg {
                             Message::Text(t) => handler::handle_text(ctx, &mut state, t.as_str(), shoal_swarm::clock::now(), &mut replies),
                             Message::Binary(b) => handler::handle(ctx, &mut state, &b, shoal_swarm::clock::now(), &mut replies),
-                            Message::Close(_) => {
-                                // tungstenite has queued the closing reply: send it.
-                                let _ = timeout(s.send_timeout, ws.flush()).await;
-                                break End::Closed;
-                            }
+                            // tungstenite has queued the closing reply: the writer sends it
+                            // when it finishes.
+                            Message::Close(_) => break (End::Closed, None),
                             Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => Verdict::Continue,
                         }
                     }
                 };
-                match send_all(&mut ws, &mut replies, s.send_timeout).await {
-                    Ok(()) => {}
-                    Err(end) => break end,
+                if hand_over(&own, &mut replies).is_err() {
+                    // The writer ended: its reason comes from the branch above.
+                    continue;
                 }
                 let (reason, end) = match verdict {
                     Verdict::Continue => continue,
@@ -156,27 +153,36 @@ where
                     Verdict::Limited => (crate::policy::RATE_LIMITED, End::RateLimited),
                     Verdict::Blocked => ("refused", End::Blocked),
                 };
-                let _ = close(&mut ws, CloseCode::Policy, reason, s.send_timeout).await;
-                break end;
+                break (end, Some((CloseCode::Policy, reason)));
             }
             _ = ticker.tick() => {
                 let quiet = last_heard.elapsed();
                 if quiet >= s.idle_timeout {
-                    break End::Idle;
+                    break (End::Idle, None);
                 }
                 if quiet >= s.ping_interval {
-                    match timeout(s.send_timeout, ws.send(Message::Ping(Default::default()))).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) => break End::Error,
-                        Err(_) => break End::SendTimeout,
-                    }
+                    // Skipped if replies are waiting: the client has not read them either.
+                    let _ = own.try_send(Message::Ping(Default::default()));
                 }
             }
         }
     };
 
+    // The client's own peers leave at once; the writer gets `send_timeout` to send what is
+    // left (and the close frame), then it is stopped.
     ctx.registry.remove(id);
     let removed = handler::leave(ctx, id, state.peers.drain());
+    if let Some((code, reason)) = closing {
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        let _ = own.try_send(Message::Close(Some(frame)));
+    }
+    drop(own);
+    if !writer.is_finished() && timeout(s.send_timeout, &mut writer).await.is_err() {
+        writer.abort();
+    }
     metrics::counter!("shoal_ws_disconnects_total", "reason" => end.as_str()).increment(1);
     tracing::debug!(
         "ws connection {id} from {} ({}) ended: {}, {removed} peers removed",
@@ -186,48 +192,74 @@ where
     );
 }
 
-/// Writes the replies (in order) and flushes, within `limit`.
-async fn send_all<S>(
-    ws: &mut WebSocketStream<S>,
-    replies: &mut Vec<Utf8Bytes>,
-    limit: Duration,
-) -> Result<(), End>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    if replies.is_empty() {
-        return Ok(());
-    }
-    let r = timeout(limit, async {
-        for r in replies.drain(..) {
-            ws.feed(Message::Text(r)).await?;
+/// Hands the replies to the writer, in order, dropping those past [`REPLY_BACKLOG`];
+/// `Err` if the writer has ended.
+fn hand_over(own: &mpsc::Sender<Message>, replies: &mut Vec<Utf8Bytes>) -> Result<(), ()> {
+    for r in replies.drain(..) {
+        match own.try_send(Message::Text(r)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                crate::fixed_counter::fixed_counter!("shoal_ws_replies_dropped_total").increment(1);
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(()),
         }
-        ws.flush().await
-    })
-    .await;
-    replies.clear();
-    match r {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(End::Error),
-        Err(_) => Err(End::SendTimeout),
     }
+    Ok(())
 }
 
-async fn close<S>(
-    ws: &mut WebSocketStream<S>,
-    code: CloseCode,
-    reason: &'static str,
+/// The writer: replies to the client's own messages first, then what other connections
+/// relayed, up to [`WRITE_BATCH`] messages, then one flush. A client that does not read
+/// at all is closed when a write has waited `send_timeout`; one that reads slowly keeps
+/// its connection and loses the relayed messages its full queue cannot take (see
+/// `registry`). Ends when the reader drops its sender (after a flush, which also sends
+/// tungstenite's reply to a client's close), after a close frame, or on a failed or timed
+/// out write.
+async fn write<S>(
+    mut sink: SplitSink<WebSocketStream<S>, Message>,
+    mut own: mpsc::Receiver<Message>,
+    mut inbox: mpsc::Receiver<Utf8Bytes>,
     limit: Duration,
-) -> Result<(), WsError>
+) -> End
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let frame = CloseFrame {
-        code,
-        reason: reason.into(),
-    };
-    match timeout(limit, ws.close(Some(frame))).await {
-        Ok(r) => r,
-        Err(_) => Ok(()),
+    loop {
+        let first = tokio::select! {
+            biased;
+            m = own.recv() => m,
+            // The registry holds a sender until the reader ends, and the reader's own
+            // sender goes at the same time: `None` here means the end either way.
+            m = inbox.recv() => m.map(Message::Text),
+        };
+        let Some(first) = first else {
+            let _ = timeout(limit, sink.flush()).await;
+            return End::Closed;
+        };
+        let mut closing = matches!(first, Message::Close(_));
+        let sent = timeout(limit, async {
+            sink.feed(first).await?;
+            for _ in 1..WRITE_BATCH {
+                if closing {
+                    break;
+                }
+                let next = match own.try_recv() {
+                    Ok(m) => m,
+                    Err(_) => match inbox.try_recv() {
+                        Ok(t) => Message::Text(t),
+                        Err(_) => break,
+                    },
+                };
+                closing = matches!(next, Message::Close(_));
+                sink.feed(next).await?;
+            }
+            sink.flush().await
+        })
+        .await;
+        match sent {
+            Ok(Ok(())) if closing => return End::Closed,
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return End::Error,
+            Err(_) => return End::SendTimeout,
+        }
     }
 }

@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 
 use parking_lot::Mutex;
+use shoal_swarm::sharded::Hasher;
 use shoal_swarm::webtorrent::ConnectionId;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
@@ -38,7 +39,7 @@ pub enum Delivery {
 
 /// The registry of live connections.
 pub struct Registry {
-    shards: Box<[Mutex<HashMap<ConnectionId, Mailbox>>]>,
+    shards: Box<[Mutex<HashMap<ConnectionId, Mailbox, Hasher>>]>,
 }
 
 impl Default for Registry {
@@ -50,11 +51,13 @@ impl Default for Registry {
 impl Registry {
     pub fn new() -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
         }
     }
 
-    fn shard(&self, id: ConnectionId) -> &Mutex<HashMap<ConnectionId, Mailbox>> {
+    fn shard(&self, id: ConnectionId) -> &Mutex<HashMap<ConnectionId, Mailbox, Hasher>> {
         &self.shards[id as usize % SHARDS]
     }
 
