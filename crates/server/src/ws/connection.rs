@@ -20,6 +20,8 @@
 //! own handshake (`from_partially_read`). Its per-connection read buffer (128 KiB by
 //! default) is set to 4 KiB so that idle connections stay small.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +30,7 @@ use futures_util::{SinkExt, StreamExt};
 use shoal_proto::ws::{FailureContext, RequestError};
 use shoal_swarm::webtorrent::ConnectionId;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
@@ -50,6 +52,54 @@ const WRITE_BATCH: usize = 64;
 /// a reader that stopped would bring back the wait on each other. A client that does not
 /// read at all is still closed by `send_timeout`, through the writer.
 const REPLY_BACKLOG: usize = 256;
+
+/// The replies (and pings and the closing frame) the reader hands the writer. A queue
+/// that allocates only while replies wait, not a channel: a tokio channel allocates a
+/// block of 32 slots when it is made (1.8 KiB of `Message`s), which every idle
+/// connection would carry.
+#[derive(Default)]
+struct Replies {
+    queue: parking_lot::Mutex<VecDeque<Message>>,
+    ready: Notify,
+    closed: AtomicBool,
+}
+
+impl Replies {
+    /// Queues `m` unless [`REPLY_BACKLOG`] messages wait already (`false`: dropped).
+    fn push(&self, m: Message) -> bool {
+        let mut q = self.queue.lock();
+        if q.len() >= REPLY_BACKLOG {
+            return false;
+        }
+        q.push_back(m);
+        drop(q);
+        self.ready.notify_one();
+        true
+    }
+
+    /// The last message: queued whatever is waiting; the reader hands over nothing after.
+    fn close_with(&self, last: Option<Message>) {
+        if let Some(m) = last {
+            self.queue.lock().push_back(m);
+        }
+        self.closed.store(true, Ordering::Release);
+        self.ready.notify_one();
+    }
+
+    fn pop(&self) -> Option<Message> {
+        let mut q = self.queue.lock();
+        let m = q.pop_front();
+        if q.is_empty() && q.capacity() > 16 {
+            // A burst is over: an idle connection keeps no memory for it.
+            *q = VecDeque::new();
+        }
+        m
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
 
 /// Why a connection ended (for logs and metrics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,8 +156,8 @@ where
     let (sink, mut stream) = ws.split();
     let (queue, inbox) = mpsc::channel(s.limits.outgoing_queue.max(1));
     ctx.registry.insert(id, queue);
-    let (own, own_rx) = mpsc::channel(REPLY_BACKLOG);
-    let mut writer = tokio::spawn(write(sink, own_rx, inbox, s.send_timeout));
+    let own = Arc::new(Replies::default());
+    let mut writer = tokio::spawn(write(sink, own.clone(), inbox, s.send_timeout));
     let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical(), passkey);
     let mut replies: Vec<Utf8Bytes> = Vec::new();
     let mut last_heard = Instant::now();
@@ -129,7 +179,7 @@ where
                         // resynchronised after an oversized frame).
                         let err = RequestError::Json(format!("message too large: {e}"));
                         handler::misbehaved(ctx, &mut state, &err, FailureContext::default(), &mut replies);
-                        let _ = hand_over(&own, &mut replies);
+                        hand_over(&own, &mut replies);
                         break (End::TooLarge, Some((CloseCode::Size, "message too large")));
                     }
                     Some(Err(_)) => break (End::Error, None),
@@ -145,10 +195,8 @@ where
                         }
                     }
                 };
-                if hand_over(&own, &mut replies).is_err() {
-                    // The writer ended: its reason comes from the branch above.
-                    continue;
-                }
+                // If the writer has ended, the branch above says why next time round.
+                hand_over(&own, &mut replies);
                 let (reason, end) = match verdict {
                     Verdict::Continue => continue,
                     Verdict::Close => ("too many bad messages", End::Misbehaved),
@@ -164,24 +212,22 @@ where
                 }
                 if quiet >= s.ping_interval {
                     // Skipped if replies are waiting: the client has not read them either.
-                    let _ = own.try_send(Message::Ping(Default::default()));
+                    own.push(Message::Ping(Default::default()));
                 }
             }
         }
     };
 
-    // The client's own peers leave at once; the writer gets `send_timeout` to send what is
-    // left (and the close frame), then it is stopped.
-    ctx.registry.remove(id);
-    let removed = handler::leave(ctx, id, state.peers.drain());
-    if let Some((code, reason)) = closing {
-        let frame = CloseFrame {
+    // The writer gets what is left (and the close frame) before the relays stop, and then
+    // `send_timeout` to send it; the client's own peers leave at once.
+    own.close_with(closing.map(|(code, reason)| {
+        Message::Close(Some(CloseFrame {
             code,
             reason: reason.into(),
-        };
-        let _ = own.try_send(Message::Close(Some(frame)));
-    }
-    drop(own);
+        }))
+    }));
+    ctx.registry.remove(id);
+    let removed = handler::leave(ctx, id, state.peers.drain());
     if !writer.is_finished() && timeout(s.send_timeout, &mut writer).await.is_err() {
         writer.abort();
     }
@@ -194,48 +240,51 @@ where
     );
 }
 
-/// Hands the replies to the writer, in order, dropping those past [`REPLY_BACKLOG`];
-/// `Err` if the writer has ended.
-fn hand_over(own: &mpsc::Sender<Message>, replies: &mut Vec<Utf8Bytes>) -> Result<(), ()> {
+/// Hands the replies to the writer, in order, dropping those past [`REPLY_BACKLOG`].
+fn hand_over(own: &Replies, replies: &mut Vec<Utf8Bytes>) {
     for r in replies.drain(..) {
-        match own.try_send(Message::Text(r)) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                crate::fixed_counter::fixed_counter!("shoal_ws_replies_dropped_total").increment(1);
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(()),
+        if !own.push(Message::Text(r)) {
+            crate::fixed_counter::fixed_counter!("shoal_ws_replies_dropped_total").increment(1);
         }
     }
-    Ok(())
 }
 
 /// The writer: replies to the client's own messages first, then what other connections
 /// relayed, up to [`WRITE_BATCH`] messages, then one flush. A client that does not read
 /// at all is closed when a write has waited `send_timeout`; one that reads slowly keeps
 /// its connection and loses the relayed messages its full queue cannot take (see
-/// `registry`). Ends when the reader drops its sender (after a flush, which also sends
-/// tungstenite's reply to a client's close), after a close frame, or on a failed or timed
-/// out write.
+/// `registry`). Ends when the reader has closed the replies and they are all written
+/// (after a flush, which also sends tungstenite's reply to a client's close), after a
+/// close frame, or on a failed or timed out write.
 async fn write<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
-    mut own: mpsc::Receiver<Message>,
+    own: Arc<Replies>,
     mut inbox: mpsc::Receiver<Utf8Bytes>,
     limit: Duration,
 ) -> End
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let mut relays_open = true;
     loop {
-        let first = tokio::select! {
-            biased;
-            m = own.recv() => m,
-            // The registry holds a sender until the reader ends, and the reader's own
-            // sender goes at the same time: `None` here means the end either way.
-            m = inbox.recv() => m.map(Message::Text),
-        };
-        let Some(first) = first else {
-            let _ = timeout(limit, sink.flush()).await;
-            return End::Closed;
+        let first = match own.pop() {
+            Some(m) => m,
+            None if own.is_closed() => {
+                let _ = timeout(limit, sink.flush()).await;
+                return End::Closed;
+            }
+            None => tokio::select! {
+                biased;
+                _ = own.ready.notified() => continue,
+                m = inbox.recv(), if relays_open => match m {
+                    Some(t) => Message::Text(t),
+                    // The registry let go: the reader is ending, and says so next.
+                    None => {
+                        relays_open = false;
+                        continue;
+                    }
+                },
+            },
         };
         let mut closing = matches!(first, Message::Close(_));
         let sent = timeout(limit, async {
@@ -244,9 +293,9 @@ where
                 if closing {
                     break;
                 }
-                let next = match own.try_recv() {
-                    Ok(m) => m,
-                    Err(_) => match inbox.try_recv() {
+                let next = match own.pop() {
+                    Some(m) => m,
+                    None => match inbox.try_recv() {
                         Ok(t) => Message::Text(t),
                         Err(_) => break,
                     },
