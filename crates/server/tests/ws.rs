@@ -298,6 +298,37 @@ async fn a_dropped_connection_removes_its_peers() {
     eventually("registry emptied", || h.ctx.open_connections() == 1).await;
 }
 
+/// A client whose socket receive buffer (and with `small_send` its send buffer) is 4 KiB,
+/// so that what the tracker writes to it backs up at once.
+async fn small_buffer_client(addr: SocketAddr, small_send: bool) -> Client {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    if small_send {
+        socket.set_send_buffer_size(4096).unwrap();
+    }
+    let stream = socket.connect(addr).await.unwrap();
+    let url = format!("ws://{addr}/");
+    let (c, _) = tokio_tungstenite::client_async(url, MaybeTlsStream::Plain(stream))
+        .await
+        .unwrap();
+    c
+}
+
+/// Peer 2 of torrent 1 announces `rounds` times with one 30 kB offer, which goes to peer 1
+/// (the torrent's seeder, its only other peer); the offerer is answered every time,
+/// whatever its recipient does.
+async fn offers_to_peer_1(addr: SocketAddr, rounds: u32) -> Client {
+    let mut offerer = connect(addr).await;
+    let big_sdp = "x".repeat(30_000);
+    for round in 0..rounds {
+        let mut v = announce(ih(1), pid(2), Some(5), "update");
+        v["offers"] = json!([{"offer_id": bin(&[(round % 250) as u8 + 1; 20]), "offer": {"type": "offer", "sdp": big_sdp}}]);
+        let r = request(&mut offerer, v).await;
+        assert_eq!(r["complete"], 1, "{r}");
+    }
+    offerer
+}
+
 /// A slow reader whose queue fills up while offers keep coming (a desktop client busy
 /// with hundreds of torrents, a load tester) keeps its connection and its peers: the relays
 /// that do not fit are dropped. Only a reader that stops reading for `send_timeout` goes.
@@ -309,25 +340,9 @@ async fn a_slow_reader_loses_relays_not_its_connection_and_a_stopped_one_times_o
             ws.send_timeout = send_timeout;
         });
         // The slow reader: small receive buffer, does not read after its announce.
-        let socket = TcpSocket::new_v4().unwrap();
-        socket.set_recv_buffer_size(4096).unwrap();
-        let stream = socket.connect(h.addr).await.unwrap();
-        let (mut slow, _) = tokio_tungstenite::client_async(
-            format!("ws://{}/", h.addr),
-            MaybeTlsStream::Plain(stream),
-        )
-        .await
-        .unwrap();
+        let mut slow = small_buffer_client(h.addr, false).await;
         request(&mut slow, announce(ih(1), pid(1), Some(0), "started")).await;
-        let mut fast = connect(h.addr).await;
-        let big_sdp = "x".repeat(30_000);
-        for round in 0..300u32 {
-            let mut v = announce(ih(1), pid(2), Some(5), "update");
-            v["offers"] = json!([{"offer_id": bin(&[(round % 250) as u8 + 1; 20]), "offer": {"type": "offer", "sdp": big_sdp}}]);
-            // The offerer is answered every time, whatever its recipient does.
-            let r = request(&mut fast, v).await;
-            assert_eq!(r["complete"], 1, "{r}");
-        }
+        let _offerer = offers_to_peer_1(h.addr, 300).await;
         if send_timeout == 1 {
             eventually("the reader that stopped reading closed", || {
                 !h.has_peer(1, 1)
@@ -364,24 +379,11 @@ async fn a_slow_reader_loses_relays_not_its_connection_and_a_stopped_one_times_o
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_reading_one_message_per_message_it_sends_keeps_its_connection() {
     let h = start(|ws| ws.send_timeout = 1);
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.set_send_buffer_size(4096).unwrap();
-    let stream = socket.connect(h.addr).await.unwrap();
-    let (mut lockstep, _) =
-        tokio_tungstenite::client_async(format!("ws://{}/", h.addr), MaybeTlsStream::Plain(stream))
-            .await
-            .unwrap();
+    let mut lockstep = small_buffer_client(h.addr, true).await;
     request(&mut lockstep, announce(ih(1), pid(1), Some(0), "started")).await;
     // Another peer's offers pile up for it: more than the tracker's send buffer can take
     // (4 MiB at most on Linux).
-    let mut other = connect(h.addr).await;
-    let big_sdp = "x".repeat(30_000);
-    for round in 0..200u32 {
-        let mut v = announce(ih(1), pid(2), Some(5), "update");
-        v["offers"] = json!([{"offer_id": bin(&[(round % 250) as u8 + 1; 20]), "offer": {"type": "offer", "sdp": big_sdp}}]);
-        request(&mut other, v).await;
-    }
+    let _offerer = offers_to_peer_1(h.addr, 200).await;
     // Now it sends large messages (an unknown field pads them), reading one after each.
     let pad = "y".repeat(50_000);
     for _ in 0..100 {
