@@ -26,12 +26,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use shoal_proto::bencode::{write_failure, write_scrape, AnnounceResponse, Peers, ScrapeFile};
+use shoal_proto::common::Action;
 use shoal_proto::http::{parse_scrape, parse_target, AnnounceRequest, RequestError, Target};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 use shoal_swarm::{Announce, Family, PeerSink, Store, TorrentStats};
 
 use super::context::HttpContext;
 use super::full_scrape::Document;
+use crate::fixed_counter::FixedCounter;
 use crate::policy::{self, Protocol, Verdict};
 use crate::ws::UpgradeRequest;
 
@@ -241,29 +243,52 @@ where
     }
 }
 
-fn count(action: &'static str, ok: bool) {
-    use crate::fixed_counter::fixed_counter;
-    // The counts of every request through registered handles (see `FixedCounter`).
-    let fixed = match (action, ok) {
-        ("announce", true) => fixed_counter!("shoal_requests_total",
-            "protocol" => "http", "action" => "announce", "result" => "ok"),
-        ("announce", false) => fixed_counter!("shoal_requests_total",
-            "protocol" => "http", "action" => "announce", "result" => "error"),
-        ("scrape", true) => fixed_counter!("shoal_requests_total",
-            "protocol" => "http", "action" => "scrape", "result" => "ok"),
-        ("scrape", false) => fixed_counter!("shoal_requests_total",
-            "protocol" => "http", "action" => "scrape", "result" => "error"),
-        _ => {
-            return metrics::counter!(
-            "shoal_requests_total",
-            "protocol" => "http",
-            "action" => action,
-            "result" => if ok { "ok" } else { "error" }
-                )
-            .increment(1)
-        }
+/// `shoal_requests_total` of HTTP requests, through registered handles (see
+/// `FixedCounter`): by action (announce, scrape) and result (ok, error).
+static REQUESTS: [[FixedCounter; 2]; 2] = {
+    const NAME: &str = "shoal_requests_total";
+    [
+        [
+            FixedCounter::new(
+                NAME,
+                &[
+                    ("protocol", "http"),
+                    ("action", "announce"),
+                    ("result", "ok"),
+                ],
+            ),
+            FixedCounter::new(
+                NAME,
+                &[
+                    ("protocol", "http"),
+                    ("action", "announce"),
+                    ("result", "error"),
+                ],
+            ),
+        ],
+        [
+            FixedCounter::new(
+                NAME,
+                &[("protocol", "http"), ("action", "scrape"), ("result", "ok")],
+            ),
+            FixedCounter::new(
+                NAME,
+                &[
+                    ("protocol", "http"),
+                    ("action", "scrape"),
+                    ("result", "error"),
+                ],
+            ),
+        ],
+    ]
+};
+
+fn count(action: Action, ok: bool) {
+    let row = match action {
+        Action::Announce => 0,
+        Action::Scrape => 1,
     };
-    fixed.increment(1);
+    REQUESTS[row][usize::from(!ok)].increment(1);
 }
 
 impl Handler {
@@ -336,7 +361,7 @@ impl Handler {
                         Reply::Failed
                     }
                 };
-                ("announce", reply)
+                (Action::Announce, reply)
             }
             Ok(Target::Scrape { key, query }) => {
                 match parse_scrape(query, self.ctx.settings.max_scrape_hashes, &mut self.hashes) {
@@ -345,22 +370,25 @@ impl Handler {
                         let ip = client_ip.unwrap_or(remote.ip());
                         match self.ctx.policy.source(ip) {
                             Verdict::Admit => return self.full_scrape(f.accepts_gzip, close, out),
-                            verdict => ("scrape", self.stopped(verdict)),
+                            verdict => (Action::Scrape, self.stopped(verdict)),
                         }
                     }
                     // A bad proxy header does not stop a scrape (it never did): the policy
                     // then sees the connection's own address.
-                    Ok(()) => ("scrape", self.scrape(key, client_ip.unwrap_or(remote.ip()))),
+                    Ok(()) => (
+                        Action::Scrape,
+                        self.scrape(key, client_ip.unwrap_or(remote.ip())),
+                    ),
                     Err(e) => {
                         self.failure(e);
-                        ("scrape", Reply::Failed)
+                        (Action::Scrape, Reply::Failed)
                     }
                 }
             }
             // A tracker path with a key that is no passkey: the client hears why.
             Err(e @ RequestError::MalformedPasskey(action)) => {
                 self.failure(e);
-                (action.as_str(), Reply::Failed)
+                (action, Reply::Failed)
             }
             Err(_) => {
                 write_head(out, "404 Not Found", 10, close, "");
@@ -521,7 +549,7 @@ impl Handler {
                 &mut self.body,
                 b"full scrape is disabled: name an info_hash",
             );
-            count("scrape", false);
+            count(Action::Scrape, false);
             write_head(out, "200 OK", self.body.len(), close, "");
             out.extend_from_slice(&self.body);
             return if close { Next::Close } else { Next::KeepAlive };
@@ -538,7 +566,7 @@ impl Handler {
             "Vary: Accept-Encoding\r\n"
         };
         write_head(out, "200 OK", len, close, extra);
-        count("scrape", true);
+        count(Action::Scrape, true);
         Next::SendDocument { doc, gzip, close }
     }
 }
@@ -548,6 +576,16 @@ mod tests {
     use super::*;
     use crate::policy::seen::{self, Seen};
     use crate::policy::RATE_LIMITED;
+
+    #[test]
+    fn the_request_counters_are_where_count_looks() {
+        for (row, action) in ["announce", "scrape"].into_iter().enumerate() {
+            for (col, result) in ["ok", "error"].into_iter().enumerate() {
+                let want = [("protocol", "http"), ("action", action), ("result", result)];
+                assert_eq!(REQUESTS[row][col].labels(), want);
+            }
+        }
+    }
 
     #[test]
     fn gzip_acceptance_follows_q_values() {

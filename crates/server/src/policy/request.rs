@@ -6,6 +6,8 @@ use std::net::IpAddr;
 
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
+use crate::fixed_counter::FixedCounter;
+
 /// The protocol a request came in by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
@@ -27,29 +29,8 @@ impl Protocol {
     /// Counts a request by its source's address family (IPv4-mapped IPv6 is IPv4), in
     /// `shoal_requests_by_family_total` (HTTP and WebTorrent; UDP counts per worker).
     pub fn count_family(self, source: IpAddr) {
-        use crate::fixed_counter::fixed_counter;
-        let ipv4 = source.to_canonical().is_ipv4();
-        let counter = match (self, ipv4) {
-            (Protocol::Udp, true) => {
-                fixed_counter!("shoal_requests_by_family_total", "protocol" => "udp", "family" => "ipv4")
-            }
-            (Protocol::Udp, false) => {
-                fixed_counter!("shoal_requests_by_family_total", "protocol" => "udp", "family" => "ipv6")
-            }
-            (Protocol::Http, true) => {
-                fixed_counter!("shoal_requests_by_family_total", "protocol" => "http", "family" => "ipv4")
-            }
-            (Protocol::Http, false) => {
-                fixed_counter!("shoal_requests_by_family_total", "protocol" => "http", "family" => "ipv6")
-            }
-            (Protocol::Ws, true) => {
-                fixed_counter!("shoal_requests_by_family_total", "protocol" => "ws", "family" => "ipv4")
-            }
-            (Protocol::Ws, false) => {
-                fixed_counter!("shoal_requests_by_family_total", "protocol" => "ws", "family" => "ipv6")
-            }
-        };
-        counter.increment(1);
+        let family = usize::from(!source.to_canonical().is_ipv4());
+        BY_FAMILY[self as usize][family].increment(1);
     }
 
     /// Counts a request the source rules stopped (`shoal_rate_limited_total`,
@@ -67,6 +48,26 @@ impl Protocol {
         }
     }
 }
+
+/// `shoal_requests_by_family_total`'s counters, by [`Protocol`] (in declaration order) and
+/// family (IPv4, IPv6).
+static BY_FAMILY: [[FixedCounter; 2]; 3] = {
+    const NAME: &str = "shoal_requests_by_family_total";
+    [
+        [
+            FixedCounter::new(NAME, &[("protocol", "udp"), ("family", "ipv4")]),
+            FixedCounter::new(NAME, &[("protocol", "udp"), ("family", "ipv6")]),
+        ],
+        [
+            FixedCounter::new(NAME, &[("protocol", "http"), ("family", "ipv4")]),
+            FixedCounter::new(NAME, &[("protocol", "http"), ("family", "ipv6")]),
+        ],
+        [
+            FixedCounter::new(NAME, &[("protocol", "ws"), ("family", "ipv4")]),
+            FixedCounter::new(NAME, &[("protocol", "ws"), ("family", "ipv6")]),
+        ],
+    ]
+};
 
 /// What a request asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,6 +152,21 @@ impl Verdict {
             Verdict::Admit => Some(*asked),
             Verdict::AdmitAs(swarm) => Some(swarm),
             Verdict::Refuse(_) | Verdict::Drop | Verdict::Limited | Verdict::Blocked => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_family_counters_are_where_count_family_looks() {
+        for p in [Protocol::Udp, Protocol::Http, Protocol::Ws] {
+            for (i, family) in ["ipv4", "ipv6"].into_iter().enumerate() {
+                let want = [("protocol", p.label()), ("family", family)];
+                assert_eq!(BY_FAMILY[p as usize][i].labels(), want);
+            }
         }
     }
 }
