@@ -7,8 +7,11 @@
 //! they are read here once. Other generators do not count failed requests the same way,
 //! so their error rate is left unknown rather than guessed.
 
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
 use crate::history::{Figure, HistoryRun};
-use crate::report::median;
+use crate::report::{median, thousands};
 
 use super::report_other::generator_name;
 use super::results::{describe, Comparison, Contender, Point};
@@ -44,6 +47,109 @@ pub fn at(c: &Contender, p: Point) -> Vec<RunFigures> {
 pub fn median_of(runs: &[RunFigures], f: impl Fn(&RunFigures) -> Option<f64>) -> Option<f64> {
     let mut v: Vec<f64> = runs.iter().filter_map(f).collect();
     (!v.is_empty()).then(|| median(&mut v))
+}
+
+/// One contender's figure over another's, round by round. The contenders take turns
+/// within a round, so a ratio taken inside each round cancels what moves both (the
+/// machine's slower stretches, which on a shared VM swing single runs by a third); the
+/// ratio of the two medians does not, and can read a contender's one good round against
+/// the other's bad one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RoundRatios {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+    /// Rounds in which both contenders have the figure.
+    pub rounds: usize,
+}
+
+/// `c`'s responses (or, under another generator, responses of `kind`) per tracker
+/// CPU-second at `p`, by round.
+fn per_cpu_by_round(c: &Contender, p: Point, kind: Option<&str>) -> BTreeMap<usize, f64> {
+    let own = c
+        .runs
+        .iter()
+        .filter(|r| r.point == p && kind.is_none())
+        .filter_map(|r| Some((r.round, r.result.responses_per_tracker_cpu_second?)));
+    let other = c
+        .generator_runs
+        .iter()
+        .filter(|r| r.point == p)
+        .filter_map(|r| Some((r.round, r.per_tracker_cpu_second(kind)?)));
+    own.chain(other).collect()
+}
+
+/// `a` over `b` per tracker CPU-second at `p`, round by round (see [`RoundRatios`]).
+pub fn round_ratios(
+    a: &Contender,
+    b: &Contender,
+    p: Point,
+    kind: Option<&str>,
+) -> Option<RoundRatios> {
+    let (a, b) = (per_cpu_by_round(a, p, kind), per_cpu_by_round(b, p, kind));
+    let mut r: Vec<f64> = a
+        .iter()
+        .filter_map(|(round, x)| Some(x / b.get(round).filter(|y| **y > 0.0)?))
+        .collect();
+    if r.is_empty() {
+        return None;
+    }
+    let m = median(&mut r);
+    Some(RoundRatios {
+        min: r[0],
+        median: m,
+        max: r[r.len() - 1],
+        rounds: r.len(),
+    })
+}
+
+impl RoundRatios {
+    /// `min / **median** / max (n rounds)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{:.3} / **{:.3}** / {:.3} ({} rounds)",
+            self.min, self.median, self.max, self.rounds
+        )
+    }
+}
+
+/// The first contender against each other one, per tracker CPU-second at every load:
+/// the ratio of the medians and the ratio round by round.
+pub fn ratio_section(cmp: &Comparison) -> String {
+    let Some((first, others)) = cmp.contenders.split_first() else {
+        return String::new();
+    };
+    let mut rows = String::new();
+    for other in others {
+        for p in cmp.points() {
+            let (a, b) = (at(first, p), at(other, p));
+            let medians = median_of(&a, |r| r.per_tracker_cpu_second)
+                .zip(median_of(&b, |r| r.per_tracker_cpu_second));
+            let (Some((ma, mb)), Some(rr)) = (medians, round_ratios(first, other, p, None)) else {
+                continue;
+            };
+            let _ = writeln!(
+                rows,
+                "| {} | {} | {} / {} = **{:.3}** | {} |",
+                other.name,
+                describe(p),
+                thousands(ma as u64),
+                thousands(mb as u64),
+                ma / mb,
+                rr.describe()
+            );
+        }
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    format!(
+        "\n## {} against each contender (responses per tracker CPU-second)\n\n\
+         Medians over rounds, and the ratio taken within each round (the contenders take \
+         turns, so what slows the machine for a while moves both): min / **median** / max.\n\n\
+         | Against | Load | Medians | Round by round |\n|---|---|---|---|\n{rows}",
+        first.name
+    )
 }
 
 /// The comparison's line in the history: per contender and point, the medians.
@@ -83,6 +189,39 @@ mod tests {
     use super::*;
     use crate::compare::report::tests::comparison;
     use crate::compare::report_other::tests::under_aquatic_ws;
+
+    #[test]
+    fn ratios_are_taken_within_each_round_and_shown_beside_the_medians() {
+        let mut cmp = comparison(vec![1], vec![]);
+        // shoal's rounds 250 / 500 / 750, aquatic_ws's 125 / 250 / 375 per tracker
+        // CPU-second: 2x in every round. One slow round of aquatic_ws's (its second, at a
+        // third) makes the medians read 4x; round by round it moves that round only.
+        let p = cmp.points()[0];
+        let slow = &mut cmp.contenders[1].runs[1].result;
+        let per = slow.responses_per_tracker_cpu_second.unwrap();
+        slow.responses_per_tracker_cpu_second = Some(per / 3.0);
+        let (a, b) = (&cmp.contenders[0], &cmp.contenders[1]);
+        let rr = round_ratios(a, b, p, None).unwrap();
+        assert_eq!(rr.rounds, 3);
+        assert!((rr.min - 2.0).abs() < 1e-9 && (rr.median - 2.0).abs() < 1e-9);
+        assert!((rr.max - 6.0).abs() < 1e-9, "{rr:?}");
+        let md = ratio_section(&cmp);
+        assert!(md.contains("## shoal against each contender"), "{md}");
+        assert!(
+            md.contains("| aquatic_ws | 1 workers | 500 / 125 = **4.000** | 2.000 / **2.000** / 6.000 (3 rounds) |"),
+            "{md}"
+        );
+        // Another generator's figures by kind, paired the same way.
+        let cmp = under_aquatic_ws();
+        let p = cmp.points()[0];
+        let rr = round_ratios(&cmp.contenders[0], &cmp.contenders[1], p, Some("offer")).unwrap();
+        assert_eq!(rr.rounds, 3);
+        assert!((rr.median - 76.0 / 60.0).abs() < 1e-9, "{rr:?}");
+        // One contender alone: no section.
+        let mut alone = comparison(vec![1], vec![]);
+        alone.contenders.truncate(1);
+        assert!(ratio_section(&alone).is_empty());
+    }
 
     #[test]
     fn a_comparison_becomes_one_history_line_of_medians() {

@@ -254,6 +254,7 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
         out.push_str(&other::noise_section(cmp));
         return out;
     }
+    out.push_str(&super::figures::ratio_section(cmp));
     let _ = write!(
         out,
         "\n## Throughput by {} (responses per second)\n\n| {point_head} |",

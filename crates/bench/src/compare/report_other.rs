@@ -10,6 +10,7 @@ use std::fmt::Write;
 use crate::report::{median, thousands};
 
 use super::contender::Cert;
+use super::figures::round_ratios;
 use super::results::{describe, Comparison, Contender, Generator, GeneratorRun, Point};
 
 /// The load generator's name as the report and the README call it.
@@ -207,9 +208,15 @@ fn ratios(cmp: &Comparison) -> String {
         for (kind, label) in kinds {
             if let (Some(a), Some(b)) = (per_cpu_median(first, *kind), per_cpu_median(other, *kind))
             {
+                let by_round = generator_points(first)
+                    .last()
+                    .and_then(|&p| round_ratios(first, other, p, *kind))
+                    .map_or(String::new(), |r| {
+                        format!("; round by round {}", r.describe())
+                    });
                 let _ = writeln!(
                     out,
-                    "- median {label} per tracker CPU-second, {} / {}: **{:.3}**",
+                    "- median {label} per tracker CPU-second, {} / {}: **{:.3}**{by_round}",
                     first.name,
                     other.name,
                     a / b
