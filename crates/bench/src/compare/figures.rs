@@ -13,8 +13,7 @@ use std::fmt::Write;
 use crate::history::{Figure, HistoryRun};
 use crate::report::{median, thousands};
 
-use super::report_other::generator_name;
-use super::results::{describe, Comparison, Contender, Point};
+use super::results::{describe, generator_name, Comparison, Contender, Point};
 
 /// One run's figures.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -13,8 +13,8 @@ use anyhow::{Context, Result};
 use crate::report::{self, thousands};
 
 use super::args::HeadlineArgs;
-use super::report_other::{generator_name, per_cpu_median};
-use super::results::{describe, read_results, Comparison, Contender, Generator};
+use super::report_other::per_cpu_median;
+use super::results::{describe, generator_name, read_results, Comparison, Contender, Generator};
 
 /// The table, header included.
 pub fn table(args: &HeadlineArgs) -> Result<String> {

@@ -11,21 +11,9 @@ use crate::report::{median, thousands};
 
 use super::contender::Cert;
 use super::figures::round_ratios;
-use super::results::{describe, Comparison, Contender, Generator, GeneratorRun, Point};
-
-/// The load generator's name as the report and the README call it.
-pub fn generator_name(cmp: &Comparison) -> String {
-    match (cmp.generator, cmp.protocol.as_str(), cmp.tls) {
-        (Generator::Wrk, _, _) => "wrk -H 'Connection: close'".into(),
-        (Generator::Aquatic, p, tls) => {
-            format!(
-                "aquatic_{p}_load_test{}",
-                if tls && p == "http" { " over TLS" } else { "" }
-            )
-        }
-        (Generator::Shoal, p, _) => format!("shoal-bench {p}"),
-    }
-}
+use super::results::{
+    describe, generator_name, Comparison, Contender, Generator, GeneratorRun, Point,
+};
 
 /// The points a contender's generator runs were made at, in order.
 fn generator_points(c: &Contender) -> Vec<Point> {

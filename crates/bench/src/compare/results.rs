@@ -339,6 +339,20 @@ impl Comparison {
     }
 }
 
+/// The load generator's name as the report and the README call it.
+pub fn generator_name(cmp: &Comparison) -> String {
+    match (cmp.generator, cmp.protocol.as_str(), cmp.tls) {
+        (Generator::Wrk, _, _) => "wrk -H 'Connection: close'".into(),
+        (Generator::Aquatic, p, tls) => {
+            format!(
+                "aquatic_{p}_load_test{}",
+                if tls && p == "http" { " over TLS" } else { "" }
+            )
+        }
+        (Generator::Shoal, p, _) => format!("shoal-bench {p}"),
+    }
+}
+
 /// Every (workers, clients) pair of one tier of one tracker worker, workers outermost.
 pub fn points(levels: &[usize], clients: &[usize]) -> Vec<Point> {
     let clients: Vec<Option<usize>> = if clients.is_empty() {
