@@ -519,6 +519,11 @@ async fn oversized_messages_are_refused_and_closed() {
     assert_refused(&recv(&mut a).await, "too large");
     assert_closed_with(&mut a, 1009).await;
     eventually("connection slot released", || h.ctx.open_connections() == 0).await;
+    // Past twice the limit the message is not even read: closed at once, also 1009.
+    let mut b = connect(h.addr).await;
+    b.send(Message::text("x".repeat(9000))).await.unwrap();
+    assert_closed_with(&mut b, 1009).await;
+    eventually("connection slot released", || h.ctx.open_connections() == 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

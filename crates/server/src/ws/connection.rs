@@ -9,16 +9,18 @@
 //! never waits on a write (see [`run`]). When the reader ends for any reason, the
 //! connection's peers leave their swarms at once.
 //!
-//! WebSocket crate: tokio-tungstenite 0.28, chosen by measurement. One connection on one
-//! thread, 200,000 masked 400-byte text frames in, one 150-byte text reply out per frame
-//! over loopback TCP, three rounds (2-core VM, other jobs running):
-//! tokio-tungstenite 217k / 196k / 159k msg/s, fastwebsockets 220k / 209k / 280k,
-//! tokio-websockets 144k / 160k / 216k. fastwebsockets was ahead by ~10% at the median,
-//! within this machine's noise; tokio-tungstenite gives message and frame size limits,
-//! ping/pong/close handling, fragment reassembly and a Stream/Sink interface without
-//! extra code, is the crate the tests use as a client, and takes a raw stream after our
-//! own handshake (`from_partially_read`). Its per-connection read buffer (128 KiB by
-//! default) is set to 4 KiB so that idle connections stay small.
+//! WebSocket crate: tokio-websockets 0.13, chosen by measurement, twice. First (one
+//! connection on one thread, 200,000 masked 400-byte text frames in, one 150-byte reply
+//! out per frame, three rounds on the 2-core VM): tokio-tungstenite 217k / 196k / 159k
+//! msg/s, fastwebsockets 220k / 209k / 280k, tokio-websockets 144k / 160k / 216k, all
+//! within that machine's noise, and tokio-tungstenite was taken. Then under
+//! `aquatic_ws_load_test`, whose announces carry WebTorrent's binary strings (1.6 KB with
+//! a multi-byte character in every other place of those strings), 16.6% of the tracker's
+//! samples were tungstenite's UTF-8 check of each text message (the standard library's
+//! `str::from_utf8`, 2.04 µs per such announce), which it offers no way to replace;
+//! tokio-websockets checks with simdutf8 (0.144 µs; `cargo bench -p shoal-proto --bench
+//! ws_text`). Its read buffer is tokio-util's (8 KiB, allocated when the connection
+//! starts).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,14 +34,14 @@ use shoal_swarm::webtorrent::ConnectionId;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::{timeout, Instant};
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
-use tokio_tungstenite::WebSocketStream;
+use tokio_websockets::{
+    CloseCode, Error as WsError, Limits, Message, ServerBuilder, WebSocketStream,
+};
 
 use super::context::WsContext;
 use super::handler::{self, ConnState, Verdict};
-use super::upgrade_request::UpgradeRequest;
+use super::upgrade_request::{Prefixed, UpgradeRequest};
+use super::Text;
 
 /// Most queued messages written before one flush.
 const WRITE_BATCH: usize = 64;
@@ -137,7 +139,7 @@ impl End {
 /// client that reads one message for each it sends (aquatic_ws_load_test does) and this
 /// task could each wait on a write to the other with both TCP buffers full, until
 /// `send_timeout` closed a connection whose client was merely busy.
-pub async fn run<S>(stream: S, upgrade: UpgradeRequest, ctx: &Arc<WsContext>, id: ConnectionId)
+pub async fn run<S>(stream: S, mut upgrade: UpgradeRequest, ctx: &Arc<WsContext>, id: ConnectionId)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -145,21 +147,20 @@ where
     // The passkey is read from the upgrade path once; every message of the connection
     // presents it.
     let passkey = upgrade.passkey().map(Box::from);
-    let config = WebSocketConfig::default()
-        .read_buffer_size(4096)
-        .write_buffer_size(16 << 10)
-        .max_message_size(Some(s.limits.max_message_size))
-        .max_frame_size(Some(s.limits.max_frame_size));
-    let ws =
-        WebSocketStream::from_partially_read(stream, upgrade.leftover, Role::Server, Some(config))
-            .await;
+    // The crate has one limit, on a frame and on the message it makes: set past ours, so
+    // that a message over `max_message_size` gets a failure reason before the close (see
+    // below); past twice the larger of our two limits it closes at once (1009).
+    let hard_limit = 2 * s.limits.max_message_size.max(s.limits.max_frame_size);
+    let ws = ServerBuilder::new()
+        .limits(Limits::default().max_payload_len(Some(hard_limit)))
+        .serve(Prefixed::new(std::mem::take(&mut upgrade.leftover), stream));
     let (sink, mut stream) = ws.split();
     let (queue, inbox) = mpsc::channel(s.limits.outgoing_queue.max(1));
     ctx.registry.insert(id, queue);
     let own = Arc::new(Replies::default());
     let mut writer = tokio::spawn(write(sink, own.clone(), inbox, s.send_timeout));
     let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical(), passkey);
-    let mut replies: Vec<Utf8Bytes> = Vec::new();
+    let mut replies: Vec<Text> = Vec::new();
     let mut last_heard = Instant::now();
     let mut ticker = tokio::time::interval_at(Instant::now() + s.ping_interval, s.ping_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -174,24 +175,33 @@ where
             frame = stream.next() => {
                 let verdict = match frame {
                     None => break (End::Closed, None),
-                    Some(Err(WsError::Capacity(e))) => {
-                        // Over the size limits: say so, then close (the stream cannot be
-                        // resynchronised after an oversized frame).
-                        let err = RequestError::Json(format!("message too large: {e}"));
+                    // Past the crate's limit: it has queued the closing frame (1009).
+                    Some(Err(WsError::PayloadTooLong { .. })) => break (End::TooLarge, None),
+                    Some(Err(_)) => break (End::Error, None),
+                    Some(Ok(msg)) if msg.as_payload().len() > s.limits.max_message_size => {
+                        // Over the size limit: say so, then close.
+                        let err = RequestError::Json(format!(
+                            "message too large: {} bytes, at most {}",
+                            msg.as_payload().len(),
+                            s.limits.max_message_size
+                        ));
                         handler::misbehaved(ctx, &mut state, &err, FailureContext::default(), &mut replies);
                         hand_over(&own, &mut replies);
-                        break (End::TooLarge, Some((CloseCode::Size, "message too large")));
+                        break (End::TooLarge, Some((CloseCode::MESSAGE_TOO_BIG, "message too large")));
                     }
-                    Some(Err(_)) => break (End::Error, None),
                     Some(Ok(msg)) => {
                         last_heard = Instant::now();
-                        match msg {
-                            Message::Text(t) => handler::handle_text(ctx, &mut state, t.as_str(), shoal_swarm::clock::now(), &mut replies),
-                            Message::Binary(b) => handler::handle(ctx, &mut state, &b, shoal_swarm::clock::now(), &mut replies),
-                            // tungstenite has queued the closing reply: the writer sends it
+                        if let Some(t) = msg.as_text() {
+                            handler::handle_text(ctx, &mut state, t, shoal_swarm::clock::now(), &mut replies)
+                        } else if msg.is_binary() {
+                            handler::handle(ctx, &mut state, msg.as_payload(), shoal_swarm::clock::now(), &mut replies)
+                        } else if msg.is_close() {
+                            // The crate has queued the closing reply: the writer sends it
                             // when it finishes.
-                            Message::Close(_) => break (End::Closed, None),
-                            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => Verdict::Continue,
+                            break (End::Closed, None);
+                        } else {
+                            // A ping (the crate answers it) or a pong.
+                            Verdict::Continue
                         }
                     }
                 };
@@ -203,7 +213,7 @@ where
                     Verdict::Limited => (crate::policy::RATE_LIMITED, End::RateLimited),
                     Verdict::Blocked => ("refused", End::Blocked),
                 };
-                break (end, Some((CloseCode::Policy, reason)));
+                break (end, Some((CloseCode::POLICY_VIOLATION, reason)));
             }
             _ = ticker.tick() => {
                 let quiet = last_heard.elapsed();
@@ -212,7 +222,7 @@ where
                 }
                 if quiet >= s.ping_interval {
                     // Skipped if replies are waiting: the client has not read them either.
-                    own.push(Message::Ping(Default::default()));
+                    own.push(Message::ping(""));
                 }
             }
         }
@@ -220,12 +230,7 @@ where
 
     // The writer gets what is left (and the close frame) before the relays stop, and then
     // `send_timeout` to send it; the client's own peers leave at once.
-    own.close_with(closing.map(|(code, reason)| {
-        Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        }))
-    }));
+    own.close_with(closing.map(|(code, reason)| Message::close(Some(code), reason)));
     ctx.registry.remove(id);
     let removed = handler::leave(ctx, id, state.peers.drain());
     if !writer.is_finished() && timeout(s.send_timeout, &mut writer).await.is_err() {
@@ -241,9 +246,9 @@ where
 }
 
 /// Hands the replies to the writer, in order, dropping those past [`REPLY_BACKLOG`].
-fn hand_over(own: &Replies, replies: &mut Vec<Utf8Bytes>) {
+fn hand_over(own: &Replies, replies: &mut Vec<Text>) {
     for r in replies.drain(..) {
-        if !own.push(Message::Text(r)) {
+        if !own.push(Message::text(r)) {
             crate::fixed_counter::fixed_counter!("shoal_ws_replies_dropped_total").increment(1);
         }
     }
@@ -259,7 +264,7 @@ fn hand_over(own: &Replies, replies: &mut Vec<Utf8Bytes>) {
 async fn write<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
     own: Arc<Replies>,
-    mut inbox: mpsc::Receiver<Utf8Bytes>,
+    mut inbox: mpsc::Receiver<Text>,
     limit: Duration,
 ) -> End
 where
@@ -270,14 +275,14 @@ where
         let first = match own.pop() {
             Some(m) => m,
             None if own.is_closed() => {
-                let _ = timeout(limit, sink.flush()).await;
+                let _ = within(limit, sink.flush()).await;
                 return End::Closed;
             }
             None => tokio::select! {
                 biased;
                 _ = own.ready.notified() => continue,
                 m = inbox.recv(), if relays_open => match m {
-                    Some(t) => Message::Text(t),
+                    Some(t) => Message::text(t),
                     // The registry let go: the reader is ending, and says so next.
                     None => {
                         relays_open = false;
@@ -286,8 +291,8 @@ where
                 },
             },
         };
-        let mut closing = matches!(first, Message::Close(_));
-        let sent = timeout(limit, async {
+        let mut closing = first.is_close();
+        let sent = within(limit, async {
             sink.feed(first).await?;
             for _ in 1..WRITE_BATCH {
                 if closing {
@@ -296,21 +301,51 @@ where
                 let next = match own.pop() {
                     Some(m) => m,
                     None => match inbox.try_recv() {
-                        Ok(t) => Message::Text(t),
+                        Ok(t) => Message::text(t),
                         Err(_) => break,
                     },
                 };
-                closing = matches!(next, Message::Close(_));
+                closing = next.is_close();
                 sink.feed(next).await?;
             }
             sink.flush().await
         })
         .await;
         match sent {
-            Ok(Ok(())) if closing => return End::Closed,
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return End::Error,
-            Err(_) => return End::SendTimeout,
+            Some(Ok(())) if closing => return End::Closed,
+            Some(Ok(())) => {}
+            Some(Err(_)) => return End::Error,
+            None => return End::SendTimeout,
+        }
+    }
+}
+
+/// How often a write that waits is polled again, woken or not.
+const WRITE_REPOLL: Duration = Duration::from_millis(50);
+
+/// Runs `write` to its end within `limit` (`None`: it did not end in time), polling it
+/// again every [`WRITE_REPOLL`] while it waits.
+///
+/// The connection's two tasks share one stream, and tokio-websockets lets the reading
+/// half finish a flush the writing half began (each read first writes what is queued).
+/// The socket keeps one waker for its write readiness: if the reader's is there instead of
+/// the writer's (a TLS read with something to write registers it), the reader is woken,
+/// finishes the writer's flush, and the writer, parked in it, is never woken: it sleeps
+/// until `send_timeout` closes a connection that was only busy. tokio-tungstenite wakes
+/// both tasks through proxies; here the writer looks again itself. Seen once in fourteen
+/// 20-s rounds of aquatic_ws_load_test before this: 7 connections closed by `send_timeout`.
+async fn within<F: std::future::Future>(limit: Duration, write: F) -> Option<F::Output> {
+    let deadline = Instant::now() + limit;
+    tokio::pin!(write);
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut write => return Some(out),
+            _ = tokio::time::sleep(WRITE_REPOLL) => {
+                if Instant::now() >= deadline {
+                    return None;
+                }
+            }
         }
     }
 }

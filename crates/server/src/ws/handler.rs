@@ -18,9 +18,9 @@ use shoal_proto::ws::{
 };
 use std::net::IpAddr;
 
+use super::Text;
 use shoal_proto::{AnnounceEvent, InfoHash};
 use shoal_swarm::webtorrent::{is_remote, ConnectionId, OfferTarget, WsAnnounce};
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use super::cluster_link::{Forwarded, Outgoing};
 use super::connection_peers::{ConnectionPeers, Pair};
@@ -155,7 +155,7 @@ fn verdict(
     })
 }
 
-fn failure(text: &str, context: FailureContext) -> Utf8Bytes {
+fn failure(text: &str, context: FailureContext) -> Text {
     ws::to_json(&Notice {
         failure: true,
         text,
@@ -171,7 +171,7 @@ pub fn handle(
     conn: &mut ConnState,
     message: &[u8],
     now: u32,
-    replies: &mut Vec<Utf8Bytes>,
+    replies: &mut Vec<Text>,
 ) -> Verdict {
     Protocol::Ws.count_family(conn.source);
     dispatch(ctx, conn, ws::parse_request(message), now, replies)
@@ -184,7 +184,7 @@ pub fn handle_text(
     conn: &mut ConnState,
     message: &str,
     now: u32,
-    replies: &mut Vec<Utf8Bytes>,
+    replies: &mut Vec<Text>,
 ) -> Verdict {
     Protocol::Ws.count_family(conn.source);
     dispatch(ctx, conn, ws::parse_text(message), now, replies)
@@ -195,7 +195,7 @@ fn dispatch(
     conn: &mut ConnState,
     parsed: Result<Request<'_>, (RequestError, FailureContext)>,
     now: u32,
-    replies: &mut Vec<Utf8Bytes>,
+    replies: &mut Vec<Text>,
 ) -> Verdict {
     match parsed {
         Ok(Request::Announce(a)) => announce(ctx, conn, &a, now, replies),
@@ -214,7 +214,7 @@ pub fn misbehaved(
     conn: &mut ConnState,
     err: &RequestError,
     context: FailureContext,
-    replies: &mut Vec<Utf8Bytes>,
+    replies: &mut Vec<Text>,
 ) -> Verdict {
     count("invalid", err.kind());
     replies.push(failure(&err.to_string(), context));
@@ -231,7 +231,7 @@ fn announce(
     conn: &mut ConnState,
     a: &ws::Announce<'_>,
     now: u32,
-    replies: &mut Vec<Utf8Bytes>,
+    replies: &mut Vec<Text>,
 ) -> Verdict {
     let context = announcing(a.info_hash);
     match verdict(ctx, conn, &a.info_hash, Some((a, now))) {
@@ -365,7 +365,7 @@ fn answer(
     conn: &mut ConnState,
     a: &ws::Answer<'_>,
     now: u32,
-    replies: &mut Vec<Utf8Bytes>,
+    replies: &mut Vec<Text>,
 ) {
     let context = announcing(a.info_hash);
     match ctx.torrents.answer(
@@ -423,7 +423,7 @@ fn scrape(
     ctx: &WsContext,
     conn: &ConnState,
     info_hashes: &[InfoHash],
-    replies: &mut Vec<Utf8Bytes>,
+    replies: &mut Vec<Text>,
 ) -> Verdict {
     let context = FailureContext {
         action: Some(ws::Action::Scrape),
@@ -525,7 +525,10 @@ mod tests {
             handle_text(ctx, conn, message, 1, &mut replies),
             Verdict::Continue
         );
-        replies.iter().map(|r| r.as_str().to_owned()).collect()
+        replies
+            .iter()
+            .map(|r| std::str::from_utf8(r).unwrap().to_owned())
+            .collect()
     }
 
     /// An announce of peer `peer` (20 times that letter), without its closing brace.

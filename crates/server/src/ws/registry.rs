@@ -15,16 +15,16 @@
 
 use std::collections::HashMap;
 
+use super::Text;
 use parking_lot::Mutex;
 use shoal_swarm::sharded::Hasher;
 use shoal_swarm::webtorrent::ConnectionId;
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 const SHARDS: usize = 64;
 
 /// How to reach one connection's task: its bounded queue of messages to write.
-pub type Mailbox = mpsc::Sender<Utf8Bytes>;
+pub type Mailbox = mpsc::Sender<Text>;
 
 /// What became of a relayed message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,13 +71,13 @@ impl Registry {
 
     /// Queues `message` (an answer, or anything but an offer) for connection `id` without
     /// waiting; dropped if the queue is full.
-    pub fn deliver(&self, id: ConnectionId, message: Utf8Bytes) -> Delivery {
+    pub fn deliver(&self, id: ConnectionId, message: Text) -> Delivery {
         self.push(id, message, false)
     }
 
     /// Queues a relayed offer for connection `id` without waiting; dropped if the queue is
     /// three quarters full (the rest is kept for answers).
-    pub fn deliver_offer(&self, id: ConnectionId, message: Utf8Bytes) -> Delivery {
+    pub fn deliver_offer(&self, id: ConnectionId, message: Text) -> Delivery {
         self.push(id, message, true)
     }
 
@@ -90,7 +90,7 @@ impl Registry {
             .is_some_and(|q| q.capacity() > q.max_capacity() / 4 && !q.is_closed())
     }
 
-    fn push(&self, id: ConnectionId, message: Utf8Bytes, offer: bool) -> Delivery {
+    fn push(&self, id: ConnectionId, message: Text, offer: bool) -> Delivery {
         let shard = self.shard(id).lock();
         let Some(queue) = shard.get(&id) else {
             return Delivery::Gone;
@@ -138,7 +138,7 @@ mod tests {
         // is served again.
         let mut got = Vec::new();
         while let Ok(m) = rx.try_recv() {
-            got.push(m.as_str().to_owned());
+            got.push(std::str::from_utf8(&m).unwrap().to_owned());
         }
         assert_eq!(got, ["o0", "o1", "o2", "o3", "o4", "o5", "a0", "a1"]);
         assert!(r.takes_offers(7) && !r.takes_offers(8));

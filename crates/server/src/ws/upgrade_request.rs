@@ -6,7 +6,12 @@
 //! or `wss://host/announce/<passkey>`): [`UpgradeRequest::passkey`] reads it with the path
 //! parser every protocol shares, once per connection.
 
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// An `Upgrade: websocket` request, as read by the HTTP connection loop.
 #[derive(Clone, Debug)]
@@ -34,9 +39,97 @@ impl UpgradeRequest {
     }
 }
 
+/// The upgraded stream, with the bytes the HTTP loop had already read past the request
+/// head served first: frames a client sent without waiting for the `101`.
+pub struct Prefixed<S> {
+    leftover: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S> Prefixed<S> {
+    pub fn new(leftover: Vec<u8>, inner: S) -> Self {
+        Self {
+            leftover,
+            at: 0,
+            inner,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.at < this.leftover.len() {
+            let n = (this.leftover.len() - this.at).min(buf.remaining());
+            buf.put_slice(&this.leftover[this.at..this.at + n]);
+            this.at += n;
+            if this.at == this.leftover.len() {
+                // Served: the connection keeps no memory for it.
+                this.leftover = Vec::new();
+                this.at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn what_was_read_past_the_head_comes_first_then_the_stream() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut s = Prefixed::new(b"early".to_vec(), server);
+        client.write_all(b" later").await.unwrap();
+        let mut got = [0u8; 3];
+        s.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"ear");
+        let mut rest = [0u8; 8];
+        s.read_exact(&mut rest).await.unwrap();
+        assert_eq!(&rest, b"ly later");
+        s.write_all(b"back").await.unwrap();
+        let mut back = [0u8; 4];
+        client.read_exact(&mut back).await.unwrap();
+        assert_eq!(&back, b"back");
+    }
 
     #[test]
     fn the_passkey_comes_from_the_path_and_any_path_is_fine() {
