@@ -268,8 +268,10 @@ fn invalid_responses_are_counted_as_errors() {
     for (kind, expected) in kinds {
         assert!(close(e(kind), expected), "{kind}: {sent:?} {:?}", s.errors);
     }
-    // After each error response the client fetched a new connection id.
-    assert!(sent.connects > sent.error, "{sent:?}");
+    // After each error response the client fetched a new connection id: one connect at
+    // the start and one after every error but perhaps the last (the run may end between
+    // that error and its reconnect; CI once stopped there, with 44 of each).
+    assert!(sent.error >= 2 && sent.connects >= sent.error, "{sent:?}");
 }
 
 #[test]
