@@ -259,7 +259,7 @@ fn hand_over(own: &Replies, replies: &mut Vec<Text>) {
 /// at all is closed when a write has waited `send_timeout`; one that reads slowly keeps
 /// its connection and loses the relayed messages its full queue cannot take (see
 /// `registry`). Ends when the reader has closed the replies and they are all written
-/// (after a flush, which also sends tungstenite's reply to a client's close), after a
+/// (after a flush, which also sends the crate's reply to a client's close), after a
 /// close frame, or on a failed or timed out write.
 async fn write<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,

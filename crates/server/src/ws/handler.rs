@@ -18,7 +18,6 @@ use shoal_proto::ws::{
 };
 use std::net::IpAddr;
 
-use super::Text;
 use shoal_proto::{AnnounceEvent, InfoHash};
 use shoal_swarm::webtorrent::{is_remote, ConnectionId, OfferTarget, WsAnnounce};
 
@@ -26,6 +25,7 @@ use super::cluster_link::{Forwarded, Outgoing};
 use super::connection_peers::{ConnectionPeers, Pair};
 use super::context::WsContext;
 use super::registry::Delivery;
+use super::Text;
 use crate::policy::{self, Protocol};
 
 /// A connection's own state, as the handler sees it.

@@ -26,9 +26,9 @@ pub mod upgrade;
 pub mod upgrade_request;
 
 pub use context::{WsContext, WsSettings};
+pub use upgrade::serve_upgrade;
+pub use upgrade_request::UpgradeRequest;
 
 /// A text message on its way to a client: a reply, or a relayed offer or answer (shared
 /// bytes, so queueing and writing it copies nothing).
 pub type Text = tokio_websockets::Payload;
-pub use upgrade::serve_upgrade;
-pub use upgrade_request::UpgradeRequest;

@@ -15,11 +15,12 @@
 
 use std::collections::HashMap;
 
-use super::Text;
 use parking_lot::Mutex;
 use shoal_swarm::sharded::Hasher;
 use shoal_swarm::webtorrent::ConnectionId;
 use tokio::sync::mpsc;
+
+use super::Text;
 
 const SHARDS: usize = 64;
 
