@@ -13,7 +13,7 @@ use std::fmt::Write;
 use crate::history::{Figure, HistoryRun};
 use crate::report::{median, thousands};
 
-use super::results::{describe, generator_name, Comparison, Contender, Point};
+use super::results::{describe, generator_name, Comparison, Contender, LoadGenRun, Point};
 
 /// One run's figures.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -86,10 +86,40 @@ pub fn round_ratios(
     kind: Option<&str>,
 ) -> Option<RoundRatios> {
     let (a, b) = (per_cpu_by_round(a, p, kind), per_cpu_by_round(b, p, kind));
-    let mut r: Vec<f64> = a
+    ratios_of(
+        a.iter()
+            .filter_map(|(round, x)| Some(x / b.get(round).filter(|y| **y > 0.0)?))
+            .collect(),
+    )
+}
+
+/// shoal-bench (the runs of `c` at `p`) over another load generator (`others`, against
+/// the same tracker in the same rounds), per generator CPU-second, round by round.
+pub fn generator_round_ratios(
+    c: &Contender,
+    p: Point,
+    others: &[LoadGenRun],
+) -> Option<RoundRatios> {
+    let ours: BTreeMap<usize, f64> = c
+        .runs
         .iter()
-        .filter_map(|(round, x)| Some(x / b.get(round).filter(|y| **y > 0.0)?))
+        .filter(|r| r.point == p)
+        .map(|r| (r.round, r.result.responses_per_generator_cpu_second))
         .collect();
+    let theirs = others
+        .iter()
+        .filter(|g| g.cpu_percent > 0.0)
+        .map(|g| (g.round, 100.0 * g.responses_per_second / g.cpu_percent));
+    ratios_of(
+        theirs
+            .filter(|(_, y)| *y > 0.0)
+            .filter_map(|(round, y)| Some(ours.get(&round)? / y))
+            .collect(),
+    )
+}
+
+/// Min / median / max of per-round ratios; `None` for no rounds.
+fn ratios_of(mut r: Vec<f64>) -> Option<RoundRatios> {
     if r.is_empty() {
         return None;
     }
@@ -220,6 +250,44 @@ mod tests {
         let mut alone = comparison(vec![1], vec![]);
         alone.contenders.truncate(1);
         assert!(ratio_section(&alone).is_empty());
+    }
+
+    #[test]
+    fn load_generators_are_compared_within_each_round() {
+        let mut cmp = comparison(vec![1], vec![]);
+        let p = cmp.points()[0];
+        let ours: Vec<f64> = cmp.contenders[0]
+            .runs
+            .iter()
+            .map(|r| r.result.responses_per_generator_cpu_second)
+            .collect();
+        assert_eq!(ours.len(), 3);
+        // The other generator: half of shoal-bench's rate per its CPU-second in rounds 0 and
+        // 2, a quarter in round 1 (at 50% of its core); round 7 has no shoal-bench run.
+        let run = |round: usize, per_cpu: f64, cpu_percent: f64| LoadGenRun {
+            name: "aquatic_udp_load_test".into(),
+            round,
+            responses_per_second: per_cpu * cpu_percent / 100.0,
+            cpu_percent,
+            tracker_cpu_percent: None,
+        };
+        cmp.load_generators = vec![
+            run(0, ours[0] / 2.0, 100.0),
+            run(1, ours[1] / 4.0, 50.0),
+            run(2, ours[2] / 2.0, 100.0),
+            run(7, 1.0, 100.0),
+            run(3, 0.0, 0.0),
+        ];
+        let rr = generator_round_ratios(&cmp.contenders[0], p, &cmp.load_generators).unwrap();
+        assert_eq!(rr.rounds, 3, "{rr:?}");
+        assert!((rr.min - 2.0).abs() < 1e-9 && (rr.median - 2.0).abs() < 1e-9);
+        assert!((rr.max - 4.0).abs() < 1e-9, "{rr:?}");
+        assert!(generator_round_ratios(&cmp.contenders[0], p, &[]).is_none());
+        let md = crate::compare::report::markdown(&cmp, None);
+        assert!(
+            md.contains("round by round 2.000 / **2.000** / 4.000 (3 rounds)."),
+            "{md}"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::run::RunResult;
 use crate::history::HistoryRun;
 
 use super::args::ReportArgs;
+use super::figures::generator_round_ratios;
 use super::report_other as other;
 use super::results::{describe, read_results, Comparison, Contender, Generator, Point};
 use super::tier_report;
@@ -315,13 +316,14 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
             .iter()
             .map(|r| r.responses_per_generator_cpu_second)
             .collect();
+        let ours_per = report::median(&mut per);
         let _ = writeln!(
             out,
             "| shoal-bench ({}) | {} | {:.0}% | {} |",
             describe(points[0]),
             report::min_median_max(&ours),
             report::median(&mut cpu),
-            thousands(report::median(&mut per) as u64)
+            thousands(ours_per as u64)
         );
         let mut rps: Vec<f64> = cmp
             .load_generators
@@ -335,6 +337,7 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
             .map(|g| 100.0 * g.responses_per_second / g.cpu_percent.max(1e-9))
             .collect();
         let m = report::median(&mut rps);
+        let theirs_per = report::median(&mut gper);
         let _ = writeln!(
             out,
             "| aquatic_udp_load_test (1 worker) | {} / **{}** / {} | {:.0}% | {} |",
@@ -342,8 +345,20 @@ pub fn markdown(cmp: &Comparison, baseline: Option<&Comparison>) -> String {
             thousands(m as u64),
             thousands(rps[rps.len() - 1] as u64),
             report::median(&mut gcpu),
-            thousands(report::median(&mut gper) as u64)
+            thousands(theirs_per as u64)
         );
+        if theirs_per > 0.0 {
+            let _ = write!(
+                out,
+                "\nshoal-bench over aquatic_udp_load_test per generator CPU-second: medians \
+                 **{:.3}**",
+                ours_per / theirs_per
+            );
+            if let Some(rr) = generator_round_ratios(first, points[0], &cmp.load_generators) {
+                let _ = write!(out, "; round by round {}", rr.describe());
+            }
+            out.push_str(".\n");
+        }
         let _ = writeln!(
             out,
             "\nBoth against {} on CPUs `{}`, alternating each round. aquatic_udp_load_test's mix \
