@@ -8,7 +8,9 @@
 #            workers, default 8; ROUNDS, default 3): shoal, aquatic_udp, opentracker
 #   aquatic  the same under aquatic_udp_load_test's defaults: shoal, aquatic_udp (AQ_ROUNDS)
 #   gen      shoal-bench and aquatic_udp_load_test, each on one CPU, against one shoal of
-#            6 workers on 6 others: requests per generator CPU-second
+#            6 workers on 6 others: requests per generator CPU-second (GEN_LOAD: shoal-bench's
+#            workload flags, default `--torrents 10000`; GEN_LOAD=aquatic gives it
+#            aquatic_udp_load_test's default workload and request mix)
 #   flood    the flood example (issue 13), unpinned: on a machine with cores to spare the
 #            scheduler keeps tracker, flood and normal client apart
 #
@@ -30,6 +32,9 @@ command -v taskset; opentracker -h 2>&1 | head -2
 B=$D/bin/shoal-bench
 wl=/tmp/ot; mkdir -p $wl
 $B info-hashes --torrents 10000 > $wl/whitelist
+# aquatic_udp_load_test 0.9.0's default workload in shoal-bench's flags (its torrent
+# popularity is its own; shoal-bench's is Pareto).
+AQUATIC_LOAD="--torrents 1000000 --peers 2000000 --numwant 30 --scrape-hashes 10 --seeder-probability 0.75 --weight-connect 50 --weight-announce 50 --weight-scrape 1"
 TIERS=${TIERS:-1,2,4,8}; LEVELS=${LEVELS:-8}; ROUNDS=${ROUNDS:-3}
 for step in "$@"; do
   start=$(date +%s)
@@ -52,13 +57,18 @@ for step in "$@"; do
       echo "aquatic rc=$?"; tail -5 $OUT/aquatic.log
       tar czf $OUT/tiers-aquatic.tgz -C /tmp tiers-aquatic ;;
     gen)
+      case ${GEN_LOAD:-} in
+        aquatic) gen_load=$AQUATIC_LOAD ;;
+        "") gen_load="--torrents 10000" ;;
+        *) gen_load=$GEN_LOAD ;;
+      esac
       # The load generators against one shoal that is faster than either (GEN_TRACKER_CPUS
       # workers), each generator on the one CPU GEN_CPU: requests per generator CPU-second.
       timeout ${GEN_TIMEOUT:-150} $B compare --bin-dir $D/bin --out /tmp/generators --port 3500 \
         --rounds ${GEN_ROUNDS:-3} --levels 1 --tracker-workers ${GEN_WORKERS:-6} \
         --tracker-cpus ${GEN_TRACKER_CPUS:-0-5} --bench-cpus ${GEN_CPU:-8} --noisy-retries 0 \
         --vs-aquatic-load-test --tracker shoal \
-        udp --target 127.0.0.1:3500 --duration 5s --warmup 5s --torrents 10000 \
+        udp --target 127.0.0.1:3500 --duration 5s --warmup 5s $gen_load \
         > $OUT/gen.log 2>&1
       echo "gen rc=$?"; tail -3 $OUT/gen.log; grep -A5 "## Load generators" /tmp/generators/report.md
       tar czf $OUT/generators.tgz -C /tmp generators ;;

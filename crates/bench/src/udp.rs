@@ -554,6 +554,14 @@ impl Worker {
             }
             let now = self.now();
             let sock = &mut self.socks[s];
+            if self.send.gso_enabled() {
+                // GSO sends each run of equal-sized datagrams as one message: requests of
+                // one size in a row make the runs as long as the kernel allows (aquatic's
+                // mix, half connects and half announces, otherwise has runs of two). The
+                // order of independent requests means nothing to the tracker.
+                let slots = &sock.slots;
+                sock.queue.sort_by_key(|&i| slots[i as usize].len);
+            }
             let packets: Vec<&[u8]> = sock
                 .queue
                 .iter()
