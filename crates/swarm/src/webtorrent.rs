@@ -368,24 +368,31 @@ impl WebTorrentStore {
         takes_offers: &impl Fn(ConnectionId) -> bool,
     ) {
         let len = torrent.peers.len();
-        let eligible = |i: usize| -> bool {
+        // What the swarm itself says; `takes_offers` asks the connection registry (a lock
+        // and a look-up), so it is asked only of the peers drawn.
+        let candidate = |i: usize| -> bool {
             let (pid, p) = torrent.peers.get_index(i).expect("index in range");
-            *pid != req.peer_id
-                && p.conn != req.conn
-                && !(req.seeder && p.seeder)
-                && takes_offers(p.conn)
+            *pid != req.peer_id && p.conn != req.conn && !(req.seeder && p.seeder)
         };
-        // Distinct random indices: in a small swarm shuffle the eligible ones; in a large
+        let conn = |i: usize| torrent.peers.get_index(i).expect("index in range").1.conn;
+        let eligible = |i: usize| candidate(i) && takes_offers(conn(i));
+        // Distinct random indices: in a small swarm a partial shuffle of the candidates,
+        // dropping those whose connection takes no offers as they are drawn; in a large
         // one draw at random with a bounded number of tries (a few collisions at most).
         let mut chosen: Vec<usize> = Vec::with_capacity(offers.len().min(len));
         if len <= 4 * offers.len() + 16 {
-            let mut all: Vec<usize> = (0..len).filter(|&i| eligible(i)).collect();
-            let k = offers.len().min(all.len());
-            for i in 0..k {
-                let j = fastrand::usize(i..all.len());
-                all.swap(i, j);
+            let mut all: Vec<usize> = (0..len).filter(|&i| candidate(i)).collect();
+            let mut n = 0;
+            while n < offers.len() && n < all.len() {
+                let j = fastrand::usize(n..all.len());
+                if takes_offers(conn(all[j])) {
+                    all.swap(n, j);
+                    n += 1;
+                } else {
+                    all.swap_remove(j);
+                }
             }
-            all.truncate(k);
+            all.truncate(n);
             chosen = all;
         } else {
             let mut tries = 8 * offers.len() + 16;

@@ -403,3 +403,40 @@ fn offers_go_only_to_peers_whose_connection_takes_them() {
     assert!(out.is_empty());
     assert_eq!(outcome.stats.leechers, 9);
 }
+
+#[test]
+fn only_the_drawn_peers_are_asked_whether_they_take_offers() {
+    // A small swarm (shuffled, not sampled): ten peers, two offers an announce.
+    let peers: Vec<WsAnnounce> = (2..=11)
+        .map(|n| ann(n, n as ConnectionId, Started, false))
+        .collect();
+    let (s, mut out) = store_with(&peers);
+    let offers: Vec<OfferId> = (1..=2).map(oid).collect();
+    let mut reached = std::collections::BTreeSet::new();
+    for round in 0..200 {
+        let asked = std::cell::Cell::new(0);
+        s.announce_to(&ann(1, 1, Regular, false), &offers, round, &mut out, |_| {
+            asked.set(asked.get() + 1);
+            true
+        });
+        assert_eq!(asked.get(), 2, "one question per offer sent");
+        assert_eq!(out.len(), 2);
+        assert_ne!(out[0].conn, out[1].conn, "{out:?}");
+        reached.extend(out.iter().map(|t| t.conn));
+    }
+    // Every peer is drawn now and then.
+    assert_eq!(reached.len(), 10, "{reached:?}");
+    // Those that refuse are asked once and skipped: all but one refuse.
+    let asked = std::cell::Cell::new(0);
+    s.announce_to(&ann(1, 1, Regular, false), &offers, 300, &mut out, |c| {
+        asked.set(asked.get() + 1);
+        c == 6
+    });
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].conn, 6);
+    assert!(
+        asked.get() <= 10,
+        "each peer asked at most once: {}",
+        asked.get()
+    );
+}
