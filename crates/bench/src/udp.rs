@@ -560,7 +560,7 @@ impl Worker {
                 // mix, half connects and half announces, otherwise has runs of two). The
                 // order of independent requests means nothing to the tracker.
                 let slots = &sock.slots;
-                sock.queue.sort_by_key(|&i| slots[i as usize].len);
+                sock.queue.sort_unstable_by_key(|&i| slots[i as usize].len);
             }
             let packets: Vec<&[u8]> = sock
                 .queue
