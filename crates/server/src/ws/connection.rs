@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::SplitSink;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use shoal_proto::ws::{FailureContext, RequestError};
 use shoal_swarm::webtorrent::ConnectionId;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -334,9 +334,13 @@ const WRITE_REPOLL: Duration = Duration::from_millis(50);
 /// until `send_timeout` closes a connection that was only busy. tokio-tungstenite wakes
 /// both tasks through proxies; here the writer looks again itself. Seen once in fourteen
 /// 20-s rounds of aquatic_ws_load_test before this: 7 connections closed by `send_timeout`.
+/// A write done at its first poll (the usual case) costs no clock read and no timer.
 async fn within<F: std::future::Future>(limit: Duration, write: F) -> Option<F::Output> {
-    let deadline = Instant::now() + limit;
     tokio::pin!(write);
+    if let Some(out) = (&mut write).now_or_never() {
+        return Some(out);
+    }
+    let deadline = Instant::now() + limit;
     loop {
         tokio::select! {
             biased;
