@@ -1,7 +1,11 @@
 //! How fast one write batch goes into a fresh SQLite file (or the URL given), at the scale of
 //! `shoal-bench compare --tracker shoal-private`: 10,000 users, 10,000 torrents, 100,000
 //! (user, torrent) rows per batch. Prints wall time and this process's CPU time per batch.
-//!   cargo run --release -p shoal-accounts --example write_speed [URL] [BATCHES]
+//! With `update` as third argument, every batch after the first adds to rows that exist
+//! (the steady state of a busy tracker, where the same clients announce again and again)
+//! instead of mostly creating rows.
+//! An empty URL is the fresh file.
+//!   cargo run --release -p shoal-accounts --example write_speed [URL] [BATCHES] [update]
 use std::time::Instant;
 
 use shoal_accounts::{Database, Delta, Torrent, User};
@@ -25,12 +29,19 @@ fn hash(i: u64) -> [u8; 20] {
     h
 }
 
+/// Rows an `update` run's batches are drawn from (a batch takes a third of them).
+const SPREAD: u64 = 300_000;
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let default = format!("sqlite://{}/speed.db", dir.path().display());
-    let url = std::env::args().nth(1).unwrap_or(default);
+    let url = std::env::args()
+        .nth(1)
+        .filter(|u| !u.is_empty())
+        .unwrap_or(default);
     let batches: u64 = std::env::args().nth(2).map_or(5, |n| n.parse().unwrap());
+    let update = std::env::args().nth(3).is_some_and(|m| m == "update");
     let db = Database::connect(&url).await.unwrap();
     let (users, torrents, rows) = (10_000u64, 10_000u64, 100_000u64);
     let t = Instant::now();
@@ -58,9 +69,18 @@ async fn main() {
     println!("registered in {:.1?}", t.elapsed());
     for b in 0..batches {
         let batch: Vec<Delta> = (0..rows)
+            .map(|p| {
+                if update {
+                    (p * 7 + b * rows) % SPREAD
+                } else {
+                    p
+                }
+            })
             .map(|p| Delta {
                 user_id: (p % users) as i64 + 1,
-                torrent: hash(((p / users) * 1231 + p * 3 + b) % torrents + 1),
+                torrent: hash(
+                    ((p / users) * 1231 + p * 3 + if update { 0 } else { b }) % torrents + 1,
+                ),
                 uploaded: 1000 + p,
                 downloaded: 10,
                 seed_seconds: 1,

@@ -461,7 +461,7 @@ impl Database {
                             .await?;
                     }
                     let (hashes, ids) = batch::keys(batch);
-                    let mut torrents = HashMap::new();
+                    let mut torrents = HashMap::with_hasher(batch::Hasher::default());
                     for chunk in hashes.chunks(KEYS_PER_LOOKUP) {
                         let text = sql.torrents_in(chunk.len());
                         let mut q = sqlx::query(&text);
@@ -473,7 +473,7 @@ impl Database {
                                 .insert(info_hash(row.try_get("info_hash")?)?, row.try_get("id")?);
                         }
                     }
-                    let mut users = HashSet::new();
+                    let mut users = HashSet::with_hasher(batch::Hasher::default());
                     for chunk in ids.chunks(KEYS_PER_LOOKUP) {
                         let text = sql.users_in(chunk.len());
                         let mut q = sqlx::query(&text);
@@ -489,17 +489,15 @@ impl Database {
                         already_written: false,
                         ..plan.written
                     };
-                    let totals: Vec<_> = plan.totals.iter().collect();
-                    for chunk in totals.chunks(ROWS_PER_STATEMENT) {
+                    for chunk in plan.totals.chunks(ROWS_PER_STATEMENT) {
                         let text = sql.add_users_totals(chunk.len());
                         let mut q = sqlx::query(&text);
                         for (user, c) in chunk {
-                            q = q.bind(**user).bind(c[0]).bind(c[1]).bind(c[2]).bind(c[3]);
+                            q = q.bind(*user).bind(c[0]).bind(c[1]).bind(c[2]).bind(c[3]);
                         }
                         q.execute(&mut *tx).await?;
                     }
-                    let rows: Vec<_> = plan.rows.iter().collect();
-                    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                    for chunk in plan.rows.chunks(ROWS_PER_STATEMENT) {
                         let text = sql.add_user_torrents(chunk.len());
                         let mut q = sqlx::query(&text);
                         for ((user, torrent), c) in chunk {

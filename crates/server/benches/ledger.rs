@@ -1,0 +1,73 @@
+//! The private tracker's accounting ledger alone: what recording one re-announce costs
+//! when the ledger holds the records of as many clients as `shoal-bench compare --tracker
+//! shoal-private` leaves in it (some 330,000), the announces arriving in random client
+//! order as a busy tracker's do.
+//!
+//! `cargo bench -p shoal-server --bench ledger`
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use shoal_proto::{AnnounceEvent, PeerId};
+use shoal_server::private::credit::AccountedAnnounce;
+use shoal_server::private::ledger::Ledger;
+
+const CLIENTS: u64 = 330_000;
+const ANNOUNCES: usize = 1 << 20;
+
+/// A small, fixed pseudo-random sequence (xorshift), so every run loads the same.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+fn announce(client: u64, round: u64) -> AccountedAnnounce {
+    let mut peer_id = [0u8; 20];
+    peer_id[..8].copy_from_slice(&client.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+    AccountedAnnounce {
+        user_id: client % 10_000 + 1,
+        torrent_id: client % 10_007 + 1,
+        peer_id: PeerId(peer_id),
+        uploaded: round * 1000,
+        downloaded: round * 500,
+        left: if client.is_multiple_of(4) { 0 } else { 1 << 30 },
+        event: if round == 0 {
+            AnnounceEvent::Started
+        } else {
+            AnnounceEvent::None
+        },
+        now: round as u32,
+        download_factor: 1.0,
+        upload_factor: 1.0,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut state = 0x2545_f491_4f6c_dd1d;
+    let order: Vec<u64> = (0..ANNOUNCES).map(|_| next(&mut state) % CLIENTS).collect();
+    let mut group = c.benchmark_group("ledger re-announce, 330k clients");
+    {
+        let ledger = Ledger::default();
+        for client in 0..CLIENTS {
+            ledger.record(&announce(client, 0));
+        }
+        let mut i = 0usize;
+        let mut round = 1;
+        group.bench_function("record", |b| {
+            b.iter(|| {
+                let a = announce(order[i], round);
+                ledger.record(&a);
+                i += 1;
+                if i == ANNOUNCES {
+                    i = 0;
+                    round += 1;
+                    ledger.drain();
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
