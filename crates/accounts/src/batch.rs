@@ -111,9 +111,10 @@ pub fn plan(
 mod tests {
     use super::*;
 
-    #[test]
-    fn deltas_are_summed_per_user_and_row_and_missing_keys_counted() {
-        let d = |user_id, t: u8, up, completed| Delta {
+    /// A delta of `user_id` on torrent `[t; 20]`: `up` bytes uploaded, 1 downloaded, 2
+    /// seconds seeding, 3 leeching.
+    fn d(user_id: i64, t: u8, up: u64, completed: bool) -> Delta {
+        Delta {
             user_id,
             torrent: [t; 20],
             uploaded: up,
@@ -121,7 +122,11 @@ mod tests {
             seed_seconds: 2,
             leech_seconds: 3,
             completed,
-        };
+        }
+    }
+
+    #[test]
+    fn deltas_are_summed_per_user_and_row_and_missing_keys_counted() {
         let batch = [
             d(1, 1, 10, false),
             d(1, 1, 5, true),
@@ -153,15 +158,6 @@ mod tests {
 
     #[test]
     fn sums_come_out_ascending_whatever_the_batch_order() {
-        let d = |user_id, t: u8, up, completed| Delta {
-            user_id,
-            torrent: [t; 20],
-            uploaded: up,
-            downloaded: 0,
-            seed_seconds: 0,
-            leech_seconds: 0,
-            completed,
-        };
         let batch = [
             d(3, 2, 1, true),
             d(1, 9, 2, true),
@@ -173,13 +169,13 @@ mod tests {
         let users = HashSet::from_iter([1, 3]);
         let torrents = HashMap::from_iter([([1; 20], 11), ([2; 20], 12)]);
         let p = plan(&batch, &users, &torrents);
-        assert_eq!(p.totals, vec![(1, [42, 0, 0, 0]), (3, [21, 0, 0, 0])]);
+        assert_eq!(p.totals, vec![(1, [42, 3, 6, 9]), (3, [21, 3, 6, 9])]);
         assert_eq!(
             p.rows,
             vec![
-                ((1, 12), [8, 0, 0, 0]),
-                ((3, 11), [4, 0, 0, 0]),
-                ((3, 12), [17, 0, 0, 0])
+                ((1, 12), [8, 1, 2, 3]),
+                ((3, 11), [4, 1, 2, 3]),
+                ((3, 12), [17, 2, 4, 6])
             ]
         );
         assert_eq!(
