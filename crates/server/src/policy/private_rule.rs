@@ -17,8 +17,9 @@
 //! A WebTorrent announce that does not say what it has left counts as a leecher's. A
 //! user who may not download keeps seeding (and scraping).
 //!
-//! The cost on the announce path: two hash-map reads (passkey, info hash) under shard read
-//! locks, and one ledger record under one shard mutex; no allocation, no I/O.
+//! The cost on the announce path: two lock-free hash-map reads (passkey, info hash; see
+//! [`crate::private::members`]), and one ledger record under one shard mutex; no
+//! allocation, no I/O.
 
 use std::sync::Arc;
 
