@@ -171,7 +171,19 @@ fn clients_of(loaded: &Loaded) -> Clients {
 
 impl Tables {
     fn from_loaded(loaded: &Loaded) -> Self {
-        let t = Tables::default();
+        // Sized up front: a reload of a million torrents then never copies a table while
+        // it grows (hybrids add their v2 hash as one more key).
+        let torrent_keys = loaded.torrents.len()
+            + loaded
+                .torrents
+                .iter()
+                .filter(|t| t.info_hash_v2.is_some())
+                .count();
+        let t = Tables {
+            users: papaya::HashMap::with_capacity_and_hasher(loaded.users.len(), Hasher::default()),
+            torrents: papaya::HashMap::with_capacity_and_hasher(torrent_keys, Hasher::default()),
+            ..Tables::default()
+        };
         for user in &loaded.users {
             t.put_user(&user.passkey, Member::from(user));
         }
