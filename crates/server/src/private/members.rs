@@ -9,19 +9,22 @@
 //! by passkey, torrents by info hash) are `papaya` maps, whose reads take no lock and write
 //! no shared memory: a `DashMap` read takes its shard's read lock, a locked write to a cache
 //! line that every worker's lookups share, so with several workers a lookup often waits for
-//! that line to come over from another core. On 16 cores with 4 UDP workers, private mode
-//! answered 1.02x (medians; 1.10x round by round, min 0.90) as many announces per tracker
-//! CPU-second as with `DashMap`s (`docs/benchmarks/private-udp/2026-11-26-session14/`).
-//! Edits of one user or torrent never stop the others. The tables are held in one [`Tables`] behind an `ArcSwap` so that a reload from
-//! the database replaces everything at once: announces see the old tables or the new ones,
-//! never a half-loaded mix. Single edits change the tables in force in place. Edits and
-//! reloads are serialised by the caller ([`super::accounts::Accounts`]) so that an edit is
-//! never lost to a concurrent reload.
+//! that line to come over from another core. The price is one more dependent load (a
+//! `papaya` entry is boxed). Measured against `DashMap`s, private mode's UDP announces per
+//! tracker CPU-second: 1.02x medians (1.10x round by round) on 16 cores with 4 workers,
+//! 1.06x (1.00x) on the 2-core VM with one
+//! (`docs/benchmarks/private-udp/2026-11-26-session14/`). Edits of one user or torrent
+//! never stop the others. The tables are held in one [`Tables`] behind an `ArcSwap` so that
+//! a reload from the database replaces everything at once: announces see the old tables or
+//! the new ones, never a half-loaded mix. Single edits change the tables in force in place.
+//! Edits and reloads are serialised by the caller ([`super::accounts::Accounts`]) so that
+//! an edit is never lost to a concurrent reload.
 //!
 //! Keys hash with the swarm store's seeded hasher: passkeys and info hashes are chosen by
 //! clients, and a fixed hash would let them pile entries onto one bucket. Passkeys are kept
-//! inline in the table ([`PasskeyKey`]), not boxed: comparing a boxed key cost every
-//! announce one more cache miss (the heap string), seen in the private-mode profile.
+//! inline in their entry ([`PasskeyKey`]), not in a string of their own: comparing a boxed
+//! key cost every announce one more cache miss (the heap string), seen in the private-mode
+//! profile.
 //!
 //! # Ids
 //!
