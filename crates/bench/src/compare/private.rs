@@ -75,6 +75,33 @@ impl PrivateTracker {
         })
     }
 
+    /// Removes the state file a private contender's command names, and the ledger file
+    /// shoal keeps beside it (`<state file>.ledger`), so that the round starts from empty
+    /// swarms and no client records, as an open contender does (the `shoal` preset runs
+    /// with no state file). The database stays: it holds the users and torrents registered
+    /// in the first round. Without this, every round after the first restored the previous
+    /// round's peers (bigger answers: 47 peers an announce against 45 in a 16-core run)
+    /// and its client records.
+    pub fn forget_state(command: &str) -> Result<()> {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let state = words.iter().enumerate().find_map(|(i, w)| match *w {
+            "--state-file" => words.get(i + 1).copied(),
+            _ => w.strip_prefix("--state-file="),
+        });
+        let Some(state) = state.filter(|s| !s.is_empty()) else {
+            return Ok(());
+        };
+        for path in [state.to_string(), format!("{state}.ledger")] {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("removing {path}"));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Registers every passkey as a user (user ids 1, 2, ...) and torrents `0..torrents`
     /// of the workload, through the admin API.
     pub fn register(&self, passkeys: &Passkeys, torrents: usize) -> Result<()> {
@@ -317,6 +344,35 @@ mod tests {
             let got = PrivateTracker::of_command(line).map(|p| p.admin);
             assert_eq!(got, want, "{line}");
         }
+    }
+
+    #[test]
+    fn a_round_forgets_the_state_and_ledger_files_but_not_the_database() {
+        let dir = std::env::temp_dir().join(format!("shoal-bench-forget-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (state, ledger, db) = (
+            dir.join("p.state"),
+            dir.join("p.state.ledger"),
+            dir.join("p.db"),
+        );
+        for (form, sep) in [("--state-file=", ""), ("--state-file", " ")] {
+            for f in [&state, &ledger, &db] {
+                std::fs::write(f, b"x").unwrap();
+            }
+            let command = format!(
+                "shoal --private {form}{sep}{} --database sqlite://{}",
+                state.display(),
+                db.display()
+            );
+            PrivateTracker::forget_state(&command).unwrap();
+            assert!(!state.exists() && !ledger.exists(), "{command}");
+            assert!(db.exists(), "{command}");
+        }
+        // Nothing to remove is no error, and no state file names none.
+        PrivateTracker::forget_state(&format!("shoal --state-file={}", state.display())).unwrap();
+        PrivateTracker::forget_state("shoal --private --state-file=").unwrap();
+        assert!(db.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

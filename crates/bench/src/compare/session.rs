@@ -250,10 +250,11 @@ fn run_tier(
     for round in 0..args.levels.rounds {
         for (c, private) in comparison.contenders.iter_mut().zip(tier.privates) {
             wait_port_free(udp, port)?;
+            let command = &c.tiers[tier.index].command;
             if let Some(p) = private {
                 wait_port_free(false, p.admin.port())?;
+                PrivateTracker::forget_state(command)?;
             }
-            let command = &c.tiers[tier.index].command;
             let words: Vec<String> = command.split_whitespace().map(str::to_string).collect();
             let log = match tier.setup.tracker_workers {
                 1 => out.join(format!("{}.log", c.name)),
