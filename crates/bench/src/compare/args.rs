@@ -52,8 +52,8 @@ pub struct ContenderArgs {
     /// shoal-private is shoal in private mode (a fresh SQLite database in --out, the admin
     /// listener on --port + 1): the load needs --passkeys FILE, whose keys and the
     /// workload's torrents are registered through its admin API before the first run, and
-    /// its database writes are reported. Any contender whose command has --private and
-    /// --admin ADDR is treated so.
+    /// its database writes are reported; its state file is removed before every round.
+    /// Any contender whose command has --private and --admin ADDR is treated so.
     #[arg(long = "tracker", required = true)]
     pub trackers: Vec<String>,
     /// Port the trackers listen on (below 32768, outside the ephemeral range).

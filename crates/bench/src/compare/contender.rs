@@ -11,7 +11,9 @@
 //! output directory (`shoal-private.db`, removed when the command is resolved, so every
 //! comparison starts with an empty one), the admin listener on the comparison's port + 1
 //! (for registering users and torrents and reading its database writes: see
-//! [`super::private`]) and the admin token in its config.
+//! [`super::private`]) and the admin token in its config. Its state file (which private
+//! mode keeps its ledger file beside) is removed before every round, so that, like the
+//! `shoal` preset, each round starts with empty swarms.
 //!
 //! `torrust` is torrust-tracker 3.x (UDP or HTTP): its config (schema 2.0.0) is named by the
 //! `TORRUST_TRACKER_CONFIG_TOML_PATH` variable, so the command starts it through `env`. The
