@@ -41,6 +41,9 @@ pub struct LedgerConfig {
     /// an announce of an account with none pending is not recorded at all ("deferred"):
     /// the peer's record keeps its previous counters, so its next recorded announce
     /// carries the bytes (counters are cumulative), unless the client restarts meanwhile.
+    /// A snatch by a client that already has sums waiting is still recorded, and adds its
+    /// account to the pending sums even past the bound (at most once per user and
+    /// torrent: a snatch counts once).
     pub max_pending: usize,
 }
 
