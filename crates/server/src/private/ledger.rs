@@ -171,6 +171,15 @@ impl Sums {
     }
 }
 
+/// Adds `delta` to its account's pending sums. A free function, not a method of [`Shard`],
+/// so that it can be called while another field of the shard is borrowed.
+fn add_pending(pending: &mut HashMap<Account, Delta, Hasher>, delta: &Delta) {
+    pending
+        .entry(Account::of(delta))
+        .or_insert_with(|| Delta::new(delta.user_id, delta.torrent_id))
+        .merge(delta);
+}
+
 /// One lock's worth of accounts.
 #[derive(Default)]
 struct Shard {
@@ -188,10 +197,7 @@ struct Shard {
 
 impl Shard {
     fn add(&mut self, delta: &Delta) {
-        self.pending
-            .entry(Account::of(delta))
-            .or_insert_with(|| Delta::new(delta.user_id, delta.torrent_id))
-            .merge(delta);
+        add_pending(&mut self.pending, delta);
     }
 
     /// Sums waiting for a drain (clients with some, and forgotten accounts).
@@ -210,10 +216,7 @@ impl Shard {
         if delta.completed {
             let mut snatch = Delta::new(delta.user_id, delta.torrent_id);
             snatch.completed = true;
-            pending
-                .entry(Account::of(delta))
-                .or_insert_with(|| Delta::new(delta.user_id, delta.torrent_id))
-                .merge(&snatch);
+            add_pending(pending, &snatch);
         }
         let before = entry.unwritten.is_empty();
         entry.unwritten.add(delta);
@@ -523,11 +526,7 @@ impl Ledger {
                 for (key, entry) in shard.peers.iter_mut() {
                     if !entry.unwritten.is_empty() {
                         let sums = std::mem::take(&mut entry.unwritten).delta(&key.account);
-                        shard
-                            .pending
-                            .entry(key.account)
-                            .or_insert_with(|| Delta::new(sums.user_id, sums.torrent_id))
-                            .merge(&sums);
+                        add_pending(&mut shard.pending, &sums);
                     }
                 }
                 shard.dirty = 0;
