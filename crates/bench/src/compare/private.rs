@@ -29,6 +29,19 @@ use crate::run::RunResult;
 
 use super::results::{describe, Comparison, Contender, Point};
 
+/// The value of `flag` on a command line: the word after `flag`, or what follows
+/// `flag=` (the first occurrence of either).
+fn flag_value<'a>(command: &'a str, flag: &str) -> Option<&'a str> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    words.iter().enumerate().find_map(|(i, w)| {
+        if *w == flag {
+            words.get(i + 1).copied()
+        } else {
+            w.strip_prefix(flag)?.strip_prefix('=')
+        }
+    })
+}
+
 /// The admin token the `shoal-private` preset configures and the admin calls present.
 pub const ADMIN_TOKEN: &str = "shoal-bench";
 
@@ -62,14 +75,10 @@ impl PrivateTracker {
     /// The admin listener of a command line with `--private` and `--admin ADDR` (or
     /// `--admin=ADDR`); `None` for an open tracker.
     pub fn of_command(command: &str) -> Option<Self> {
-        let words: Vec<&str> = command.split_whitespace().collect();
-        if !words.contains(&"--private") {
+        if !command.split_whitespace().any(|w| w == "--private") {
             return None;
         }
-        let admin = words.iter().enumerate().find_map(|(i, w)| match *w {
-            "--admin" => words.get(i + 1).copied(),
-            _ => w.strip_prefix("--admin="),
-        })?;
+        let admin = flag_value(command, "--admin")?;
         Some(Self {
             admin: admin.parse().ok()?,
         })
@@ -83,12 +92,7 @@ impl PrivateTracker {
     /// round's peers (bigger answers: 47 peers an announce against 45 in a 16-core run)
     /// and its client records.
     pub fn forget_state(command: &str) -> Result<()> {
-        let words: Vec<&str> = command.split_whitespace().collect();
-        let state = words.iter().enumerate().find_map(|(i, w)| match *w {
-            "--state-file" => words.get(i + 1).copied(),
-            _ => w.strip_prefix("--state-file="),
-        });
-        let Some(state) = state.filter(|s| !s.is_empty()) else {
+        let Some(state) = flag_value(command, "--state-file").filter(|s| !s.is_empty()) else {
             return Ok(());
         };
         for path in [state.to_string(), format!("{state}.ledger")] {
