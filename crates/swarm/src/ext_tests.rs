@@ -180,7 +180,7 @@ fn expired_peers_hand_over_their_extensions_to_the_cleaner() {
         announce(&store, &ann(peer, peer, 10, AnnounceEvent::None), 200);
     }
     let mut gone = Vec::new();
-    let report = store.clean_with(100 + ttl + 1, |h, id, x| gone.push((*h, id, x)));
+    let report = store.clean_with(100 + ttl + 1, |h, id, _, x| gone.push((*h, id, x)));
     assert_eq!(report.peers_expired, 30);
     gone.sort_by_key(|(_, id, _)| id.0);
     let want: Vec<_> = (10..40).map(|p| (ih(1), pid(p), Count(1))).collect();
@@ -191,4 +191,40 @@ fn expired_peers_hand_over_their_extensions_to_the_cleaner() {
         left += 1;
     });
     assert_eq!(left, 10);
+}
+
+#[test]
+fn remote_changes_hand_back_the_local_slots_they_displace_and_peers_are_found_by_address() {
+    let store: Store<Count> = Store::with_extension(StoreConfig::default());
+    let mut out: Vec<CompactPeerV4> = Vec::new();
+    store.announce_with(&ann(1, 1, 5, AnnounceEvent::None), 10, &mut out, count);
+    store.announce_with(&ann(1, 1, 5, AnnounceEvent::None), 10, &mut out, count);
+    assert_eq!(
+        store.with_peer_ext(&ih(1), &v4(1), |e| e.map(|(id, x)| (id, *x))),
+        Some((pid(1), Count(2)))
+    );
+    assert!(store.with_peer_ext(&ih(1), &v4(2), |e| e.is_none()));
+    assert!(store.with_peer_ext(&ih(2), &v4(1), |e| e.is_none()));
+    let v6 = CompactPeerV6::new(std::net::Ipv6Addr::LOCALHOST, 1);
+    assert!(store.with_peer_ext(&ih(1), &v6, |e| e.is_none()));
+    // A remote peer with the same id on the address keeps the slot's extension.
+    let remote = |id| Peer {
+        peer_id: pid(id),
+        addr: v4(1),
+        expires: 100,
+        seeder: false,
+    };
+    let mut displaced = Vec::new();
+    store.upsert_remote_with(&ih(1), remote(1), |id, x| displaced.push((id, x)));
+    assert!(displaced.is_empty());
+    // Another client's: the local one's extension comes back.
+    store.upsert_remote_with(&ih(1), remote(7), |id, x| displaced.push((id, x)));
+    assert_eq!(displaced, vec![(pid(1), Count(2))]);
+    store.announce_with(&ann(1, 7, 5, AnnounceEvent::None), 10, &mut out, count);
+    let mut removed = Vec::new();
+    store.remove_remote_with(&ih(1), v4(1), |id, x| removed.push((id, x)));
+    assert_eq!(removed, vec![(pid(7), Count(1))]);
+    store.remove_remote_with(&ih(1), v4(1), |id, x| removed.push((id, x)));
+    assert_eq!(removed.len(), 1);
+    assert!(store.with_peer_ext(&ih(1), &v4(1), |e| e.is_none()));
 }

@@ -121,6 +121,8 @@ impl<X: PeerExt> Torrent<X> {
 /// An address family's place in a torrent.
 pub trait Family: Address {
     fn swarm<X: PeerExt>(t: &mut Torrent<X>) -> &mut Swarm<Self, X>;
+    /// The family's swarm if the torrent has one (never creates it).
+    fn peek_swarm<X: PeerExt>(t: &mut Torrent<X>) -> Option<&mut Swarm<Self, X>>;
     /// The address as either family's.
     fn any(self) -> AnyAddr;
 }
@@ -129,6 +131,10 @@ impl Family for CompactPeerV4 {
     #[inline]
     fn swarm<X: PeerExt>(t: &mut Torrent<X>) -> &mut Swarm<Self, X> {
         &mut t.v4
+    }
+    #[inline]
+    fn peek_swarm<X: PeerExt>(t: &mut Torrent<X>) -> Option<&mut Swarm<Self, X>> {
+        Some(&mut t.v4)
     }
     #[inline]
     fn any(self) -> AnyAddr {
@@ -140,6 +146,10 @@ impl Family for CompactPeerV6 {
     #[inline]
     fn swarm<X: PeerExt>(t: &mut Torrent<X>) -> &mut Swarm<Self, X> {
         t.v6.get_or_insert_with(Box::default)
+    }
+    #[inline]
+    fn peek_swarm<X: PeerExt>(t: &mut Torrent<X>) -> Option<&mut Swarm<Self, X>> {
+        t.v6.as_deref_mut()
     }
     #[inline]
     fn any(self) -> AnyAddr {
@@ -317,14 +327,40 @@ impl<X: PeerExt> Store<X> {
     /// Records a peer another node knows (no journal entry: it is not this node's to
     /// publish). `peer.expires` is on this store's clock.
     pub fn upsert_remote<A: Family>(&self, info_hash: &InfoHash, peer: Peer<A>) {
+        self.upsert_remote_with(info_hash, peer, |_, _| ());
+    }
+
+    /// [`upsert_remote`](Self::upsert_remote), handing `displaced` the id and extension of
+    /// a different client the address held (a local slot the remote peer takes over).
+    pub fn upsert_remote_with<A: Family>(
+        &self,
+        info_hash: &InfoHash,
+        peer: Peer<A>,
+        displaced: impl FnOnce(PeerId, X),
+    ) {
         let mut slot = self.torrents.lock(info_hash);
         let hasher = self.torrents.hasher();
         let torrent = slot.get_or_insert_default();
-        A::swarm(torrent).upsert(peer, false, hasher);
+        A::swarm(torrent).upsert_with(peer, false, hasher, |ext| {
+            if let ExtSlot::Replaced(id, old, _) = ext {
+                displaced(id, old);
+            }
+        });
     }
 
     /// Removes a peer another node knew and no longer does.
     pub fn remove_remote<A: Family>(&self, info_hash: &InfoHash, addr: A) {
+        self.remove_remote_with(info_hash, addr, |_, _| ());
+    }
+
+    /// [`remove_remote`](Self::remove_remote), handing `removed` the id and extension of
+    /// the slot it took out, if there was one.
+    pub fn remove_remote_with<A: Family>(
+        &self,
+        info_hash: &InfoHash,
+        addr: A,
+        removed: impl FnOnce(PeerId, X),
+    ) {
         let mut slot = self.torrents.lock(info_hash);
         let hasher = self.torrents.hasher();
         if let Some(torrent) = slot.get() {
@@ -334,7 +370,27 @@ impl<X: PeerExt> Store<X> {
                 expires: 0,
                 seeder: false,
             };
-            A::swarm(torrent).upsert(peer, true, hasher);
+            A::swarm(torrent).upsert_with(peer, true, hasher, |ext| {
+                if let ExtSlot::Removed(id, old) = ext {
+                    removed(id, old);
+                }
+            });
+        }
+    }
+
+    /// Runs `f` on the extension of the peer at `addr` in `info_hash`'s swarm of its
+    /// family (`None` if there is no such peer), under the torrent's lock.
+    pub fn with_peer_ext<A: Family, R>(
+        &self,
+        info_hash: &InfoHash,
+        addr: &A,
+        f: impl FnOnce(Option<(PeerId, &mut X)>) -> R,
+    ) -> R {
+        let mut slot = self.torrents.lock(info_hash);
+        let hasher = self.torrents.hasher();
+        match slot.get() {
+            Some(torrent) => f(A::peek_swarm(torrent).and_then(|s| s.ext_at(addr, hasher))),
+            None => f(None),
         }
     }
 
@@ -404,21 +460,27 @@ impl<X: PeerExt> Store<X> {
     /// time, and refreshes [`Store::totals`]. Each shard is locked only for its own pass,
     /// so workers wait at most one shard's worth of work.
     pub fn clean(&self, now: u32) -> CleanReport {
-        self.clean_with(now, |_, _, _| ())
+        self.clean_with(now, |_, _, _, _| ())
     }
 
-    /// [`clean`](Self::clean), handing `gone` each expired peer's torrent, id and
+    /// [`clean`](Self::clean), handing `gone` each expired peer's torrent, id, address and
     /// extension.
-    pub fn clean_with(&self, now: u32, mut gone: impl FnMut(&InfoHash, PeerId, X)) -> CleanReport {
+    pub fn clean_with(
+        &self,
+        now: u32,
+        mut gone: impl FnMut(&InfoHash, PeerId, AnyAddr, X),
+    ) -> CleanReport {
         let mut report = CleanReport::default();
         let (mut seeders, mut leechers, mut v6) = (0u64, 0u64, 0u64);
         let hasher = self.torrents.hasher();
         let ttl = self.config.torrent_ttl;
         for mut shard in self.torrents.lock_each() {
             shard.retain_keyed(|h, t| {
-                report.peers_expired += t.v4.expire_with(now, hasher, |id, x| gone(h, id, x));
+                report.peers_expired +=
+                    t.v4.expire_with(now, hasher, |a, id, x| gone(h, id, a.any(), x));
                 if let Some(s6) = &mut t.v6 {
-                    report.peers_expired += s6.expire_with(now, hasher, |id, x| gone(h, id, x));
+                    report.peers_expired +=
+                        s6.expire_with(now, hasher, |a, id, x| gone(h, id, a.any(), x));
                     if s6.is_empty() {
                         t.v6 = None;
                     }

@@ -399,15 +399,16 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
 
     /// Drops peers whose expiry is before `now`; returns how many were dropped.
     pub fn expire(&mut self, now: u32, hasher: &impl BuildHasher) -> usize {
-        self.expire_with(now, hasher, |_, _| ())
+        self.expire_with(now, hasher, |_, _, _| ())
     }
 
-    /// [`expire`](Self::expire), handing `gone` each dropped peer's id and extension.
+    /// [`expire`](Self::expire), handing `gone` each dropped peer's address, id and
+    /// extension.
     pub fn expire_with(
         &mut self,
         now: u32,
         hasher: &impl BuildHasher,
-        mut gone: impl FnMut(PeerId, X),
+        mut gone: impl FnMut(A, PeerId, X),
     ) -> usize {
         let before = self.addrs.len();
         if self.meta.iter().all(|m| m.expires >= now) {
@@ -426,7 +427,7 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
                     kept_leechers += 1;
                 }
             } else {
-                gone(self.meta[i].peer_id, self.meta[i].ext);
+                gone(self.addrs[i], self.meta[i].peer_id, self.meta[i].ext);
             }
         }
         self.addrs.truncate(kept);
@@ -439,6 +440,13 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         before - kept
     }
 
+    /// The id and extension of the peer at `addr`, if there is one.
+    pub fn ext_at(&mut self, addr: &A, hasher: &impl BuildHasher) -> Option<(PeerId, &mut X)> {
+        let pos = self.find(addr, hasher)?;
+        let meta = &mut self.meta[pos];
+        Some((meta.peer_id, &mut meta.ext))
+    }
+
     /// Every peer's id and extension, to read or change in place (a walk that does not
     /// move peers).
     pub fn exts_mut(&mut self) -> impl Iterator<Item = (PeerId, &mut X)> + '_ {
@@ -446,8 +454,12 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
     }
 
     /// Inserts a peer as restored from a snapshot (no event semantics).
+    /// A peer already at the address (a live announce, newer than any snapshot) is kept
+    /// as it is, with its extension.
     pub fn restore(&mut self, peer: Peer<A>, hasher: &impl BuildHasher) {
-        self.upsert(peer, false, hasher);
+        if self.find(&peer.addr, hasher).is_none() {
+            self.push(peer, hasher);
+        }
     }
 
     #[cfg(test)]

@@ -188,10 +188,10 @@ fn torrent(hex: &str, view: &TrackerView) -> Response<Body> {
         return bad_hash();
     };
     let now = shoal_swarm::clock::now();
-    let found = view.store.with_torrent(&info_hash, |t| {
-        let st = t.stats();
+    let found = view.store.torrent_peers(&info_hash).map(|t| {
+        let st = t.stats;
         let mut peers = Vec::new();
-        for p in t.v4().peers() {
+        for p in &t.v4 {
             peers.push(peer_json(
                 &p.peer_id,
                 SocketAddr::V4(p.addr.addr()),
@@ -200,16 +200,14 @@ fn torrent(hex: &str, view: &TrackerView) -> Response<Body> {
                 now,
             ));
         }
-        if let Some(v6) = t.v6() {
-            for p in v6.peers() {
-                peers.push(peer_json(
-                    &p.peer_id,
-                    SocketAddr::V6(p.addr.addr()),
-                    p.seeder,
-                    p.expires,
-                    now,
-                ));
-            }
+        for p in &t.v6 {
+            peers.push(peer_json(
+                &p.peer_id,
+                SocketAddr::V6(p.addr.addr()),
+                p.seeder,
+                p.expires,
+                now,
+            ));
         }
         json!({
             "info_hash": info_hash.to_hex(),
