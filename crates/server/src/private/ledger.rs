@@ -1,7 +1,35 @@
 //! The in-memory accounting ledger: every private-tracker announce is recorded here, and
 //! the sums per (user, torrent) wait here until the database writer drains them.
 //!
-//! Announces arrive from every worker thread of every front end, so the ledger is sharded:
+//! # Where a client's record lives
+//!
+//! A client's record (its counters at its last announce, and what its announces added
+//! since the last drain) lives in one of two places:
+//!
+//! - **in its swarm slot** ([`SlotRecord`], the private store's per-peer extension), when
+//!   the client is one peer of one swarm: the common case. UDP and HTTP announces come with
+//!   an accounting ticket from the policy, and [`Ledger::announce`] credits it to the slot
+//!   the store has just found, under the torrent's lock: no look-up, hash or lock of the
+//!   ledger's own on the announce path (session 16 measured a prototype of this at 1.095x
+//!   of the map's speed on the VM; `docs/benchmarks/private-udp/`). The ledger's map holds
+//!   a marker for it ([`Kept::InSlot`]: the torrent and address), so the client is found
+//!   wherever else it shows up.
+//! - **in the ledger's map**, keyed by (user, torrent, peer id), for every other record: a
+//!   client seen at more than one slot (IPv4 and IPv6, a new port while the old slot lives,
+//!   WebTorrent beside UDP), WebTorrent's, records parked when their slot went (expired,
+//!   taken over by another client or another node's peer), adopted from other nodes and
+//!   restored from the ledger file. A slot whose record is parked takes it back at its
+//!   client's next announce; a record found in a slot by an announce elsewhere is taken
+//!   back into the map (`Ledger::unslot`), and every slot of that client then sends its
+//!   announces to the map ([`SlotState::InLedger`]), as all announces went before.
+//!
+//! So each client has one record, wherever it announces from, and every rule of
+//! [`super::credit`] applies to it unchanged. Lock order: a torrent's lock, then a ledger
+//! shard's; nothing here takes a torrent's lock while holding a shard's.
+//!
+//! # The map
+//!
+//! Announces arrive from every worker thread of every front end, so the map is sharded:
 //! one keyed hash of (user, torrent) picks a shard, whose `parking_lot` mutex is held only
 //! while that one announce is compared and added (a few map operations, no I/O, no
 //! allocation once the maps have grown). Everything about one (user, torrent) account, its
@@ -9,10 +37,11 @@
 //! exactly one lock and two accounts never contend unless they share a shard.
 //!
 //! The ledger never waits on the database and never loses a sum: [`Ledger::drain`] hands
-//! the pending sums over and forgets them; if writing them fails, [`Ledger::restore`] adds
-//! them back (merged with whatever arrived meanwhile). The per-peer records are bounded by
-//! [`Ledger::expire`]; the pending sums by the number of accounts with activity since the
-//! last successful write.
+//! the pending sums over (the map's and the slots') and forgets them; if writing them
+//! fails, [`Ledger::restore`] adds them back (merged with whatever arrived meanwhile). The
+//! per-peer records in the map are bounded by [`Ledger::expire`], those in slots by the
+//! store's own expiry (which parks them here); the pending sums by the number of accounts
+//! with activity since the last successful write.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
