@@ -2,8 +2,8 @@
 //! with that peer however the store moves it, and comes back out when the peer leaves.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
 
+use super::tests::{ih, pid, v4};
 use super::*;
 
 /// A test extension: how many announces the slot has seen since its peer joined.
@@ -14,20 +14,6 @@ impl PeerExt for Count {}
 
 // Open mode's slots stay as small as before the extension existed.
 const _: () = assert!(std::mem::size_of::<PeerMeta>() == 24);
-
-fn ih(n: u8) -> InfoHash {
-    InfoHash([n; 20])
-}
-
-fn pid(n: u32) -> PeerId {
-    let mut b = [0u8; 20];
-    b[..4].copy_from_slice(&n.to_be_bytes());
-    PeerId(b)
-}
-
-fn v4(n: u32) -> CompactPeerV4 {
-    CompactPeerV4::new(Ipv4Addr::from(0x0a00_0000 + n), 6881)
-}
 
 fn ann(peer: u32, id: u32, left: u64, event: AnnounceEvent) -> Announce<CompactPeerV4> {
     Announce {

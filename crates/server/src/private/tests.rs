@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
 use shoal_swarm::journal::AnyAddr;
-use shoal_swarm::{Announce, Peer, StoreConfig};
+use shoal_swarm::{Announce, Family, Peer, PeerSink, StoreConfig};
 
 use super::credit::{apply_factor, AccountedAnnounce, Delta};
 use super::ledger::{Ledger, LedgerConfig, SlotAt, SlotRecord, SlotStore};
@@ -681,6 +681,22 @@ fn simulated_ledger() -> Ledger {
     })
 }
 
+/// Announce `a` through `store` from `addr`.
+fn announce_from<A: Family>(l: &Ledger, store: &SlotStore, addr: A, a: &AccountedAnnounce)
+where
+    Vec<A>: PeerSink<A>,
+{
+    let req = Announce {
+        info_hash: InfoHash([a.torrent_id as u8; 20]),
+        peer_id: a.peer_id,
+        addr,
+        event: a.event,
+        left: a.left,
+        numwant: 10,
+    };
+    l.announce(store, &req, a.now, &mut Vec::<A>::new(), a);
+}
+
 /// The ways a client's announce reaches the ledger through a slot store ([`ROUTES`]).
 fn slot_announce(
     l: &Ledger,
@@ -689,56 +705,20 @@ fn slot_announce(
     route: usize,
     a: &AccountedAnnounce,
 ) {
-    let info_hash = InfoHash([a.torrent_id as u8; 20]);
     let n = client as u8 + 1;
     let v4 = |ip: [u8; 4], port| CompactPeerV4::new(Ipv4Addr::from(ip), port);
-    let req = |addr| Announce {
-        info_hash,
-        peer_id: a.peer_id,
-        addr,
-        event: a.event,
-        left: a.left,
-        numwant: 10,
-    };
     match route {
-        0 => drop(l.announce(
-            store,
-            &req(v4([10, 0, 0, n], 1000)),
-            a.now,
-            &mut Vec::<CompactPeerV4>::new(),
-            a,
-        )),
+        0 => announce_from(l, store, v4([10, 0, 0, n], 1000), a),
         // The same client on a new port.
-        1 => drop(l.announce(
-            store,
-            &req(v4([10, 0, 0, n], 2000)),
-            a.now,
-            &mut Vec::<CompactPeerV4>::new(),
-            a,
-        )),
+        1 => announce_from(l, store, v4([10, 0, 0, n], 2000), a),
         // Its IPv6 address (dual stack).
         2 => {
-            let addr =
-                CompactPeerV6::new(Ipv6Addr::from([0, 0, 0, 0, 0, 0, 0, u16::from(n)]), 1000);
-            let req = Announce {
-                info_hash,
-                peer_id: a.peer_id,
-                addr,
-                event: a.event,
-                left: a.left,
-                numwant: 10,
-            };
-            let _ = l.announce(store, &req, a.now, &mut Vec::<CompactPeerV6>::new(), a);
+            let ip = Ipv6Addr::from([0, 0, 0, 0, 0, 0, 0, u16::from(n)]);
+            announce_from(l, store, CompactPeerV6::new(ip, 1000), a);
         }
         // One address every client shares (behind one NAT, one port): each takes the
         // slot over from the last.
-        3 => drop(l.announce(
-            store,
-            &req(v4([10, 9, 9, 9], 9999)),
-            a.now,
-            &mut Vec::<CompactPeerV4>::new(),
-            a,
-        )),
+        3 => announce_from(l, store, v4([10, 9, 9, 9], 9999), a),
         // WebTorrent: no slot, the map.
         _ => {
             l.record(a);
