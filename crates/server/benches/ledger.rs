@@ -6,12 +6,21 @@
 //! 10,000 a ledger small enough to stay in this VM's caches, so the difference between the
 //! sizes is the price of the memory access to the client's record.
 //!
+//! A second group measures a whole private announce, store and accounting, with 100,000
+//! clients on 10,007 torrents: the store alone (open mode), the record in the client's
+//! swarm slot (`Ledger::announce`, private mode since session 17), and the store then the
+//! ledger's map (private mode before it).
+//!
 //! `cargo bench -p shoal-server --bench ledger`
 
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use shoal_proto::{AnnounceEvent, PeerId};
+use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
 use shoal_server::private::credit::AccountedAnnounce;
-use shoal_server::private::ledger::Ledger;
+use shoal_server::private::ledger::{Ledger, SlotStore};
+use shoal_swarm::{Announce, Store, StoreConfig};
 
 /// Ledger sizes measured: clients with a record.
 const SIZES: [u64; 3] = [10_000, 100_000, 330_000];
@@ -73,5 +82,80 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// The store's announce for `a`: its torrent from its torrent id, its address from its
+/// client number.
+fn store_announce(client: u64, a: &AccountedAnnounce) -> Announce<CompactPeerV4> {
+    let mut info_hash = [0u8; 20];
+    info_hash[..8].copy_from_slice(&a.torrent_id.to_le_bytes());
+    Announce {
+        info_hash: InfoHash(info_hash),
+        peer_id: a.peer_id,
+        addr: CompactPeerV4::new(Ipv4Addr::from(0x0a00_0000 + client as u32), 6881),
+        event: a.event,
+        left: a.left,
+        numwant: 50,
+    }
+}
+
+fn whole_announce(c: &mut Criterion) {
+    const CLIENTS: u64 = 100_000;
+    let mut group = c.benchmark_group("private announce");
+    let mut state = 0x2545_f491_4f6c_dd1d;
+    let order: Vec<u64> = (0..ANNOUNCES).map(|_| next(&mut state) % CLIENTS).collect();
+    let config = StoreConfig {
+        peer_ttl: u32::MAX / 2,
+        ..StoreConfig::default()
+    };
+    let open = Store::new(config.clone());
+    let map = (Store::new(config.clone()), Ledger::default());
+    let slots = Ledger::default();
+    let slot_store = Arc::new(SlotStore::with_extension(config));
+    slots.attach(slot_store.clone());
+    let mut out: Vec<CompactPeerV4> = Vec::with_capacity(50);
+    for client in 0..CLIENTS {
+        let a = announce(client, 0);
+        let req = store_announce(client, &a);
+        open.announce(&req, 0, &mut out);
+        map.0.announce(&req, 0, &mut out);
+        map.1.record(&a);
+        slots.announce(&slot_store, &req, 0, &mut out, &a);
+    }
+    let mut run = |name: &str, one: &mut dyn FnMut(u64, u64)| {
+        let (mut i, mut round) = (0usize, 1);
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                one(order[i], round);
+                i += 1;
+                if i == ANNOUNCES {
+                    (i, round) = (0, round + 1);
+                }
+            })
+        });
+    };
+    run("open store", &mut |client, round| {
+        let a = announce(client, round);
+        out.clear();
+        open.announce(&store_announce(client, &a), a.now, &mut out);
+    });
+    run("record in the slot", &mut |client, round| {
+        let a = announce(client, round);
+        out.clear();
+        slots.announce(
+            &slot_store,
+            &store_announce(client, &a),
+            a.now,
+            &mut out,
+            &a,
+        );
+    });
+    run("store, then the ledger's map", &mut |client, round| {
+        let a = announce(client, round);
+        out.clear();
+        map.0.announce(&store_announce(client, &a), a.now, &mut out);
+        map.1.record(&a);
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, whole_announce);
 criterion_main!(benches);

@@ -16,6 +16,7 @@ use shoal_proto::udp::{AnnounceRequest, ConnectRequest, Request, ScrapeRequest, 
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_server::config::RateLimitConfig;
 use shoal_server::policy::{BlockList, Policy, RateLimit};
+use shoal_server::swarms::Swarms;
 use shoal_server::udp::connection_id::ConnectionIds;
 use shoal_server::udp::handler::{Handler, HandlerConfig, Now};
 use shoal_swarm::{Store, StoreConfig};
@@ -38,7 +39,7 @@ fn guarded(rps: u32, burst: u32) -> Policy {
 }
 
 fn handler_with(policy: Policy) -> Handler {
-    let store = Arc::new(Store::new(StoreConfig::default()));
+    let store = Arc::new(Swarms::Open(Store::new(StoreConfig::default())));
     Handler::new(
         store,
         Arc::new(policy),

@@ -36,6 +36,7 @@ pub mod private;
 pub mod privileges;
 pub mod reload;
 pub mod state;
+pub mod swarms;
 pub mod udp;
 pub mod ws;
 
@@ -49,8 +50,9 @@ use admin::{AdminServer, AdminToken, Sampler, TrackerView};
 use anyhow::Context;
 use policy::Policy;
 use reload::Reload;
-use shoal_swarm::Store;
+use shoal_swarm::{PeerExt, Store};
 use state::{Restored, Snapshots, StateFile};
+use swarms::Swarms;
 
 pub use config::Config;
 pub use reload::ReloadHook;
@@ -60,7 +62,7 @@ use udp::UdpFrontEnd;
 /// A running tracker.
 pub struct Tracker {
     config: Config,
-    store: Arc<Store>,
+    store: Arc<Swarms>,
     policy: Arc<Policy>,
     ws: Arc<ws::WsContext>,
     shutdown: Arc<AtomicBool>,
@@ -110,17 +112,20 @@ impl Tracker {
             });
         }
         let policy = Arc::new(policy);
-        let (store, restored) = match config.state_file() {
-            Some(path) => state::restore(path, config.store_config()),
-            None => (Store::new(config.store_config()), Restored::Missing),
-        };
         let clustered = config.cluster.enabled;
         // The journal holds one round's changes; a million is minutes of a busy node.
-        let store = Arc::new(if clustered {
-            store.with_journal(1 << 20)
-        } else {
-            store
-        });
+        let journal = clustered.then_some(1 << 20);
+        let (store, restored) = match &accounts {
+            Some(a) => {
+                let (store, restored) = open_store(&config, journal);
+                (Swarms::private(store, a.ledger.clone()), restored)
+            }
+            None => {
+                let (store, restored) = open_store(&config, journal);
+                (Swarms::Open(store), restored)
+            }
+        };
+        let store = Arc::new(store);
         let shutdown = Arc::new(AtomicBool::new(false));
         let key = if clustered {
             let own = restored.key().unwrap_or_else(ConnectionIds::random_key);
@@ -265,7 +270,7 @@ impl Tracker {
         &self.config
     }
 
-    pub fn store(&self) -> &Arc<Store> {
+    pub fn store(&self) -> &Arc<Swarms> {
         &self.store
     }
 
@@ -416,7 +421,23 @@ impl Drop for Tracker {
     }
 }
 
-fn run_cleaner(store: &Store, ws: &ws::WsContext, shutdown: &AtomicBool, every: Duration) {
+/// The store restored from the state file (if there is one), with a journal of
+/// `journal` changes for the cluster exchange (if clustered).
+fn open_store<X: PeerExt>(config: &Config, journal: Option<usize>) -> (Store<X>, Restored) {
+    let (store, restored) = match config.state_file() {
+        Some(path) => state::restore(path, config.store_config()),
+        None => (
+            Store::with_extension(config.store_config()),
+            Restored::Missing,
+        ),
+    };
+    match journal {
+        Some(capacity) => (store.with_journal(capacity), restored),
+        None => (store, restored),
+    }
+}
+
+fn run_cleaner(store: &Swarms, ws: &ws::WsContext, shutdown: &AtomicBool, every: Duration) {
     let mut next = Instant::now() + every;
     while !shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100).min(every));

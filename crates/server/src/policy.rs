@@ -171,6 +171,18 @@ impl Policy {
     /// Decides one request: the rules in order, the first refusal or drop wins.
     #[inline]
     pub fn check(&self, req: &Request<'_>) -> Verdict {
+        self.check_accounted(req, None)
+    }
+
+    /// [`check`](Self::check), for a caller that takes a private announce's accounting to
+    /// the store itself ([`crate::swarms::Swarms::announce_accounted`]): an admitted
+    /// announce's ticket is left in `ticket` instead of being recorded here.
+    #[inline]
+    pub fn check_accounted(
+        &self,
+        req: &Request<'_>,
+        ticket: Option<&mut Option<crate::private::AccountedAnnounce>>,
+    ) -> Verdict {
         #[cfg(test)]
         seen::record(req);
         let verdict = self.source(req.source);
@@ -181,7 +193,7 @@ impl Policy {
             return Verdict::Refuse(NOT_ALLOWED);
         }
         match &self.private {
-            Some(rule) => rule.check(req),
+            Some(rule) => rule.check(req, ticket),
             None => Verdict::Admit,
         }
     }

@@ -31,7 +31,9 @@ use anyhow::Context;
 use parking_lot::Mutex;
 use shoal_swarm::clock::unix_now;
 use shoal_swarm::snapshot::read_header;
-use shoal_swarm::{SnapshotHeader, SnapshotSummary, Store, StoreConfig};
+use shoal_swarm::{PeerExt, SnapshotHeader, SnapshotSummary, Store, StoreConfig};
+
+use crate::swarms::Swarms;
 
 use crate::config::StateConfig;
 
@@ -105,7 +107,7 @@ impl StateFile {
     }
 
     /// Writes a snapshot of `store`: temporary file, fsync, rename.
-    pub fn write(&self, store: &Store, is_final: bool) -> anyhow::Result<SnapshotSummary> {
+    pub fn write(&self, store: &Swarms, is_final: bool) -> anyhow::Result<SnapshotSummary> {
         let _guard = self.writing.lock();
         let started = Instant::now();
         let tmp = tmp_path(&self.path, self.pid);
@@ -158,7 +160,7 @@ impl StateFile {
     /// `store` and returns what it held.
     pub fn merge_final_of(
         &self,
-        store: &Store,
+        store: &Swarms,
         predecessor: u32,
     ) -> Option<Result<SnapshotSummary, shoal_swarm::SnapshotError>> {
         let file = File::open(&self.path).ok()?;
@@ -183,12 +185,12 @@ fn tmp_path(path: &Path, pid: u32) -> PathBuf {
 
 /// Restores the snapshot at `path` into a new store. Any failure leaves an empty store,
 /// logs the reason and moves the file aside.
-pub fn restore(path: &Path, config: StoreConfig) -> (Store, Restored) {
+pub fn restore<X: PeerExt>(path: &Path, config: StoreConfig) -> (Store<X>, Restored) {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             tracing::info!("no snapshot at {}: starting empty", path.display());
-            return (Store::new(config), Restored::Missing);
+            return (Store::with_extension(config), Restored::Missing);
         }
         Err(e) => {
             // Unreadable (permissions?): do not move what we cannot read, just say so.
@@ -197,7 +199,7 @@ pub fn restore(path: &Path, config: StoreConfig) -> (Store, Restored) {
                 path.display()
             );
             return (
-                Store::new(config),
+                Store::with_extension(config),
                 Restored::MovedAside {
                     error: e.to_string(),
                     moved_to: None,
@@ -205,7 +207,7 @@ pub fn restore(path: &Path, config: StoreConfig) -> (Store, Restored) {
             );
         }
     };
-    let store = Store::new(config.clone());
+    let store = Store::with_extension(config.clone());
     let started = Instant::now();
     match store.restore_snapshot(
         BufReader::with_capacity(1 << 20, file),
@@ -252,7 +254,7 @@ pub fn restore(path: &Path, config: StoreConfig) -> (Store, Restored) {
                     .map_or("(not moved)".to_string(), |p| p.display().to_string())
             );
             (
-                Store::new(config),
+                Store::with_extension(config),
                 Restored::MovedAside {
                     error: e.to_string(),
                     moved_to,
@@ -313,7 +315,7 @@ impl Schedule {
 /// The snapshot writer, from start to final snapshot.
 pub struct Snapshots {
     file: Arc<StateFile>,
-    store: Arc<Store>,
+    store: Arc<Swarms>,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
 }
@@ -323,7 +325,7 @@ impl Snapshots {
     /// predecessor, then a snapshot every `config.snapshot_interval` seconds.
     pub fn start(
         file: Arc<StateFile>,
-        store: Arc<Store>,
+        store: Arc<Swarms>,
         restored: &Restored,
         config: &StateConfig,
     ) -> anyhow::Result<Self> {
@@ -358,7 +360,7 @@ impl Snapshots {
 }
 
 /// Runs until `stop` is set: hand-over, then periodic snapshots.
-fn run(state: &StateFile, store: &Store, mut schedule: Schedule, stop: &AtomicBool) {
+fn run(state: &StateFile, store: &Swarms, mut schedule: Schedule, stop: &AtomicBool) {
     let waiting = &state.handover_waiting;
     let tick = Duration::from_millis(100);
     waiting.store(schedule.predecessor.is_some(), Ordering::Relaxed);
@@ -409,7 +411,7 @@ fn run(state: &StateFile, store: &Store, mut schedule: Schedule, stop: &AtomicBo
 }
 
 /// Writes a snapshot and logs the outcome (the final one at info level).
-fn write_logged(state: &StateFile, store: &Store, is_final: bool) {
+fn write_logged(state: &StateFile, store: &Swarms, is_final: bool) {
     let what = if is_final {
         "final snapshot"
     } else {
@@ -444,7 +446,7 @@ mod tests {
         d
     }
 
-    fn announce(store: &Store, peer: u8) {
+    fn announce(store: &Swarms, peer: u8) {
         let mut out: Vec<CompactPeerV4> = Vec::new();
         store.announce(
             &Announce {
@@ -461,8 +463,8 @@ mod tests {
     }
 
     /// A store where peers `peers` announced torrent 1.
-    fn store_of(peers: &[u8]) -> Store {
-        let store = Store::new(StoreConfig::default());
+    fn store_of(peers: &[u8]) -> Swarms {
+        let store = Swarms::Open(Store::new(StoreConfig::default()));
         for &p in peers {
             announce(&store, p);
         }
@@ -477,7 +479,7 @@ mod tests {
         let state = StateFile::new(path.clone(), [5; 16]);
         state.write(&store, true).unwrap();
         assert!(state.last_written_unix() > 0);
-        let (restored, how) = restore(&path, StoreConfig::default());
+        let (restored, how) = restore::<()>(&path, StoreConfig::default());
         match how {
             Restored::Loaded(s) => {
                 assert_eq!(s.peers, 2);
@@ -500,7 +502,7 @@ mod tests {
         let d = dir("bad");
         let path = d.join("state");
         std::fs::write(&path, b"SHOALSNP but then garbage").unwrap();
-        let (store, how) = restore(&path, StoreConfig::default());
+        let (store, how) = restore::<()>(&path, StoreConfig::default());
         let Restored::MovedAside { error, moved_to } = how else {
             panic!("{how:?}")
         };

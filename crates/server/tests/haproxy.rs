@@ -147,10 +147,11 @@ fn proxy_v2_from_a_real_haproxy_names_the_client_and_only_trusted_proxies_may_se
     assert!(reply.contains("8:interval"), "{reply}");
     let peers = t
         .store()
-        .with_torrent(&InfoHash([7; 20]), |torrent| {
+        .torrent_peers(&InfoHash([7; 20]))
+        .map(|torrent| {
             let peers: Vec<SocketAddr> = torrent
-                .v4()
-                .peers()
+                .v4
+                .iter()
                 .map(|p| SocketAddr::V4(p.addr.addr()))
                 .collect();
             peers
@@ -170,7 +171,8 @@ fn proxy_v2_from_a_real_haproxy_names_the_client_and_only_trusted_proxies_may_se
     assert_eq!(reply, "", "a trusted proxy must send its header");
     let count = t
         .store()
-        .with_torrent(&InfoHash([7; 20]), |torrent| torrent.v4().peers().count());
+        .torrent_peers(&InfoHash([7; 20]))
+        .map(|torrent| torrent.v4.len());
     assert_eq!(count, Some(1), "only the proxied client was recorded");
     t.shutdown();
 }

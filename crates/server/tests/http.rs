@@ -828,16 +828,10 @@ fn the_second_hop_and_x_real_ip() {
         "X-Real-IP: 2001:db8::5\r\n",
     );
     let listed = |t: &Tracker| -> Vec<IpAddr> {
-        t.store()
-            .with_torrent(&ih(41), |tor| {
-                let mut v: Vec<IpAddr> =
-                    tor.v4().peers().map(|p| IpAddr::V4(p.addr.ip())).collect();
-                if let Some(s6) = tor.v6() {
-                    v.extend(s6.peers().map(|p| IpAddr::V6(p.addr.ip())));
-                }
-                v
-            })
-            .unwrap()
+        let tor = t.store().torrent_peers(&ih(41)).unwrap();
+        let mut v: Vec<IpAddr> = tor.v4.iter().map(|p| IpAddr::V4(p.addr.ip())).collect();
+        v.extend(tor.v6.iter().map(|p| IpAddr::V6(p.addr.ip())));
+        v
     };
     assert_eq!(listed(&t), vec!["203.0.113.9".parse::<IpAddr>().unwrap()]);
     assert_eq!(listed(&t2), vec!["2001:db8::5".parse::<IpAddr>().unwrap()]);

@@ -509,7 +509,8 @@ fn listed_after_ip_field(tracker: &Tracker, cl: &mut Client) -> Ipv4Addr {
     cl.send_announce(req);
     tracker
         .store()
-        .with_torrent(&InfoHash([8; 20]), |t| t.v4().peer(0).addr)
+        .torrent_peers(&InfoHash([8; 20]))
+        .map(|t| t.v4[0].addr)
         .unwrap()
         .ip()
 }

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 
-pub use peers::{Address, Peer, PeerSink, Swarm, INDEX_THRESHOLD};
+pub use peers::{Address, ExtSlot, Peer, PeerExt, PeerMeta, PeerSink, Swarm, INDEX_THRESHOLD};
 pub use snapshot::{SnapshotError, SnapshotHeader, SnapshotSummary};
 
 use journal::{AnyAddr, Change, Journal};
@@ -80,18 +80,19 @@ pub struct Announce<A> {
     pub numwant: usize,
 }
 
-/// One torrent's state.
+/// One torrent's state; `X` is what the layer above keeps in each peer's slot
+/// ([`PeerExt`]).
 #[derive(Debug, Default)]
-pub struct Torrent {
-    pub(crate) v4: Swarm<CompactPeerV4>,
+pub struct Torrent<X = ()> {
+    pub(crate) v4: Swarm<CompactPeerV4, X>,
     /// Most torrents never see an IPv6 peer: keep them one pointer wide.
-    pub(crate) v6: Option<Box<Swarm<CompactPeerV6>>>,
+    pub(crate) v6: Option<Box<Swarm<CompactPeerV6, X>>>,
     pub(crate) completed: u32,
     /// Store-clock second of the last announce, for removing empty torrents.
     pub(crate) last_announce: u32,
 }
 
-impl Torrent {
+impl<X: PeerExt> Torrent<X> {
     pub fn stats(&self) -> TorrentStats {
         let (s6, l6) = self
             .v6
@@ -104,11 +105,11 @@ impl Torrent {
         }
     }
 
-    pub fn v4(&self) -> &Swarm<CompactPeerV4> {
+    pub fn v4(&self) -> &Swarm<CompactPeerV4, X> {
         &self.v4
     }
 
-    pub fn v6(&self) -> Option<&Swarm<CompactPeerV6>> {
+    pub fn v6(&self) -> Option<&Swarm<CompactPeerV6, X>> {
         self.v6.as_deref()
     }
 
@@ -119,15 +120,21 @@ impl Torrent {
 
 /// An address family's place in a torrent.
 pub trait Family: Address {
-    fn swarm(t: &mut Torrent) -> &mut Swarm<Self>;
+    fn swarm<X: PeerExt>(t: &mut Torrent<X>) -> &mut Swarm<Self, X>;
+    /// The family's swarm if the torrent has one (never creates it).
+    fn peek_swarm<X: PeerExt>(t: &mut Torrent<X>) -> Option<&mut Swarm<Self, X>>;
     /// The address as either family's.
     fn any(self) -> AnyAddr;
 }
 
 impl Family for CompactPeerV4 {
     #[inline]
-    fn swarm(t: &mut Torrent) -> &mut Swarm<Self> {
+    fn swarm<X: PeerExt>(t: &mut Torrent<X>) -> &mut Swarm<Self, X> {
         &mut t.v4
+    }
+    #[inline]
+    fn peek_swarm<X: PeerExt>(t: &mut Torrent<X>) -> Option<&mut Swarm<Self, X>> {
+        Some(&mut t.v4)
     }
     #[inline]
     fn any(self) -> AnyAddr {
@@ -137,8 +144,12 @@ impl Family for CompactPeerV4 {
 
 impl Family for CompactPeerV6 {
     #[inline]
-    fn swarm(t: &mut Torrent) -> &mut Swarm<Self> {
+    fn swarm<X: PeerExt>(t: &mut Torrent<X>) -> &mut Swarm<Self, X> {
         t.v6.get_or_insert_with(Box::default)
+    }
+    #[inline]
+    fn peek_swarm<X: PeerExt>(t: &mut Torrent<X>) -> Option<&mut Swarm<Self, X>> {
+        t.v6.as_deref_mut()
     }
     #[inline]
     fn any(self) -> AnyAddr {
@@ -147,7 +158,7 @@ impl Family for CompactPeerV6 {
 }
 
 /// One lock's worth of torrents, as [`Store::for_each_shard`] shows it.
-pub type Shard = sharded::Shard<Torrent>;
+pub type Shard<X = ()> = sharded::Shard<Torrent<X>>;
 
 /// Totals kept up to date by the cleaner (cheap to read for metrics and the status page).
 #[derive(Debug, Default)]
@@ -167,9 +178,10 @@ pub struct CleanReport {
     pub peers: usize,
 }
 
-/// The store. Cheap to share: wrap it in an `Arc`.
-pub struct Store {
-    torrents: Sharded<Torrent>,
+/// The store. Cheap to share: wrap it in an `Arc`. `X` is what the layer above keeps in
+/// each peer's slot: nothing in open mode (`Store` is `Store<()>`).
+pub struct Store<X = ()> {
+    torrents: Sharded<Torrent<X>>,
     config: StoreConfig,
     totals: Totals,
     /// Local changes for the cluster exchange, when on ([`Store::with_journal`]).
@@ -177,7 +189,15 @@ pub struct Store {
 }
 
 impl Store {
+    /// An empty store whose peer slots keep nothing more.
     pub fn new(config: StoreConfig) -> Self {
+        Self::with_extension(config)
+    }
+}
+
+impl<X: PeerExt> Store<X> {
+    /// An empty store whose peer slots each keep an `X` ([`Store::announce_with`]).
+    pub fn with_extension(config: StoreConfig) -> Self {
         Self {
             torrents: Sharded::new(config.shards),
             config,
@@ -245,12 +265,25 @@ impl Store {
         now: u32,
         out: &mut impl PeerSink<A>,
     ) -> TorrentStats {
+        self.announce_with(req, now, out, |_| ()).0
+    }
+
+    /// [`announce`](Self::announce), handing `visit` the announcer's extension while its
+    /// slot is at hand, under the torrent's lock (see [`ExtSlot`]; a stop for a torrent the
+    /// store does not hold is [`ExtSlot::Absent`]).
+    pub fn announce_with<A: Family, R>(
+        &self,
+        req: &Announce<A>,
+        now: u32,
+        out: &mut impl PeerSink<A>,
+        visit: impl FnOnce(ExtSlot<'_, X>) -> R,
+    ) -> (TorrentStats, R) {
         let stopped = req.event == AnnounceEvent::Stopped;
         let seeder = req.left == 0 || req.event == AnnounceEvent::Completed;
         let mut slot = self.torrents.lock(&req.info_hash);
         let hasher = self.torrents.hasher();
         let Some(torrent) = slot.for_announce(stopped) else {
-            return TorrentStats::default();
+            return (TorrentStats::default(), visit(ExtSlot::Absent));
         };
         torrent.last_announce = now;
         let peer = Peer {
@@ -259,7 +292,7 @@ impl Store {
             expires: now.saturating_add(self.config.peer_ttl),
             seeder,
         };
-        let done = A::swarm(torrent).upsert(peer, stopped, hasher);
+        let (done, visited) = A::swarm(torrent).upsert_with(peer, stopped, hasher, visit);
         if done.became_seeder && req.event == AnnounceEvent::Completed {
             torrent.completed = torrent.completed.saturating_add(1);
         }
@@ -288,20 +321,46 @@ impl Store {
                 },
             );
         }
-        stats
+        (stats, visited)
     }
 
     /// Records a peer another node knows (no journal entry: it is not this node's to
     /// publish). `peer.expires` is on this store's clock.
     pub fn upsert_remote<A: Family>(&self, info_hash: &InfoHash, peer: Peer<A>) {
+        self.upsert_remote_with(info_hash, peer, |_, _| ());
+    }
+
+    /// [`upsert_remote`](Self::upsert_remote), handing `displaced` the id and extension of
+    /// a different client the address held (a local slot the remote peer takes over).
+    pub fn upsert_remote_with<A: Family>(
+        &self,
+        info_hash: &InfoHash,
+        peer: Peer<A>,
+        displaced: impl FnOnce(PeerId, X),
+    ) {
         let mut slot = self.torrents.lock(info_hash);
         let hasher = self.torrents.hasher();
         let torrent = slot.get_or_insert_default();
-        A::swarm(torrent).upsert(peer, false, hasher);
+        A::swarm(torrent).upsert_with(peer, false, hasher, |ext| {
+            if let ExtSlot::Replaced(id, old, _) = ext {
+                displaced(id, old);
+            }
+        });
     }
 
     /// Removes a peer another node knew and no longer does.
     pub fn remove_remote<A: Family>(&self, info_hash: &InfoHash, addr: A) {
+        self.remove_remote_with(info_hash, addr, |_, _| ());
+    }
+
+    /// [`remove_remote`](Self::remove_remote), handing `removed` the id and extension of
+    /// the slot it took out, if there was one.
+    pub fn remove_remote_with<A: Family>(
+        &self,
+        info_hash: &InfoHash,
+        addr: A,
+        removed: impl FnOnce(PeerId, X),
+    ) {
         let mut slot = self.torrents.lock(info_hash);
         let hasher = self.torrents.hasher();
         if let Some(torrent) = slot.get() {
@@ -311,7 +370,27 @@ impl Store {
                 expires: 0,
                 seeder: false,
             };
-            A::swarm(torrent).upsert(peer, true, hasher);
+            A::swarm(torrent).upsert_with(peer, true, hasher, |ext| {
+                if let ExtSlot::Removed(id, old) = ext {
+                    removed(id, old);
+                }
+            });
+        }
+    }
+
+    /// Runs `f` on the extension of the peer at `addr` in `info_hash`'s swarm of its
+    /// family (`None` if there is no such peer), under the torrent's lock.
+    pub fn with_peer_ext<A: Family, R>(
+        &self,
+        info_hash: &InfoHash,
+        addr: &A,
+        f: impl FnOnce(Option<(PeerId, &mut X)>) -> R,
+    ) -> R {
+        let mut slot = self.torrents.lock(info_hash);
+        let hasher = self.torrents.hasher();
+        match slot.get() {
+            Some(torrent) => f(A::peek_swarm(torrent).and_then(|s| s.ext_at(addr, hasher))),
+            None => f(None),
         }
     }
 
@@ -342,14 +421,14 @@ impl Store {
     pub fn with_torrent<R>(
         &self,
         info_hash: &InfoHash,
-        f: impl FnOnce(&Torrent) -> R,
+        f: impl FnOnce(&Torrent<X>) -> R,
     ) -> Option<R> {
         self.torrents.lock(info_hash).get().map(|t| f(t))
     }
 
     /// Visits every shard in turn, each under its own lock only while `f` runs: a full
     /// scrape or a snapshot never stops the world.
-    pub fn for_each_shard(&self, mut f: impl FnMut(&Shard)) {
+    pub fn for_each_shard(&self, mut f: impl FnMut(&Shard<X>)) {
         for shard in self.torrents.lock_each() {
             f(&shard);
         }
@@ -381,15 +460,27 @@ impl Store {
     /// time, and refreshes [`Store::totals`]. Each shard is locked only for its own pass,
     /// so workers wait at most one shard's worth of work.
     pub fn clean(&self, now: u32) -> CleanReport {
+        self.clean_with(now, |_, _, _, _| ())
+    }
+
+    /// [`clean`](Self::clean), handing `gone` each expired peer's torrent, id, address and
+    /// extension.
+    pub fn clean_with(
+        &self,
+        now: u32,
+        mut gone: impl FnMut(&InfoHash, PeerId, AnyAddr, X),
+    ) -> CleanReport {
         let mut report = CleanReport::default();
         let (mut seeders, mut leechers, mut v6) = (0u64, 0u64, 0u64);
         let hasher = self.torrents.hasher();
         let ttl = self.config.torrent_ttl;
         for mut shard in self.torrents.lock_each() {
-            shard.retain(|t| {
-                report.peers_expired += t.v4.expire(now, hasher);
+            shard.retain_keyed(|h, t| {
+                report.peers_expired +=
+                    t.v4.expire_with(now, hasher, |a, id, x| gone(h, id, a.any(), x));
                 if let Some(s6) = &mut t.v6 {
-                    report.peers_expired += s6.expire(now, hasher);
+                    report.peers_expired +=
+                        s6.expire_with(now, hasher, |a, id, x| gone(h, id, a.any(), x));
                     if s6.is_empty() {
                         t.v6 = None;
                     }
@@ -417,11 +508,30 @@ impl Store {
         report
     }
 
+    /// Visits every peer's id and extension, torrent by torrent, one shard at a time under
+    /// its lock only (as [`Store::for_each_shard`]); nothing moves meanwhile.
+    pub fn for_each_ext_mut(&self, mut f: impl FnMut(&InfoHash, PeerId, &mut X)) {
+        for mut shard in self.torrents.lock_each() {
+            for (h, t) in shard.torrents_mut() {
+                for (id, x) in t.v4.exts_mut() {
+                    f(h, id, x);
+                }
+                if let Some(s6) = &mut t.v6 {
+                    for (id, x) in s6.exts_mut() {
+                        f(h, id, x);
+                    }
+                }
+            }
+        }
+    }
+
     /// Totals as of the last [`Store::clean`].
     pub fn totals(&self) -> &Totals {
         &self.totals
     }
 }
 
+#[cfg(test)]
+mod ext_tests;
 #[cfg(test)]
 mod tests;

@@ -46,29 +46,37 @@ pub struct Peer<A> {
     pub seeder: bool,
 }
 
+/// What the layer above keeps in a peer's own slot, beside what the store keeps: nothing
+/// (`()`) in open mode, the client's accounting record in private mode. It lives inside the
+/// slot's [`PeerMeta`], so the announce that finds the slot has it in the same cache lines.
+pub trait PeerExt: Copy + Default + std::fmt::Debug + Send + 'static {}
+
+impl PeerExt for () {}
+
 /// What is kept of a peer besides its address.
 #[derive(Clone, Copy, Debug)]
-pub struct PeerMeta {
+pub struct PeerMeta<X = ()> {
     pub peer_id: PeerId,
     pub expires: u32,
+    pub ext: X,
 }
 
 /// Receives the peers chosen for a response, as runs of consecutive peers.
 pub trait PeerSink<A> {
-    fn push_run(&mut self, addrs: &[A], meta: &[PeerMeta]);
+    fn push_run<X>(&mut self, addrs: &[A], meta: &[PeerMeta<X>]);
 }
 
 macro_rules! sinks {
     ($($a:ty),*) => {$(
         impl PeerSink<$a> for Vec<$a> {
             #[inline]
-            fn push_run(&mut self, addrs: &[$a], _: &[PeerMeta]) {
+            fn push_run<X>(&mut self, addrs: &[$a], _: &[PeerMeta<X>]) {
                 self.extend_from_slice(addrs);
             }
         }
         impl PeerSink<$a> for Vec<($a, PeerId)> {
             #[inline]
-            fn push_run(&mut self, addrs: &[$a], meta: &[PeerMeta]) {
+            fn push_run<X>(&mut self, addrs: &[$a], meta: &[PeerMeta<X>]) {
                 self.extend(addrs.iter().zip(meta).map(|(a, m)| (*a, m.peer_id)));
             }
         }
@@ -78,14 +86,14 @@ sinks!(CompactPeerV4, CompactPeerV6);
 
 /// Peers of one family: leechers in `..leechers`, seeders after, in both arrays.
 #[derive(Debug)]
-pub struct Swarm<A> {
+pub struct Swarm<A, X = ()> {
     addrs: Vec<A>,
-    meta: Vec<PeerMeta>,
+    meta: Vec<PeerMeta<X>>,
     leechers: u32,
     index: Option<Box<HashTable<u32>>>,
 }
 
-impl<A> Default for Swarm<A> {
+impl<A, X> Default for Swarm<A, X> {
     fn default() -> Self {
         Self {
             addrs: Vec::new(),
@@ -96,7 +104,7 @@ impl<A> Default for Swarm<A> {
     }
 }
 
-impl<A: Address> Swarm<A> {
+impl<A: Address, X: PeerExt> Swarm<A, X> {
     pub fn len(&self) -> usize {
         self.addrs.len()
     }
@@ -223,6 +231,7 @@ impl<A: Address> Swarm<A> {
         self.meta.push(PeerMeta {
             peer_id: peer.peer_id,
             expires: peer.expires,
+            ext: X::default(),
         });
         if let Some(index) = &mut self.index {
             let addrs = &self.addrs;
@@ -266,34 +275,70 @@ impl<A: Address> Swarm<A> {
     /// Records an announce (or a stop). Returns the announcer's position after the update
     /// (`None` if it left) and whether it became a seeder with this announce.
     pub fn upsert(&mut self, peer: Peer<A>, stopped: bool, hasher: &impl BuildHasher) -> Upsert {
+        self.upsert_with(peer, stopped, hasher, |_| ()).0
+    }
+
+    /// [`upsert`](Self::upsert), handing `visit` the announcer's extension (see
+    /// [`ExtSlot`]) while the slot is at hand.
+    #[inline(always)]
+    pub fn upsert_with<R>(
+        &mut self,
+        peer: Peer<A>,
+        stopped: bool,
+        hasher: &impl BuildHasher,
+        visit: impl FnOnce(ExtSlot<'_, X>) -> R,
+    ) -> (Upsert, R) {
+        let left = Upsert {
+            position: None,
+            became_seeder: false,
+        };
         match self.find(&peer.addr, hasher) {
             Some(pos) if stopped => {
+                let meta = self.meta[pos];
                 self.remove_at(pos, hasher);
-                Upsert {
-                    position: None,
-                    became_seeder: false,
-                }
+                (left, visit(ExtSlot::Removed(meta.peer_id, meta.ext)))
             }
-            None if stopped => Upsert {
-                position: None,
-                became_seeder: false,
-            },
+            None if stopped => (left, visit(ExtSlot::Absent)),
             Some(pos) => {
                 let was_seeder = pos >= self.leechers as usize;
-                self.meta[pos] = PeerMeta {
-                    peer_id: peer.peer_id,
-                    expires: peer.expires,
+                let meta = &mut self.meta[pos];
+                let r = if std::mem::size_of::<X>() == 0 {
+                    // Nothing kept beside the store's own: write the slot without reading
+                    // it. A write to a line not in the cache waits in the store buffer; a
+                    // read (comparing the peer id) waits for the line, and that miss
+                    // measured a third of open mode's announce in `benches/store.rs`.
+                    *meta = PeerMeta {
+                        peer_id: peer.peer_id,
+                        expires: peer.expires,
+                        ext: X::default(),
+                    };
+                    visit(ExtSlot::Found(&mut meta.ext))
+                } else if meta.peer_id == peer.peer_id {
+                    meta.expires = peer.expires;
+                    visit(ExtSlot::Found(&mut meta.ext))
+                } else {
+                    // Another client on the same address: the slot is now its.
+                    let old = (meta.peer_id, std::mem::take(&mut meta.ext));
+                    meta.peer_id = peer.peer_id;
+                    meta.expires = peer.expires;
+                    visit(ExtSlot::Replaced(old.0, old.1, &mut meta.ext))
                 };
                 let pos = self.set_seeder(pos, peer.seeder, hasher);
-                Upsert {
+                let done = Upsert {
                     position: Some(pos),
                     became_seeder: peer.seeder && !was_seeder,
-                }
+                };
+                (done, r)
             }
-            None => Upsert {
-                position: Some(self.push(peer, hasher)),
-                became_seeder: peer.seeder,
-            },
+            None => {
+                let pos = self.push(peer, hasher);
+                let r = visit(ExtSlot::New(&mut self.meta[pos].ext));
+                let done = Upsert {
+                    position: Some(pos),
+                    became_seeder: peer.seeder,
+                };
+                (done, r)
+            }
         }
     }
 
@@ -354,6 +399,17 @@ impl<A: Address> Swarm<A> {
 
     /// Drops peers whose expiry is before `now`; returns how many were dropped.
     pub fn expire(&mut self, now: u32, hasher: &impl BuildHasher) -> usize {
+        self.expire_with(now, hasher, |_, _, _| ())
+    }
+
+    /// [`expire`](Self::expire), handing `gone` each dropped peer's address, id and
+    /// extension.
+    pub fn expire_with(
+        &mut self,
+        now: u32,
+        hasher: &impl BuildHasher,
+        mut gone: impl FnMut(A, PeerId, X),
+    ) -> usize {
         let before = self.addrs.len();
         if self.meta.iter().all(|m| m.expires >= now) {
             return 0;
@@ -370,6 +426,8 @@ impl<A: Address> Swarm<A> {
                 if i < leechers {
                     kept_leechers += 1;
                 }
+            } else {
+                gone(self.addrs[i], self.meta[i].peer_id, self.meta[i].ext);
             }
         }
         self.addrs.truncate(kept);
@@ -382,9 +440,26 @@ impl<A: Address> Swarm<A> {
         before - kept
     }
 
+    /// The id and extension of the peer at `addr`, if there is one.
+    pub fn ext_at(&mut self, addr: &A, hasher: &impl BuildHasher) -> Option<(PeerId, &mut X)> {
+        let pos = self.find(addr, hasher)?;
+        let meta = &mut self.meta[pos];
+        Some((meta.peer_id, &mut meta.ext))
+    }
+
+    /// Every peer's id and extension, to read or change in place (a walk that does not
+    /// move peers).
+    pub fn exts_mut(&mut self) -> impl Iterator<Item = (PeerId, &mut X)> + '_ {
+        self.meta.iter_mut().map(|m| (m.peer_id, &mut m.ext))
+    }
+
     /// Inserts a peer as restored from a snapshot (no event semantics).
+    /// A peer already at the address (a live announce, newer than any snapshot) is kept
+    /// as it is, with its extension.
     pub fn restore(&mut self, peer: Peer<A>, hasher: &impl BuildHasher) {
-        self.upsert(peer, false, hasher);
+        if self.find(&peer.addr, hasher).is_none() {
+            self.push(peer, hasher);
+        }
     }
 
     #[cfg(test)]
@@ -408,4 +483,20 @@ impl<A: Address> Swarm<A> {
 pub struct Upsert {
     pub position: Option<usize>,
     pub became_seeder: bool,
+}
+
+/// The announcer's extension as [`Swarm::upsert_with`] hands it over.
+#[derive(Debug)]
+pub enum ExtSlot<'a, X> {
+    /// The peer was there with the same peer id: its extension, to update in place.
+    Found(&'a mut X),
+    /// The peer is new: its extension, `X::default()`, to fill.
+    New(&'a mut X),
+    /// The address was another client's (another peer id): that client's id and extension,
+    /// and the new client's, `X::default()`, to fill.
+    Replaced(PeerId, X, &'a mut X),
+    /// A stop removed the peer: its id and what its slot held.
+    Removed(PeerId, X),
+    /// A stop for a peer that was not there.
+    Absent,
 }

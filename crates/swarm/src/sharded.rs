@@ -47,6 +47,18 @@ impl<T> Shard<T> {
         self.torrents.retain(|(_, t)| keep(t));
     }
 
+    /// [`retain`](Self::retain), telling `keep` each torrent's info hash too.
+    #[inline]
+    pub fn retain_keyed(&mut self, mut keep: impl FnMut(&InfoHash, &mut T) -> bool) {
+        self.torrents.retain(|(h, t)| keep(h, t));
+    }
+
+    /// The shard's torrents, to change in place, in no particular order.
+    #[inline]
+    pub fn torrents_mut(&mut self) -> impl Iterator<Item = (&InfoHash, &mut T)> {
+        self.torrents.iter_mut().map(|(h, t)| (&*h, t))
+    }
+
     /// Number of torrents in the shard.
     #[inline]
     pub fn len(&self) -> usize {

@@ -31,7 +31,7 @@ use std::io::{self, Read, Write};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 use thiserror::Error;
 
-use crate::{Peer, Store};
+use crate::{Peer, PeerExt, Store};
 
 /// The first bytes of every snapshot.
 pub const MAGIC: [u8; 8] = *b"SHOALSNP";
@@ -128,7 +128,7 @@ fn encode_peer<A: WireBytes>(out: &mut Vec<u8>, p: &Peer<A>, now: u32) {
     out.push(u8::from(p.seeder));
 }
 
-impl Store {
+impl<X: PeerExt> Store<X> {
     /// Writes the whole store to `w`, one shard at a time, under `header`. `now` is the
     /// store clock ([`crate::clock::now`]), read once by the caller; `header.written_unix`
     /// must be the Unix time of the same moment. Peers already expired are left out.

@@ -8,17 +8,17 @@ use proptest::prelude::*;
 use super::*;
 use crate::sharded::Hasher;
 
-fn ih(n: u8) -> InfoHash {
+pub(crate) fn ih(n: u8) -> InfoHash {
     InfoHash([n; 20])
 }
 
-fn pid(n: u32) -> PeerId {
+pub(crate) fn pid(n: u32) -> PeerId {
     let mut b = [0u8; 20];
     b[..4].copy_from_slice(&n.to_be_bytes());
     PeerId(b)
 }
 
-fn v4(n: u32) -> CompactPeerV4 {
+pub(crate) fn v4(n: u32) -> CompactPeerV4 {
     CompactPeerV4::new(Ipv4Addr::from(0x0a00_0000 + n), 6881)
 }
 

@@ -188,29 +188,28 @@ fn torrent(hex: &str, view: &TrackerView) -> Response<Body> {
         return bad_hash();
     };
     let now = shoal_swarm::clock::now();
-    let found = view.store.with_torrent(&info_hash, |t| {
-        let st = t.stats();
-        let mut peers = Vec::new();
-        for p in t.v4().peers() {
-            peers.push(peer_json(
-                &p.peer_id,
+    let found = view.store.torrent_peers(&info_hash).map(|t| {
+        let st = t.stats;
+        let v4 = t.v4.iter().map(|p| {
+            (
+                p.peer_id,
                 SocketAddr::V4(p.addr.addr()),
                 p.seeder,
                 p.expires,
-                now,
-            ));
-        }
-        if let Some(v6) = t.v6() {
-            for p in v6.peers() {
-                peers.push(peer_json(
-                    &p.peer_id,
-                    SocketAddr::V6(p.addr.addr()),
-                    p.seeder,
-                    p.expires,
-                    now,
-                ));
-            }
-        }
+            )
+        });
+        let v6 = t.v6.iter().map(|p| {
+            (
+                p.peer_id,
+                SocketAddr::V6(p.addr.addr()),
+                p.seeder,
+                p.expires,
+            )
+        });
+        let peers: Vec<_> = v4
+            .chain(v6)
+            .map(|(id, addr, seeder, expires)| peer_json(&id, addr, seeder, expires, now))
+            .collect();
         json!({
             "info_hash": info_hash.to_hex(),
             "seeders": st.seeders,

@@ -9,7 +9,9 @@ use std::collections::VecDeque;
 
 use parking_lot::Mutex;
 use shoal_proto::InfoHash;
-use shoal_swarm::{Store, TorrentStats};
+use shoal_swarm::TorrentStats;
+
+use crate::swarms::Swarms;
 
 /// Most torrents kept in each sample's top list.
 pub const TOP_IN_SAMPLE: usize = 20;
@@ -49,30 +51,27 @@ pub struct Sample {
 
 /// Figures of the whole store and its `n` largest torrents (by peers), from one walk over
 /// the shards (each locked only for its own part).
-pub fn survey(store: &Store, n: usize) -> (Sample, Vec<TopTorrent>) {
+pub fn survey(store: &Swarms, n: usize) -> (Sample, Vec<TopTorrent>) {
     let mut s = Sample::default();
     // A min-heap of the n largest: (peers, hash) ordered so the smallest is on top.
     let mut heap = std::collections::BinaryHeap::new();
-    store.for_each_shard(|shard| {
-        for (ih, t) in shard.torrents() {
-            let st = t.stats();
-            s.torrents += 1;
-            s.seeders += u64::from(st.seeders);
-            s.leechers += u64::from(st.leechers);
-            let v6 = t.v6().map_or(0, |w| w.len() as u64);
-            s.peers_v6 += v6;
-            s.peers_v4 += t.v4().len() as u64;
-            if n == 0 {
-                continue;
-            }
-            let peers = u64::from(st.seeders) + u64::from(st.leechers);
-            let entry = std::cmp::Reverse((peers, st.completed, *ih));
-            if heap.len() < n {
-                heap.push(entry);
-            } else if heap.peek().is_some_and(|top| entry < *top) {
-                heap.pop();
-                heap.push(entry);
-            }
+    store.for_each_torrent(|ih, t| {
+        let st = t.stats;
+        s.torrents += 1;
+        s.seeders += u64::from(st.seeders);
+        s.leechers += u64::from(st.leechers);
+        s.peers_v6 += t.peers_v6 as u64;
+        s.peers_v4 += t.peers_v4 as u64;
+        if n == 0 {
+            return;
+        }
+        let peers = u64::from(st.seeders) + u64::from(st.leechers);
+        let entry = std::cmp::Reverse((peers, st.completed, *ih));
+        if heap.len() < n {
+            heap.push(entry);
+        } else if heap.peek().is_some_and(|top| entry < *top) {
+            heap.pop();
+            heap.push(entry);
         }
     });
     let mut top: Vec<_> = heap.into_iter().map(|r| r.0).collect();
@@ -80,12 +79,10 @@ pub fn survey(store: &Store, n: usize) -> (Sample, Vec<TopTorrent>) {
     let top = top
         .into_iter()
         .filter_map(|(_, _, ih)| {
-            store
-                .with_torrent(&ih, |t| t.stats())
-                .map(|stats| TopTorrent {
-                    info_hash: ih,
-                    stats,
-                })
+            store.torrent_figures(&ih).map(|t| TopTorrent {
+                info_hash: ih,
+                stats: t.stats,
+            })
         })
         .collect();
     (s, top)
@@ -134,7 +131,7 @@ mod tests {
 
     #[test]
     fn survey_counts_everything_and_ranks_the_largest() {
-        let store = Store::new(StoreConfig::default());
+        let store = Swarms::Open(shoal_swarm::Store::new(StoreConfig::default()));
         let mut out: Vec<CompactPeerV4> = Vec::new();
         for t in 1..=30u8 {
             for p in 0..t {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use shoal_swarm::Store;
+use crate::swarms::Swarms;
 
 use super::samples::Samples;
 use super::token::AdminToken;
@@ -22,7 +22,7 @@ use crate::ws::WsContext;
 pub struct TrackerView {
     /// The configuration in force (shown on the status page, secrets blanked).
     pub config: Config,
-    pub store: Arc<Store>,
+    pub store: Arc<Swarms>,
     /// The UDP workers' counters.
     pub udp_counters: Vec<Arc<WorkerCounters>>,
     /// The WebTorrent front end's state (its store and open connections).

@@ -25,7 +25,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 use shoal_swarm::journal::{AnyAddr, Change};
-use shoal_swarm::{clock, Peer, Store};
+use shoal_swarm::{clock, Peer};
+
+use crate::swarms::Swarms;
 
 use super::feed::{
     bucket_of, client_bucket, ClientValue, News, NodeFeed, PeerValue, Record, BUCKETS,
@@ -333,7 +335,7 @@ impl Exchange {
 
     /// Puts what Redis answered for one bucket into `store`: other nodes' new peers in,
     /// those that left out, completed counts up.
-    pub fn apply(&mut self, store: &Store, bucket: usize, feeds: Vec<NodeFeed>, unix_now: u64) {
+    pub fn apply(&mut self, store: &Swarms, bucket: usize, feeds: Vec<NodeFeed>, unix_now: u64) {
         let mut raised = Vec::new();
         for feed in feeds {
             let node = self.node_index(&feed.node);
@@ -388,7 +390,7 @@ impl Exchange {
     /// One record of another node's.
     fn take(
         &mut self,
-        store: &Store,
+        store: &Swarms,
         bucket: usize,
         node: u16,
         record: Record,
@@ -452,7 +454,7 @@ impl Exchange {
         }
     }
 
-    fn remove(&mut self, store: &Store, bucket: usize, key: PeerKey) {
+    fn remove(&mut self, store: &Swarms, bucket: usize, key: PeerKey) {
         self.remote[bucket].remove(&key);
         match key.1 {
             AnyAddr::V4(a) => store.remove_remote::<CompactPeerV4>(&key.0, a),
@@ -462,7 +464,7 @@ impl Exchange {
 
     /// Takes out of `store` the remote peers whose expiry passed (a node that died stops
     /// refreshing its peers: they leave here within the peer lifetime).
-    pub fn expire(&mut self, store: &Store, unix_now: u64) {
+    pub fn expire(&mut self, store: &Swarms, unix_now: u64) {
         while let Some(entry) = self.expiring.first_entry() {
             if u64::from(*entry.key()) >= unix_now {
                 break;
@@ -750,7 +752,7 @@ mod tests {
         assert_eq!(calls[0].bucket, 300 % BUCKETS);
         let entry = calls[0].entry();
         // Node B (clock 7 at wall 10,002) reads it: seen 5 s before its wall clock.
-        let store = Store::new(StoreConfig::default());
+        let store = Swarms::Open(shoal_swarm::Store::new(StoreConfig::default()));
         let mut b = Exchange::new("b".into(), 100);
         b.keep_clients_for(1000);
         b.apply(
@@ -802,7 +804,7 @@ mod tests {
 
     #[test]
     fn other_nodes_peers_come_in_leave_and_expire() {
-        let store = Store::new(StoreConfig::default());
+        let store = Swarms::Open(shoal_swarm::Store::new(StoreConfig::default()));
         let b = bucket_of(&IH);
         let mut x = Exchange::new("a".into(), 100);
         x.record(&[announced(9, false, true)], 1000);

@@ -23,7 +23,9 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{RedisResult, Script};
-use shoal_swarm::{clock, Store};
+use shoal_swarm::clock;
+
+use crate::swarms::Swarms;
 
 use super::exchange::{Call, Exchange};
 use super::feed::{self, bucket_base, FEED_SCRIPT, LOG_ROUNDS};
@@ -133,7 +135,7 @@ impl ClusterNode {
     /// Starts exchanging `store`'s changes (its journal must be on).
     pub fn start(
         config: &ClusterConfig,
-        (store, ws): (Arc<Store>, Arc<WsContext>),
+        (store, ws): (Arc<Swarms>, Arc<WsContext>),
         view: Arc<ClusterView>,
         peer_ttl: u32,
         ledger: Option<Arc<Ledger>>,
@@ -253,7 +255,7 @@ struct Round {
     every: Duration,
     lifetime: u64,
     exchange: Exchange,
-    store: Arc<Store>,
+    store: Arc<Swarms>,
     /// Private mode: the accounting ledger, whose client records travel with the peers.
     ledger: Option<Arc<Ledger>>,
     view: Arc<ClusterView>,

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_swarm::Store;
+use crate::swarms::Swarms;
 
 use super::full_scrape::FullScrape;
 use super::proxy::ProxyRules;
@@ -51,7 +51,7 @@ impl HttpSettings {
 
 /// What every connection of every worker shares.
 pub struct HttpContext {
-    pub store: Arc<Store>,
+    pub store: Arc<Swarms>,
     /// Asked before the store about every announce and scrape.
     pub policy: Arc<Policy>,
     pub settings: HttpSettings,

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::swarms::Swarms;
 use anyhow::Context;
-use shoal_swarm::Store;
 use tokio::net::TcpListener;
 
 use super::context::{HttpContext, HttpSettings};
@@ -85,7 +85,7 @@ impl HttpFrontEnd {
     /// and starts the workers. The returned handles include the full-scrape thread.
     pub fn start(
         config: &Config,
-        store: Arc<Store>,
+        store: Arc<Swarms>,
         policy: Arc<Policy>,
         ws: Arc<WsContext>,
         shutdown: Arc<AtomicBool>,

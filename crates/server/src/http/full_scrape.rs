@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::swarms::Swarms;
 use arc_swap::ArcSwap;
 use shoal_proto::bencode::{write_scrape, ScrapeFile};
 use shoal_proto::InfoHash;
-use shoal_swarm::Store;
 
 use crate::policy::Policy;
 
@@ -31,23 +31,21 @@ pub struct Document {
 
 /// Builds the document from the store as it is now, listing the torrents the policy lets
 /// every client see ([`Policy::lists`]).
-pub fn build(store: &Store, policy: &Policy, gzip: bool) -> Document {
+pub fn build(store: &Swarms, policy: &Policy, gzip: bool) -> Document {
     let mut files: Vec<(InfoHash, ScrapeFile)> = Vec::new();
-    store.for_each_shard(|shard| {
-        for (h, t) in shard.torrents() {
-            if !policy.lists(h) {
-                continue;
-            }
-            let st = t.stats();
-            files.push((
-                *h,
-                ScrapeFile {
-                    complete: st.seeders,
-                    downloaded: st.completed,
-                    incomplete: st.leechers,
-                },
-            ));
+    store.for_each_torrent(|h, t| {
+        if !policy.lists(h) {
+            return;
         }
+        let st = t.stats;
+        files.push((
+            *h,
+            ScrapeFile {
+                complete: st.seeders,
+                downloaded: st.completed,
+                incomplete: st.leechers,
+            },
+        ));
     });
     let mut plain = Vec::with_capacity(16 + files.len() * 80);
     write_scrape(&mut plain, &mut files);
@@ -76,7 +74,7 @@ impl FullScrape {
     /// Builds the first document now, then every `every` on a thread of its own (returned,
     /// to be joined after the shutdown flag is set).
     pub fn start(
-        store: Arc<Store>,
+        store: Arc<Swarms>,
         policy: Arc<Policy>,
         gzip: bool,
         every: Duration,

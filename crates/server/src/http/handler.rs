@@ -29,7 +29,10 @@ use shoal_proto::bencode::{write_failure, write_scrape, AnnounceResponse, Peers,
 use shoal_proto::common::Action;
 use shoal_proto::http::{parse_scrape, parse_target, AnnounceRequest, RequestError, Target};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use shoal_swarm::{Announce, Family, PeerSink, Store, TorrentStats};
+use shoal_swarm::{Announce, Family, PeerSink, TorrentStats};
+
+use crate::private::AccountedAnnounce;
+use crate::swarms::Swarms;
 
 use super::context::HttpContext;
 use super::full_scrape::Document;
@@ -221,12 +224,12 @@ listed!(CompactPeerV6, CompactV6, DictV6);
 /// dictionaries.
 #[inline]
 fn announce_in<'b, A: Listed>(
-    store: &Store,
+    store: &Swarms,
     a: &Announce<A>,
     now: u32,
     lists: &'b mut PeerLists<A>,
-    compact: bool,
-    with_ids: bool,
+    (compact, with_ids): (bool, bool),
+    ticket: Option<&AccountedAnnounce>,
 ) -> (TorrentStats, Peers<'b>)
 where
     Vec<A>: PeerSink<A>,
@@ -234,11 +237,11 @@ where
 {
     if compact {
         lists.compact.clear();
-        let st = store.announce(a, now, &mut lists.compact);
+        let st = store.announce_accounted(a, now, &mut lists.compact, ticket);
         (st, A::compact(&lists.compact))
     } else {
         lists.dict.clear();
-        let st = store.announce(a, now, &mut lists.dict);
+        let st = store.announce_accounted(a, now, &mut lists.dict, ticket);
         (st, A::dict(&lists.dict, with_ids))
     }
 }
@@ -427,8 +430,12 @@ impl Handler {
     /// Asks the policy about `req`: the swarm to serve it from, or how the request ended
     /// (a refusal's reason is written into the body as a bencoded failure).
     #[inline]
-    fn admitted(&mut self, req: &policy::Request<'_>) -> Result<InfoHash, Reply> {
-        match self.ctx.policy.check(req) {
+    fn admitted(
+        &mut self,
+        req: &policy::Request<'_>,
+        ticket: Option<&mut Option<AccountedAnnounce>>,
+    ) -> Result<InfoHash, Reply> {
+        match self.ctx.policy.check_accounted(req, ticket) {
             Verdict::Admit => Ok(*req.info_hash),
             Verdict::AdmitAs(swarm) => Ok(swarm),
             Verdict::Refuse(reason) => {
@@ -463,21 +470,27 @@ impl Handler {
             }
         };
         let now = shoal_swarm::clock::now();
-        let swarm = match self.admitted(&policy::Request {
-            protocol: Protocol::Http,
-            action: policy::Action::Announce,
-            source: client_ip,
-            info_hash: &req.info_hash,
-            peer_id: Some(&req.peer_id),
-            credential: req.path_key,
-            counters: Some(policy::Counters {
-                uploaded: req.uploaded,
-                downloaded: req.downloaded,
-                left: Some(req.left),
-                event: req.event,
-                now,
-            }),
-        }) {
+        // A private announce's accounting travels with it to the store.
+        let mut ticket = None;
+        let wants = self.ctx.store.takes_tickets().then_some(&mut ticket);
+        let swarm = match self.admitted(
+            &policy::Request {
+                protocol: Protocol::Http,
+                action: policy::Action::Announce,
+                source: client_ip,
+                info_hash: &req.info_hash,
+                peer_id: Some(&req.peer_id),
+                credential: req.path_key,
+                counters: Some(policy::Counters {
+                    uploaded: req.uploaded,
+                    downloaded: req.downloaded,
+                    left: Some(req.left),
+                    event: req.event,
+                    now,
+                }),
+            },
+            wants,
+        ) {
             Ok(swarm) => swarm,
             Err(reply) => return reply,
         };
@@ -492,11 +505,13 @@ impl Handler {
         let (st, peers) = match ip {
             IpAddr::V4(v4) => {
                 let a = announce_of(&req, swarm, CompactPeerV4::new(v4, req.port), numwant);
-                announce_in(store, &a, now, &mut self.v4, compact, with_ids)
+                let t = ticket.as_ref();
+                announce_in(store, &a, now, &mut self.v4, (compact, with_ids), t)
             }
             IpAddr::V6(v6) => {
                 let a = announce_of(&req, swarm, CompactPeerV6::new(v6, req.port), numwant);
-                announce_in(store, &a, now, &mut self.v6, compact, with_ids)
+                let t = ticket.as_ref();
+                announce_in(store, &a, now, &mut self.v6, (compact, with_ids), t)
             }
         };
         self.body.clear();
@@ -517,15 +532,18 @@ impl Handler {
         self.files.clear();
         for i in 0..self.hashes.len() {
             let h = self.hashes[i];
-            let swarm = match self.admitted(&policy::Request {
-                protocol: Protocol::Http,
-                action: policy::Action::Scrape,
-                source: client_ip,
-                info_hash: &h,
-                peer_id: None,
-                credential,
-                counters: None,
-            }) {
+            let swarm = match self.admitted(
+                &policy::Request {
+                    protocol: Protocol::Http,
+                    action: policy::Action::Scrape,
+                    source: client_ip,
+                    info_hash: &h,
+                    peer_id: None,
+                    credential,
+                    counters: None,
+                },
+                None,
+            ) {
                 Ok(swarm) => swarm,
                 Err(reply) => return reply,
             };
@@ -603,7 +621,7 @@ mod tests {
 
     fn ctx_with(policy: crate::policy::Policy) -> Arc<HttpContext> {
         let config = crate::Config::default();
-        let store = Arc::new(shoal_swarm::Store::new(config.store_config()));
+        let store = Arc::new(Swarms::Open(shoal_swarm::Store::new(config.store_config())));
         let policy = Arc::new(policy);
         Arc::new(HttpContext {
             store,
@@ -762,9 +780,9 @@ mod tests {
         req.parse(raw.as_bytes()).unwrap();
         let remote = "[::ffff:127.0.0.9]:5555".parse().unwrap();
         Handler::new(ctx.clone()).handle(&req, remote, b"", &mut Vec::new());
-        let peers = ctx.store.with_torrent(&InfoHash([1; 20]), |t| {
-            let v4: Vec<_> = t.v4().peers().map(|p| p.addr.addr()).collect();
-            (v4, t.v6().map_or(0, |v6| v6.peers().count()))
+        let peers = ctx.store.torrent_peers(&InfoHash([1; 20])).map(|t| {
+            let v4: Vec<_> = t.v4.iter().map(|p| p.addr.addr()).collect();
+            (v4, t.v6.len())
         });
         assert_eq!(peers, Some((vec!["127.0.0.9:7".parse().unwrap()], 0)));
     }

@@ -18,8 +18,9 @@
 //! user who may not download keeps seeding (and scraping).
 //!
 //! The cost on the announce path: two lock-free hash-map reads (passkey, info hash; see
-//! [`crate::private::members`]), and one ledger record under one shard mutex; no
-//! allocation, no I/O.
+//! [`crate::private::members`]), and the accounting: an accounting ticket for the store,
+//! which records it in the announcer's own slot under the torrent's lock (UDP, HTTP), or
+//! one ledger record under one shard mutex (WebTorrent); no allocation, no I/O.
 
 use std::sync::Arc;
 
@@ -50,9 +51,16 @@ pub struct PrivateRule {
 }
 
 impl PrivateRule {
+    /// Decides `req`. An admitted announce is accounted: into `ticket` when the caller
+    /// gives one (it hands the ticket to the store with the announce, which records it in
+    /// the announcer's slot: UDP and HTTP), in the ledger right here otherwise (WebTorrent).
     #[inline]
-    pub fn check(&self, req: &Request<'_>) -> Verdict {
-        match self.decide(req) {
+    pub fn check(
+        &self,
+        req: &Request<'_>,
+        ticket: Option<&mut Option<AccountedAnnounce>>,
+    ) -> Verdict {
+        match self.decide(req, ticket) {
             Ok(verdict) => verdict,
             Err((reason, label)) => {
                 metrics::counter!("shoal_private_refused_total",
@@ -64,7 +72,11 @@ impl PrivateRule {
     }
 
     #[inline]
-    fn decide(&self, req: &Request<'_>) -> Result<Verdict, (&'static str, &'static str)> {
+    fn decide(
+        &self,
+        req: &Request<'_>,
+        ticket: Option<&mut Option<AccountedAnnounce>>,
+    ) -> Result<Verdict, (&'static str, &'static str)> {
         let [no_passkey, unknown, disabled, unregistered, client, cannot] = REFUSALS;
         let passkey = req.credential.ok_or(no_passkey)?;
         let (user, torrent) = self.members.lookup(passkey, req.info_hash);
@@ -93,7 +105,7 @@ impl PrivateRule {
         if left > 0 && !user.can_download {
             return Err(cannot);
         }
-        let recorded = self.ledger.record(&AccountedAnnounce {
+        let accounted = AccountedAnnounce {
             user_id: user.id as u64,
             torrent_id: torrent.id as u64,
             peer_id: *peer_id,
@@ -104,9 +116,14 @@ impl PrivateRule {
             now: counters.now,
             download_factor: user.download_factor * torrent.download_factor,
             upload_factor: user.upload_factor * torrent.upload_factor,
-        });
-        if recorded.deferred {
-            metrics::counter!("shoal_private_deferred_total").increment(1);
+        };
+        match ticket {
+            Some(ticket) => *ticket = Some(accounted),
+            None => {
+                if self.ledger.record(&accounted).deferred {
+                    metrics::counter!("shoal_private_deferred_total").increment(1);
+                }
+            }
         }
         Ok(verdict)
     }

@@ -36,7 +36,7 @@ pub struct AccountedAnnounce {
 }
 
 /// What the ledger remembers of one peer between its announces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeerRecord {
     /// The client's `uploaded` at its last announce.
     pub uploaded: u64,

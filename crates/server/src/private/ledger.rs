@@ -1,7 +1,35 @@
 //! The in-memory accounting ledger: every private-tracker announce is recorded here, and
 //! the sums per (user, torrent) wait here until the database writer drains them.
 //!
-//! Announces arrive from every worker thread of every front end, so the ledger is sharded:
+//! # Where a client's record lives
+//!
+//! A client's record (its counters at its last announce, and what its announces added
+//! since the last drain) lives in one of two places:
+//!
+//! - **in its swarm slot** ([`SlotRecord`], the private store's per-peer extension), when
+//!   the client is one peer of one swarm: the common case. UDP and HTTP announces come with
+//!   an accounting ticket from the policy, and [`Ledger::announce`] credits it to the slot
+//!   the store has just found, under the torrent's lock: no look-up, hash or lock of the
+//!   ledger's own on the announce path (session 16 measured a prototype of this at 1.095x
+//!   of the map's speed on the VM; `docs/benchmarks/private-udp/`). The ledger's map holds
+//!   a marker for it ([`Kept::InSlot`]: the torrent and address), so the client is found
+//!   wherever else it shows up.
+//! - **in the ledger's map**, keyed by (user, torrent, peer id), for every other record: a
+//!   client seen at more than one slot (IPv4 and IPv6, a new port while the old slot lives,
+//!   WebTorrent beside UDP), WebTorrent's, records parked when their slot went (expired,
+//!   taken over by another client or another node's peer), adopted from other nodes and
+//!   restored from the ledger file. A slot whose record is parked takes it back at its
+//!   client's next announce; a record found in a slot by an announce elsewhere is taken
+//!   back into the map (`Ledger::unslot`), and every slot of that client then sends its
+//!   announces to the map ([`SlotState::InLedger`]), as all announces went before.
+//!
+//! So each client has one record, wherever it announces from, and every rule of
+//! [`super::credit`] applies to it unchanged. Lock order: a torrent's lock, then a ledger
+//! shard's; nothing here takes a torrent's lock while holding a shard's.
+//!
+//! # The map
+//!
+//! Announces arrive from every worker thread of every front end, so the map is sharded:
 //! one keyed hash of (user, torrent) picks a shard, whose `parking_lot` mutex is held only
 //! while that one announce is compared and added (a few map operations, no I/O, no
 //! allocation once the maps have grown). Everything about one (user, torrent) account, its
@@ -9,19 +37,23 @@
 //! exactly one lock and two accounts never contend unless they share a shard.
 //!
 //! The ledger never waits on the database and never loses a sum: [`Ledger::drain`] hands
-//! the pending sums over and forgets them; if writing them fails, [`Ledger::restore`] adds
-//! them back (merged with whatever arrived meanwhile). The per-peer records are bounded by
-//! [`Ledger::expire`]; the pending sums by the number of accounts with activity since the
-//! last successful write.
+//! the pending sums over (the map's and the slots') and forgets them; if writing them
+//! fails, [`Ledger::restore`] adds them back (merged with whatever arrived meanwhile). The
+//! per-peer records in the map are bounded by [`Ledger::expire`], those in slots by the
+//! store's own expiry (which parks them here); the pending sums by the number of accounts
+//! with activity since the last successful write.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use shoal_proto::{AnnounceEvent, PeerId};
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+use shoal_swarm::journal::AnyAddr;
 use shoal_swarm::sharded::Hasher;
+use shoal_swarm::{Announce, ExtSlot, Family, PeerExt, PeerSink, Store, TorrentStats};
 
 use super::credit::{credit, AccountedAnnounce, Delta, PeerRecord};
 
@@ -116,7 +148,7 @@ impl PeerKey {
 /// and the rare snatch, which goes straight to the account's pending sums. A record's time
 /// did not change measurably (`benches/ledger.rs`, 9 alternated runs: 366 ns before, 377
 /// ns after, medians, within this VM's noise): the entry spans two cache lines either way.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct PeerEntry {
     record: PeerRecord,
     unwritten: Sums,
@@ -183,7 +215,8 @@ fn add_pending(pending: &mut HashMap<Account, Delta, Hasher>, delta: &Delta) {
 /// One lock's worth of accounts.
 #[derive(Default)]
 struct Shard {
-    peers: HashMap<PeerKey, PeerEntry, Hasher>,
+    /// Every client's record, or where it is: in its swarm slot ([`Kept::InSlot`]).
+    peers: HashMap<PeerKey, Kept, Hasher>,
     /// Sums of clients the ledger forgot (stopped, expired) and of batches put back,
     /// per account, until the next drain.
     pending: HashMap<Account, Delta, Hasher>,
@@ -229,6 +262,14 @@ impl Shard {
     fn forget(&mut self, key: &PeerKey, entry: &PeerEntry) {
         if !entry.unwritten.is_empty() {
             self.dirty -= 1;
+            self.add(&entry.unwritten.delta(&key.account));
+        }
+    }
+
+    /// Moves the unwritten sums of a record that was not in the map (a slot's) to
+    /// `pending`.
+    fn keep_sums(&mut self, key: &PeerKey, entry: &PeerEntry) {
+        if !entry.unwritten.is_empty() {
             self.add(&entry.unwritten.delta(&key.account));
         }
     }
@@ -300,6 +341,79 @@ pub struct Recorded {
     pub deferred: bool,
 }
 
+/// Where a client's record is kept, in the ledger's map.
+#[derive(Clone, Copy, Debug)]
+enum Kept {
+    /// Here: the record and its unwritten sums.
+    Entry(PeerEntry),
+    /// In the client's swarm slot ([`SlotRecord`]), at this torrent and address.
+    InSlot(SlotAt),
+}
+
+/// A swarm slot: the torrent (its swarm's info hash) and the peer's address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotAt {
+    pub info_hash: InfoHash,
+    pub addr: AnyAddr,
+}
+
+/// What a private store's peer slot keeps beside the store's own: the client's accounting
+/// record, when the slot holds it (see [`Ledger::announce`]).
+///
+/// A client whose one slot is its only presence keeps its record here: the announce that
+/// finds the slot has the record in the same cache lines, where the ledger's map was a
+/// memory access, a hash and a lock of its own (session 16 measured the difference:
+/// `docs/benchmarks/private-udp/2026-11-27-session16/`). A client seen at more than one
+/// slot (IPv4 and IPv6, a new address, WebTorrent too) keeps its record in the ledger's
+/// map, which every slot of it then reads ([`SlotState::InLedger`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SlotRecord {
+    user_id: u64,
+    torrent_id: u64,
+    entry: PeerEntry,
+    state: SlotState,
+}
+
+/// Whose a slot's record is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SlotState {
+    /// Nothing yet: the next announce looks in the ledger's map, and takes the client's
+    /// record from there (or starts one) unless another slot holds it.
+    #[default]
+    Empty,
+    /// The slot holds the record; the ledger's map says so with [`Kept::InSlot`].
+    Held,
+    /// The client's record is in the ledger's map: this slot's announces go there.
+    InLedger,
+}
+
+impl PeerExt for SlotRecord {}
+
+impl SlotRecord {
+    #[inline]
+    fn holds(&self, a: &AccountedAnnounce) -> bool {
+        self.state == SlotState::Held
+            && self.user_id == a.user_id
+            && self.torrent_id == a.torrent_id
+    }
+
+    #[inline]
+    fn account(&self) -> Account {
+        Account {
+            user_id: self.user_id,
+            torrent_id: self.torrent_id,
+        }
+    }
+
+    /// Whose the slot's record is (for tests and views).
+    pub fn state(&self) -> SlotState {
+        self.state
+    }
+}
+
+/// A private store: each peer slot keeps its client's accounting record.
+pub type SlotStore = Store<SlotRecord>;
+
 /// Per (user, torrent) sums of every recorded announce, waiting for the database.
 pub struct Ledger {
     shards: Box<[Mutex<Shard>]>,
@@ -310,7 +424,14 @@ pub struct Ledger {
     config: LedgerConfig,
     /// Whether changed records are kept for [`Ledger::take_shared`].
     sharing: AtomicBool,
+    /// The store whose slots hold records ([`Ledger::attach`]).
+    slots: OnceLock<Arc<SlotStore>>,
 }
+
+/// The most times an announce follows its record from the map to a slot and back before
+/// it is recorded against the map as it is (only announces of one client racing each other
+/// over two addresses could need a second).
+const FOLLOW: usize = 3;
 
 impl Ledger {
     /// An empty ledger.
@@ -323,7 +444,15 @@ impl Ledger {
             hasher: Hasher::default(),
             config,
             sharing: AtomicBool::new(false),
+            slots: OnceLock::new(),
         }
+    }
+
+    /// Lets the records of `store`'s slots count as this ledger's: drains, the ledger file
+    /// and the cluster read them there. Once, before the first announce through
+    /// [`Ledger::announce`].
+    pub fn attach(&self, store: Arc<SlotStore>) {
+        let _ = self.slots.set(store);
     }
 
     /// From now on, every record an announce changes is also kept for
@@ -332,6 +461,11 @@ impl Ledger {
     /// relaxed load for it.
     pub fn share_records(&self) {
         self.sharing.store(true, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn sharing(&self) -> bool {
+        self.sharing.load(Ordering::Relaxed)
     }
 
     /// Keeps `record` for the cluster, if sharing is on and the shard holds fewer than its
@@ -344,7 +478,7 @@ impl Ledger {
         record: PeerRecord,
         ended: bool,
     ) {
-        if self.sharing.load(Ordering::Relaxed) && shared.len() < self.pending_cap {
+        if self.sharing() && shared.len() < self.pending_cap {
             shared.push(SharedRecord {
                 user_id: key.account.user_id,
                 torrent_id: key.account.torrent_id,
@@ -369,41 +503,49 @@ impl Ledger {
     /// record of the client if it is the later one (so the client's next announce here is
     /// compared with its last one anywhere), and an ended one takes this node's record out
     /// (its unwritten sums stay pending). What this node still has to write of the client
-    /// is kept either way. Returns whether it changed anything.
+    /// is kept either way. Returns whether it changed anything. A record in a slot comes
+    /// back to the map first.
     pub fn adopt(&self, shared: &SharedRecord) -> bool {
         let key = PeerKey::new(shared.user_id, shared.torrent_id, shared.peer_id);
-        let account = key.account;
-        let mut guard = self.shard(&account).lock();
+        for _ in 0..FOLLOW {
+            match self.try_adopt(shared, &key) {
+                Ok(changed) => return changed,
+                Err(at) => self.unslot(&at, &key),
+            }
+        }
+        false
+    }
+
+    fn try_adopt(&self, shared: &SharedRecord, key: &PeerKey) -> Result<bool, SlotAt> {
+        let mut guard = self.shard(&key.account).lock();
         let shard = &mut *guard;
-        if shared.ended {
-            if !shard
-                .peers
-                .get(&key)
-                .is_some_and(|e| shared.supersedes(&e.record))
-            {
-                return false;
-            }
-            if let Some(entry) = shard.peers.remove(&key) {
-                shard.forget(&key, &entry);
-            }
-            return true;
-        }
-        match shard.peers.entry(key) {
-            Entry::Occupied(mut seen) => {
-                let entry = seen.get_mut();
+        match shard.peers.get_mut(key) {
+            Some(Kept::InSlot(at)) => Err(*at),
+            Some(Kept::Entry(entry)) => {
                 if !shared.supersedes(&entry.record) {
-                    return false;
+                    return Ok(false);
                 }
-                entry.record = shared.record;
+                if shared.ended {
+                    let entry = *entry;
+                    shard.peers.remove(key);
+                    shard.forget(key, &entry);
+                } else {
+                    entry.record = shared.record;
+                }
+                Ok(true)
             }
-            Entry::Vacant(new) => {
-                new.insert(PeerEntry {
-                    record: shared.record,
-                    unwritten: Sums::default(),
-                });
+            None if shared.ended => Ok(false),
+            None => {
+                shard.peers.insert(
+                    *key,
+                    Kept::Entry(PeerEntry {
+                        record: shared.record,
+                        unwritten: Sums::default(),
+                    }),
+                );
+                Ok(true)
             }
         }
-        true
     }
 
     /// The tunables in force.
@@ -419,44 +561,281 @@ impl Ledger {
         &self.shards[(hash >> 32) as usize & self.shard_mask]
     }
 
-    /// Accounts one announce: compares it with the peer's previous one, adds what it is
-    /// worth to its (user, torrent) pending sums, counts a `completed` as the snatch if it
-    /// is the user's first on this torrent, and keeps the peer's counters for next time
-    /// (or forgets the peer on `stopped`).
+    /// Takes the record of `key`'s client out of its slot `at` back into the map (the
+    /// client has shown up elsewhere); the slot then sends its announces to the map. A
+    /// marker whose slot no longer holds the record is dropped.
+    fn unslot(&self, at: &SlotAt, key: &PeerKey) {
+        let take = |found: Option<(PeerId, &mut SlotRecord)>| {
+            let (id, x) = found?;
+            if id != key.peer_id || x.state != SlotState::Held || x.account() != key.account {
+                return None;
+            }
+            x.state = SlotState::InLedger;
+            Some(std::mem::take(&mut x.entry))
+        };
+        let taken = match self.slots.get() {
+            Some(store) => match at.addr {
+                AnyAddr::V4(a) => store.with_peer_ext(&at.info_hash, &a, take),
+                AnyAddr::V6(a) => store.with_peer_ext(&at.info_hash, &a, take),
+            },
+            None => None,
+        };
+        let mut guard = self.shard(&key.account).lock();
+        let shard = &mut *guard;
+        match (shard.peers.get(key).copied(), taken) {
+            (Some(Kept::InSlot(m)), Some(entry)) if m == *at => {
+                if !entry.unwritten.is_empty() {
+                    shard.dirty += 1;
+                }
+                shard.peers.insert(*key, Kept::Entry(entry));
+            }
+            (Some(Kept::InSlot(m)), None) if m == *at => {
+                shard.peers.remove(key);
+            }
+            // The map changed meanwhile: keep what it says, and the slot's sums.
+            (_, Some(entry)) => shard.keep_sums(key, &entry),
+            (_, None) => {}
+        }
+    }
+
+    /// Puts a record that leaves its slot `at` (expired, replaced by another client, taken
+    /// over by another node's peer) back into the map, unwritten sums and all.
+    pub fn park(&self, peer_id: PeerId, x: &SlotRecord, at: &SlotAt) {
+        if x.state != SlotState::Held {
+            return;
+        }
+        let key = PeerKey {
+            account: x.account(),
+            peer_id,
+        };
+        let mut guard = self.shard(&key.account).lock();
+        let shard = &mut *guard;
+        match shard.peers.get(&key).copied() {
+            None => {}
+            Some(Kept::InSlot(m)) if m == *at => {}
+            // Not this slot's any more (cannot happen while every slot parks): its sums
+            // are kept, its record is not.
+            Some(_) => {
+                shard.keep_sums(&key, &x.entry);
+                return;
+            }
+        }
+        if !x.entry.unwritten.is_empty() {
+            shard.dirty += 1;
+        }
+        shard.peers.insert(key, Kept::Entry(x.entry));
+    }
+
+    /// Records announce `req` in `store` (the one [`Ledger::attach`]ed) with its accounting
+    /// ticket `a`: in the announcer's slot when the slot holds its client's record, in the
+    /// map otherwise. The peers chosen for the answer go into `out`, as
+    /// [`Store::announce`] does.
+    #[inline]
+    pub fn announce<A: Family>(
+        &self,
+        store: &SlotStore,
+        req: &Announce<A>,
+        now: u32,
+        out: &mut impl PeerSink<A>,
+        a: &AccountedAnnounce,
+    ) -> (TorrentStats, Recorded) {
+        let at = SlotAt {
+            info_hash: req.info_hash,
+            addr: req.addr.any(),
+        };
+        let (stats, done) = store.announce_with(req, now, out, |slot| self.in_slot(slot, a, &at));
+        let recorded = done.unwrap_or_else(|| self.record(a));
+        (stats, recorded)
+    }
+
+    /// The slot's part of [`Ledger::announce`], under the torrent's lock: `None` sends the
+    /// announce to the map.
+    #[inline]
+    fn in_slot(
+        &self,
+        slot: ExtSlot<'_, SlotRecord>,
+        a: &AccountedAnnounce,
+        at: &SlotAt,
+    ) -> Option<Recorded> {
+        match slot {
+            ExtSlot::Found(x) => {
+                if x.holds(a) {
+                    return Some(self.credit_slot(x, a, true));
+                }
+                match x.state {
+                    SlotState::InLedger => None,
+                    SlotState::Held => {
+                        // The same peer id for another user or torrent: not this client.
+                        self.park(a.peer_id, x, at);
+                        *x = SlotRecord::default();
+                        self.claim(x, a, at)
+                    }
+                    SlotState::Empty => self.claim(x, a, at),
+                }
+            }
+            ExtSlot::New(x) => self.claim(x, a, at),
+            ExtSlot::Replaced(old_id, old, x) => {
+                self.park(old_id, &old, at);
+                self.claim(x, a, at)
+            }
+            ExtSlot::Removed(old_id, old) => {
+                if old_id == a.peer_id && old.holds(a) {
+                    return Some(self.stop_slot(&old, a, at));
+                }
+                self.park(old_id, &old, at);
+                None
+            }
+            ExtSlot::Absent => None,
+        }
+    }
+
+    /// A slot without a record: takes the client's from the map, or starts one, unless
+    /// another slot holds it (then this slot's announces go to the map).
+    fn claim(&self, x: &mut SlotRecord, a: &AccountedAnnounce, at: &SlotAt) -> Option<Recorded> {
+        let key = PeerKey::new(a.user_id, a.torrent_id, a.peer_id);
+        let known = {
+            let mut guard = self.shard(&key.account).lock();
+            let shard = &mut *guard;
+            let known = match shard.peers.get(&key).copied() {
+                None => None,
+                Some(Kept::Entry(entry)) => Some(entry),
+                // A marker for this very slot, whose record is gone: start afresh.
+                Some(Kept::InSlot(m)) if m == *at => None,
+                Some(Kept::InSlot(_)) => {
+                    x.state = SlotState::InLedger;
+                    return None;
+                }
+            };
+            if let Some(entry) = &known {
+                if !entry.unwritten.is_empty() {
+                    shard.dirty -= 1;
+                }
+            }
+            shard.peers.insert(key, Kept::InSlot(*at));
+            known
+        };
+        *x = SlotRecord {
+            user_id: a.user_id,
+            torrent_id: a.torrent_id,
+            entry: known.unwrap_or_default(),
+            state: SlotState::Held,
+        };
+        Some(self.credit_slot(x, a, known.is_some()))
+    }
+
+    /// Credits announce `a` to the record in slot `x` (`known`: the record is the client's
+    /// last announce; otherwise the announce sets its baseline). The lock of the account's
+    /// shard is taken only for a snatch or when records are shared.
+    #[inline]
+    fn credit_slot(&self, x: &mut SlotRecord, a: &AccountedAnnounce, known: bool) -> Recorded {
+        let previous = known.then_some(&x.entry.record);
+        let mut delta = credit(previous, a, self.config.max_gap);
+        let record = PeerRecord::after(previous, a);
+        x.entry.record = record;
+        if a.event == AnnounceEvent::Completed || self.sharing() {
+            let key = PeerKey::new(a.user_id, a.torrent_id, a.peer_id);
+            let mut guard = self.shard(&key.account).lock();
+            let shard = &mut *guard;
+            if a.event == AnnounceEvent::Completed && shard.snatched.insert(key.account) {
+                delta.completed = true;
+                let mut snatch = Delta::new(a.user_id, a.torrent_id);
+                snatch.completed = true;
+                shard.add(&snatch);
+            }
+            self.share(&mut shard.shared, &key, record, false);
+        }
+        x.entry.unwritten.add(&delta);
+        Recorded {
+            delta,
+            known,
+            deferred: false,
+        }
+    }
+
+    /// A stop that took the slot holding its client's record out: the last delta and the
+    /// unwritten sums go to the account, and the client is forgotten.
+    fn stop_slot(&self, x: &SlotRecord, a: &AccountedAnnounce, at: &SlotAt) -> Recorded {
+        let key = PeerKey::new(a.user_id, a.torrent_id, a.peer_id);
+        let mut delta = credit(Some(&x.entry.record), a, self.config.max_gap);
+        let ended = PeerRecord::after(Some(&x.entry.record), a);
+        let mut guard = self.shard(&key.account).lock();
+        let shard = &mut *guard;
+        if a.event == AnnounceEvent::Completed {
+            delta.completed = shard.snatched.insert(key.account);
+        }
+        self.share(&mut shard.shared, &key, ended, true);
+        if matches!(shard.peers.get(&key), Some(Kept::InSlot(m)) if m == at) {
+            shard.peers.remove(&key);
+        }
+        let unwritten = x.entry.unwritten.delta(&key.account);
+        if !unwritten.is_empty() {
+            shard.add(&unwritten);
+        }
+        if !delta.is_empty() {
+            shard.add(&delta);
+        }
+        Recorded {
+            delta,
+            known: true,
+            deferred: false,
+        }
+    }
+
+    /// Accounts one announce against the map: compares it with the peer's previous one,
+    /// adds what it is worth to its (user, torrent) pending sums, counts a `completed` as
+    /// the snatch if it is the user's first on this torrent, and keeps the peer's counters
+    /// for next time (or forgets the peer on `stopped`). A record found in a slot is taken
+    /// back into the map first (WebTorrent announces, and slots of a client seen at more
+    /// than one).
     pub fn record(&self, a: &AccountedAnnounce) -> Recorded {
         let key = PeerKey::new(a.user_id, a.torrent_id, a.peer_id);
+        for _ in 0..FOLLOW {
+            match self.try_record(a, &key) {
+                Ok(recorded) => return recorded,
+                Err(at) => self.unslot(&at, &key),
+            }
+        }
+        // Still in a slot after following it (announces racing over two addresses): this
+        // one sets no baseline and is not counted; the slot keeps the client's record.
+        deferred(a, true)
+    }
+
+    fn try_record(&self, a: &AccountedAnnounce, key: &PeerKey) -> Result<Recorded, SlotAt> {
+        let key = *key;
         let account = key.account;
         let gap = self.config.max_gap;
         let mut guard = self.shard(&account).lock();
         let shard = &mut *guard;
         let full = shard.waiting() >= self.pending_cap;
-        let snatch = |shard: &mut Shard, delta: &mut Delta| {
-            delta.completed = a.event == AnnounceEvent::Completed && shard.snatched.insert(account);
-        };
         // One lookup per announce: the entry is read, compared and replaced in place.
         if a.event == AnnounceEvent::Stopped {
-            let Some(entry) = shard.peers.remove(&key) else {
-                // Another node may hold the client's record: the stop ends it there too.
-                self.share(&mut shard.shared, &key, PeerRecord::after(None, a), true);
-                return Recorded {
-                    delta: credit(None, a, gap),
-                    known: false,
-                    deferred: false,
-                };
+            let entry = match shard.peers.get(&key) {
+                Some(Kept::InSlot(at)) => return Err(*at),
+                Some(Kept::Entry(entry)) => *entry,
+                None => {
+                    // Another node may hold the client's record: the stop ends it there too.
+                    self.share(&mut shard.shared, &key, PeerRecord::after(None, a), true);
+                    return Ok(Recorded {
+                        delta: credit(None, a, gap),
+                        known: false,
+                        deferred: false,
+                    });
+                }
             };
+            shard.peers.remove(&key);
             let ended = PeerRecord::after(Some(&entry.record), a);
             self.share(&mut shard.shared, &key, ended, true);
             let mut delta = credit(Some(&entry.record), a, gap);
-            snatch(shard, &mut delta);
+            delta.completed = a.event == AnnounceEvent::Completed && shard.snatched.insert(account);
             shard.forget(&key, &entry);
             if !delta.is_empty() {
                 shard.add(&delta);
             }
-            return Recorded {
+            return Ok(Recorded {
                 delta,
                 known: true,
                 deferred: false,
-            };
+            });
         }
         let Shard {
             peers,
@@ -467,39 +846,44 @@ impl Ledger {
         } = shard;
         match peers.entry(key) {
             Entry::Occupied(mut seen) => {
-                let entry = seen.get_mut();
+                let entry = match seen.get_mut() {
+                    Kept::Entry(entry) => entry,
+                    Kept::InSlot(at) => return Err(*at),
+                };
                 if full && entry.unwritten.is_empty() {
-                    return deferred(a, true);
+                    return Ok(deferred(a, true));
                 }
                 let mut delta = credit(Some(&entry.record), a, gap);
                 delta.completed = a.event == AnnounceEvent::Completed && snatched.insert(account);
                 entry.record = PeerRecord::after(Some(&entry.record), a);
                 self.share(shared, &key, entry.record, false);
                 Shard::add_to(dirty, pending, entry, &delta);
-                Recorded {
+                Ok(Recorded {
                     delta,
                     known: true,
                     deferred: false,
-                }
+                })
             }
             Entry::Vacant(new) => {
                 if full {
-                    return deferred(a, false);
+                    return Ok(deferred(a, false));
                 }
                 let mut delta = credit(None, a, gap);
                 delta.completed = a.event == AnnounceEvent::Completed && snatched.insert(account);
                 let record = PeerRecord::after(None, a);
                 self.share(shared, &key, record, false);
-                let entry = new.insert(PeerEntry {
+                let Kept::Entry(entry) = new.insert(Kept::Entry(PeerEntry {
                     record,
                     unwritten: Sums::default(),
-                });
+                })) else {
+                    unreachable!("just inserted an entry")
+                };
                 Shard::add_to(dirty, pending, entry, &delta);
-                Recorded {
+                Ok(Recorded {
                     delta,
                     known: false,
                     deferred: false,
-                }
+                })
             }
         }
     }
@@ -514,26 +898,38 @@ impl Ledger {
         self.shard(&account).lock().snatched.insert(account);
     }
 
-    /// Takes every pending sum, leaving none: the batch for one database write. The
-    /// order is unspecified. Shards are visited one at a time, so announces keep being
-    /// recorded meanwhile (into the next batch).
+    /// Takes every pending sum, leaving none: the batch for one database write, one sum per
+    /// account. The order is unspecified. Shards (the ledger's, then the store's) are
+    /// visited one at a time, so announces keep being recorded meanwhile (into the next
+    /// batch).
     pub fn drain(&self) -> Vec<Delta> {
-        let mut batch = Vec::new();
+        let mut batch: HashMap<Account, Delta, Hasher> = HashMap::default();
         for shard in self.shards.iter() {
             let mut guard = shard.lock();
             let shard = &mut *guard;
             if shard.dirty > 0 {
-                for (key, entry) in shard.peers.iter_mut() {
-                    if !entry.unwritten.is_empty() {
-                        let sums = std::mem::take(&mut entry.unwritten).delta(&key.account);
-                        add_pending(&mut shard.pending, &sums);
+                for (key, kept) in shard.peers.iter_mut() {
+                    if let Kept::Entry(entry) = kept {
+                        if !entry.unwritten.is_empty() {
+                            let sums = std::mem::take(&mut entry.unwritten).delta(&key.account);
+                            add_pending(&mut shard.pending, &sums);
+                        }
                     }
                 }
                 shard.dirty = 0;
             }
-            batch.extend(shard.pending.drain().map(|(_, d)| d));
+            batch.extend(shard.pending.drain());
         }
-        batch
+        if let Some(store) = self.slots.get() {
+            store.for_each_ext_mut(|_, _, x| {
+                if x.state == SlotState::Held && !x.entry.unwritten.is_empty() {
+                    let account = x.account();
+                    let sums = std::mem::take(&mut x.entry.unwritten).delta(&account);
+                    add_pending(&mut batch, &sums);
+                }
+            });
+        }
+        batch.into_values().collect()
     }
 
     /// Puts a drained batch back (its write failed): each delta is added to whatever its
@@ -545,7 +941,8 @@ impl Ledger {
     }
 
     /// Forgets the peers silent for longer than the peer TTL (their last delta was
-    /// counted when they last announced). Returns how many were forgotten.
+    /// counted when they last announced). Returns how many were forgotten. Records in slots
+    /// leave with their peers ([`Ledger::park`]) and expire here from then on.
     pub fn expire(&self, now: u32) -> usize {
         let ttl = self.config.peer_ttl;
         self.shards
@@ -555,7 +952,10 @@ impl Ledger {
                 let shard = &mut *guard;
                 let before = shard.peers.len();
                 let mut gone = Vec::new();
-                shard.peers.retain(|k, p| {
+                shard.peers.retain(|k, kept| {
+                    let Kept::Entry(p) = kept else {
+                        return true;
+                    };
                     let keep = now.saturating_sub(p.record.seen) <= ttl;
                     if !keep {
                         gone.push((*k, *p));
@@ -570,16 +970,38 @@ impl Ledger {
             .sum()
     }
 
-    /// Every peer record (for the file that carries them over a restart).
+    /// Every peer record, the map's and the slots' (for the file that carries them over a
+    /// restart).
     pub fn peer_records(&self) -> Vec<SavedPeer> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
-            out.extend(shard.lock().peers.iter().map(|(k, entry)| SavedPeer {
-                user_id: k.account.user_id,
-                torrent_id: k.account.torrent_id,
-                peer_id: k.peer_id,
-                record: entry.record,
-            }));
+            out.extend(
+                shard
+                    .lock()
+                    .peers
+                    .iter()
+                    .filter_map(|(k, kept)| match kept {
+                        Kept::Entry(entry) => Some(SavedPeer {
+                            user_id: k.account.user_id,
+                            torrent_id: k.account.torrent_id,
+                            peer_id: k.peer_id,
+                            record: entry.record,
+                        }),
+                        Kept::InSlot(_) => None,
+                    }),
+            );
+        }
+        if let Some(store) = self.slots.get() {
+            store.for_each_ext_mut(|_, peer_id, x| {
+                if x.state == SlotState::Held {
+                    out.push(SavedPeer {
+                        user_id: x.user_id,
+                        torrent_id: x.torrent_id,
+                        peer_id,
+                        record: x.entry.record,
+                    });
+                }
+            });
         }
         out
     }
@@ -595,19 +1017,21 @@ impl Ledger {
                 unwritten: Sums::default(),
             };
             let mut shard = self.shard(&account).lock();
-            if let Some(old) = shard.peers.insert(key, entry) {
+            if let Some(Kept::Entry(old)) = shard.peers.insert(key, Kept::Entry(entry)) {
                 shard.forget(&key, &old);
             }
         }
     }
 
-    /// Peers whose previous announce the ledger remembers.
+    /// Clients whose previous announce the ledger remembers (in its map or in their slots).
     pub fn peers(&self) -> usize {
         self.shards.iter().map(|s| s.lock().peers.len()).sum()
     }
 
-    /// Sums waiting for [`Ledger::drain`]: one per client with some, and one per account
-    /// of clients forgotten since (an upper bound on the accounts a drain returns).
+    /// Sums waiting for [`Ledger::drain`] in the ledger's map: one per client with some,
+    /// and one per account of clients forgotten since (an upper bound on the accounts a
+    /// drain returns from the map; the sums in slots are not counted, they take no memory
+    /// of their own).
     pub fn pending_accounts(&self) -> usize {
         self.shards.iter().map(|s| s.lock().waiting()).sum()
     }

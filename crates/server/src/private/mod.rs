@@ -97,7 +97,10 @@ pub mod writer;
 
 pub use accounts::Accounts;
 pub use credit::{AccountedAnnounce, Delta, PeerRecord};
-pub use ledger::{Ledger, LedgerConfig, Recorded, SavedPeer, SharedRecord};
+pub use ledger::{
+    Ledger, LedgerConfig, Recorded, SavedPeer, SharedRecord, SlotAt, SlotRecord, SlotState,
+    SlotStore,
+};
 pub use members::{Member, Members, Registered};
 
 #[cfg(test)]

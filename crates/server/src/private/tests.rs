@@ -6,8 +6,15 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use shoal_proto::{AnnounceEvent, PeerId};
 
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
+use shoal_swarm::journal::AnyAddr;
+use shoal_swarm::{Announce, Family, Peer, PeerSink, StoreConfig};
+
 use super::credit::{apply_factor, AccountedAnnounce, Delta};
-use super::ledger::{Ledger, LedgerConfig};
+use super::ledger::{Ledger, LedgerConfig, SlotAt, SlotRecord, SlotStore};
 
 use AnnounceEvent::{Completed, None as Regular, Started, Stopped};
 
@@ -503,6 +510,8 @@ enum Step {
     Tick(u32),
     /// The database writer drains the ledger; `fails`: the write fails and is restored.
     Drain { fails: bool },
+    /// The store's housekeeping ([`slot_housekeep`]; only in the slot test).
+    Housekeep,
 }
 
 fn step() -> impl Strategy<Value = (usize, Step)> {
@@ -552,100 +561,258 @@ fn factors(user: u64, torrent: u64) -> (f64, f64) {
     }
 }
 
+/// Sums per (user, torrent).
+type Accounts = HashMap<(u64, u64), Delta>;
+
+/// What the database holds after `steps` (and a last drain), and what the clients reported:
+/// each announce is handed to `send` (the client's index, the step's route, the announce),
+/// and `Step::Housekeep` to `housekeep` (the route, the clock) between announces.
+fn simulate(
+    l: &Ledger,
+    steps: Vec<(usize, usize, Step)>,
+    mut send: impl FnMut(usize, usize, &AccountedAnnounce),
+    mut housekeep: impl FnMut(usize, u32),
+) -> (Accounts, Accounts) {
+    const GAP: u32 = 100;
+    assert_eq!(l.config().max_gap, GAP);
+    let mut models = [Model::default(); CLIENTS.len()];
+    let mut expected: HashMap<(u64, u64), Delta> = HashMap::new();
+    let mut written: HashMap<(u64, u64), Delta> = HashMap::new();
+    let mut now = 0u32;
+    for (i, route, step) in steps {
+        let (user, torrent, peer_n) = CLIENTS[i];
+        let m = &mut models[i];
+        let (download_factor, upload_factor) = factors(user, torrent);
+        let announce = |m: &Model, event, seeding: bool, now| AccountedAnnounce {
+            user_id: user,
+            torrent_id: torrent,
+            peer_id: peer(peer_n),
+            uploaded: m.up,
+            downloaded: m.down,
+            left: if seeding { 0 } else { 1 },
+            event,
+            now,
+            download_factor,
+            upload_factor,
+        };
+        // What the client reported since its last announce of this session, and the
+        // time since then, as the client sees it.
+        let mut report = |m: &Model, completed: bool| {
+            let e = expected
+                .entry((user, torrent))
+                .or_insert(Delta::new(user, torrent));
+            let (up, down) = match m.last {
+                // A counter reported lower than last time counts nothing.
+                Some((_, _, up, down)) => (m.up.saturating_sub(up), m.down.saturating_sub(down)),
+                None => (m.up, m.down),
+            };
+            e.uploaded_raw += up;
+            e.downloaded_raw += down;
+            e.uploaded += up * upload_factor as u64;
+            e.downloaded += down * download_factor as u64;
+            if let Some((then, seeding, _, _)) = m.last {
+                let secs = u64::from((now - then).min(GAP));
+                if seeding {
+                    e.seed_seconds += secs
+                } else {
+                    e.leech_seconds += secs
+                }
+            }
+            e.completed |= completed;
+        };
+        match step {
+            Step::Transfer { up, down } => {
+                m.up += up;
+                m.down += down;
+            }
+            Step::Announce { completed, seeding } => {
+                let event = if !m.open {
+                    Started
+                } else if completed {
+                    Completed
+                } else {
+                    Regular
+                };
+                report(m, event == Completed);
+                send(i, route, &announce(m, event, seeding, now));
+                m.just_started = !m.open;
+                m.open = true;
+                m.last = Some((now, seeding, m.up, m.down));
+            }
+            // Like libtorrent, `stopped` may report a little less than was moved (the
+            // block being received is left out): that part is never credited.
+            Step::Stop if m.open => {
+                let seeding = m.last.is_some_and(|(_, s, _, _)| s);
+                m.down = m.down.saturating_sub(100);
+                report(m, false);
+                send(i, route, &announce(m, Stopped, seeding, now));
+                *m = Model::default();
+            }
+            // A crash right after `started` looks like a retry of it (see the rules);
+            // real clients do not restart within one announce, so the model does not.
+            Step::Crash if m.open && !m.just_started => {
+                *m = Model::default();
+            }
+            Step::Stop | Step::Crash => {}
+            Step::Tick(secs) => now += secs,
+            Step::Drain { fails } => {
+                let batch = l.drain();
+                if fails {
+                    l.restore(batch);
+                } else {
+                    write(batch, &mut written);
+                }
+            }
+            Step::Housekeep => housekeep(route, now),
+        }
+    }
+    write(l.drain(), &mut written);
+    expected.retain(|_, d| !d.is_empty());
+    (written, expected)
+}
+
+/// A ledger for [`simulate`].
+fn simulated_ledger() -> Ledger {
+    Ledger::new(LedgerConfig {
+        shards: 2,
+        max_gap: 100,
+        peer_ttl: u32::MAX,
+        max_pending: usize::MAX,
+    })
+}
+
+/// Announce `a` through `store` from `addr`.
+fn announce_from<A: Family>(l: &Ledger, store: &SlotStore, addr: A, a: &AccountedAnnounce)
+where
+    Vec<A>: PeerSink<A>,
+{
+    let req = Announce {
+        info_hash: InfoHash([a.torrent_id as u8; 20]),
+        peer_id: a.peer_id,
+        addr,
+        event: a.event,
+        left: a.left,
+        numwant: 10,
+    };
+    l.announce(store, &req, a.now, &mut Vec::<A>::new(), a);
+}
+
+/// The ways a client's announce reaches the ledger through a slot store ([`ROUTES`]).
+fn slot_announce(
+    l: &Ledger,
+    store: &SlotStore,
+    client: usize,
+    route: usize,
+    a: &AccountedAnnounce,
+) {
+    let n = client as u8 + 1;
+    let v4 = |ip: [u8; 4], port| CompactPeerV4::new(Ipv4Addr::from(ip), port);
+    match route {
+        0 => announce_from(l, store, v4([10, 0, 0, n], 1000), a),
+        // The same client on a new port.
+        1 => announce_from(l, store, v4([10, 0, 0, n], 2000), a),
+        // Its IPv6 address (dual stack).
+        2 => {
+            let ip = Ipv6Addr::from([0, 0, 0, 0, 0, 0, 0, u16::from(n)]);
+            announce_from(l, store, CompactPeerV6::new(ip, 1000), a);
+        }
+        // One address every client shares (behind one NAT, one port): each takes the
+        // slot over from the last.
+        3 => announce_from(l, store, v4([10, 9, 9, 9], 9999), a),
+        // WebTorrent: no slot, the map.
+        _ => {
+            l.record(a);
+        }
+    }
+}
+
+/// Routes of [`slot_announce`].
+const ROUTES: usize = 5;
+
+/// Housekeeping of a slot store: route 0 expires every slot silent for 50 s (their records
+/// go back to the ledger); route 1 has another node's peer take the shared address's slot
+/// over; others take the IPv4 slots of client 0 out, as another node's removal would.
+fn slot_housekeep(l: &Ledger, store: &SlotStore, route: usize, now: u32) {
+    let park = |h: &InfoHash, addr: AnyAddr| {
+        let info_hash = *h;
+        move |id, x: SlotRecord| l.park(id, &x, &SlotAt { info_hash, addr })
+    };
+    let shared = CompactPeerV4::new(Ipv4Addr::new(10, 9, 9, 9), 9999);
+    match route {
+        0 => {
+            store.clean_with(now + 50, |h, id, addr, x| park(h, addr)(id, x));
+        }
+        1 => {
+            for t in [7u8, 8] {
+                let h = InfoHash([t; 20]);
+                let peer = Peer {
+                    peer_id: PeerId([0xee; 20]),
+                    addr: shared,
+                    expires: now + 1000,
+                    seeder: false,
+                };
+                store.upsert_remote_with(&h, peer, park(&h, AnyAddr::V4(shared)));
+            }
+        }
+        _ => {
+            for t in [7u8, 8] {
+                let h = InfoHash([t; 20]);
+                for port in [1000, 2000] {
+                    let addr = CompactPeerV4::new(Ipv4Addr::new(10, 0, 0, 1), port);
+                    store.remove_remote_with(&h, addr, park(&h, AnyAddr::V4(addr)));
+                }
+            }
+        }
+    }
+}
+
 proptest! {
     /// The ledger's totals, over any sequence of client behaviour and failed writes, equal
     /// the sums of what the clients reported in each session, computed from the clients'
     /// side (not from the ledger's rules).
     #[test]
     fn totals_equal_what_the_clients_reported(steps in prop::collection::vec(step(), 0..200)) {
-        const GAP: u32 = 100;
-        let l = Ledger::new(LedgerConfig { shards: 2, max_gap: GAP, peer_ttl: u32::MAX, max_pending: usize::MAX });
-        let mut models = [Model::default(); CLIENTS.len()];
-        let mut expected: HashMap<(u64, u64), Delta> = HashMap::new();
-        let mut written: HashMap<(u64, u64), Delta> = HashMap::new();
-        let mut now = 0u32;
-        for (i, step) in steps {
-            let (user, torrent, peer_n) = CLIENTS[i];
-            let m = &mut models[i];
-            let (download_factor, upload_factor) = factors(user, torrent);
-            let announce = |m: &Model, event, seeding: bool| AccountedAnnounce {
-                user_id: user,
-                torrent_id: torrent,
-                peer_id: peer(peer_n),
-                uploaded: m.up,
-                downloaded: m.down,
-                left: if seeding { 0 } else { 1 },
-                event,
-                now,
-                download_factor,
-                upload_factor,
-            };
-            // What the client reported since its last announce of this session, and the
-            // time since then, as the client sees it.
-            let mut report = |m: &Model, completed: bool| {
-                let e = expected.entry((user, torrent)).or_insert(Delta::new(user, torrent));
-                let (up, down) = match m.last {
-                    // A counter reported lower than last time counts nothing.
-                    Some((_, _, up, down)) => (m.up.saturating_sub(up), m.down.saturating_sub(down)),
-                    None => (m.up, m.down),
-                };
-                e.uploaded_raw += up;
-                e.downloaded_raw += down;
-                e.uploaded += up * upload_factor as u64;
-                e.downloaded += down * download_factor as u64;
-                if let Some((then, seeding, _, _)) = m.last {
-                    let secs = u64::from((now - then).min(GAP));
-                    if seeding { e.seed_seconds += secs } else { e.leech_seconds += secs }
-                }
-                e.completed |= completed;
-            };
-            match step {
-                Step::Transfer { up, down } => {
-                    m.up += up;
-                    m.down += down;
-                }
-                Step::Announce { completed, seeding } => {
-                    let event = if !m.open {
-                        Started
-                    } else if completed {
-                        Completed
-                    } else {
-                        Regular
-                    };
-                    report(m, event == Completed);
-                    l.record(&announce(m, event, seeding));
-                    m.just_started = !m.open;
-                    m.open = true;
-                    m.last = Some((now, seeding, m.up, m.down));
-                }
-                // Like libtorrent, `stopped` may report a little less than was moved (the
-                // block being received is left out): that part is never credited.
-                Step::Stop if m.open => {
-                    let seeding = m.last.is_some_and(|(_, s, _, _)| s);
-                    m.down = m.down.saturating_sub(100);
-                    report(m, false);
-                    l.record(&announce(m, Stopped, seeding));
-                    *m = Model::default();
-                }
-                // A crash right after `started` looks like a retry of it (see the rules);
-                // real clients do not restart within one announce, so the model does not.
-                Step::Crash if m.open && !m.just_started => {
-                    *m = Model::default();
-                }
-                Step::Stop | Step::Crash => {}
-                Step::Tick(secs) => now += secs,
-                Step::Drain { fails } => {
-                    let batch = l.drain();
-                    if fails {
-                        l.restore(batch);
-                    } else {
-                        write(batch, &mut written);
-                    }
-                }
-            }
-        }
-        write(l.drain(), &mut written);
-        expected.retain(|_, d| !d.is_empty());
+        let l = simulated_ledger();
+        let steps = steps.into_iter().map(|(i, s)| (i, 0, s)).collect();
+        let (written, expected) = simulate(&l, steps, |_, _, a| {
+            l.record(a);
+        }, |_, _| ());
+        prop_assert_eq!(written, expected);
+    }
+
+    /// The same with records in swarm slots: each announce through one of five routes (two
+    /// ports, IPv6, an address every client shares, WebTorrent's map), with slots expiring
+    /// and taken over by other nodes between them. However often a record moves between
+    /// slots and the map, every byte a client reported is counted once.
+    #[test]
+    fn totals_equal_what_the_clients_reported_through_slots(
+        steps in prop::collection::vec((step(), 0..ROUTES), 0..300),
+        housekeeping in prop::collection::vec(0usize..3, 0..40),
+    ) {
+        let l = simulated_ledger();
+        let store = Arc::new(SlotStore::with_extension(StoreConfig {
+            peer_ttl: 60,
+            ..StoreConfig::default()
+        }));
+        l.attach(store.clone());
+        let mut chores = housekeeping.into_iter();
+        let steps = steps
+            .into_iter()
+            .map(|((i, step), route)| match step {
+                // Every drain step also does a chore (while there are some left).
+                Step::Drain { .. } => match chores.next() {
+                    Some(chore) => (i, chore, Step::Housekeep),
+                    None => (i, route, step),
+                },
+                step => (i, route, step),
+            })
+            .collect();
+        let (written, expected) = simulate(
+            &l,
+            steps,
+            |client, route, a| slot_announce(&l, &store, client, route, a),
+            |route, now| slot_housekeep(&l, &store, route, now),
+        );
         prop_assert_eq!(written, expected);
     }
 }

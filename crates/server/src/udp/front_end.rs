@@ -96,7 +96,7 @@ impl UdpFrontEnd {
     /// Binds every socket (so errors surface before anything runs) and starts the workers.
     pub fn start(
         config: &Config,
-        store: Arc<shoal_swarm::Store>,
+        store: Arc<crate::swarms::Swarms>,
         policy: Arc<Policy>,
         ids: ConnectionIds,
         shutdown: Arc<AtomicBool>,

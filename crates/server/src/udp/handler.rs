@@ -37,7 +37,10 @@ use shoal_proto::udp::{
     Response, ScrapeRequest, ScrapeStats, TransactionId, ANNOUNCE_REQUEST_LEN, URL_PATH_BUFFER,
 };
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
-use shoal_swarm::{Announce, Family, PeerSink, Store, TorrentStats};
+use shoal_swarm::{Announce, Family, PeerSink, TorrentStats};
+
+use crate::private::AccountedAnnounce;
+use crate::swarms::Swarms;
 
 use super::connection_id::{ConnectionIds, IdCheck};
 use super::counters::LocalCounters;
@@ -57,7 +60,7 @@ pub struct HandlerConfig {
 
 /// One worker's request handler.
 pub struct Handler {
-    store: Arc<Store>,
+    store: Arc<Swarms>,
     policy: Arc<Policy>,
     ids: ConnectionIds,
     config: HandlerConfig,
@@ -90,7 +93,7 @@ impl Now {
 
 impl Handler {
     pub fn new(
-        store: Arc<Store>,
+        store: Arc<Swarms>,
         policy: Arc<Policy>,
         ids: ConnectionIds,
         config: HandlerConfig,
@@ -239,8 +242,9 @@ impl Handler {
         req: &policy::Request<'_>,
         transaction_id: TransactionId,
         out: &mut [u8],
+        ticket: Option<&mut Option<AccountedAnnounce>>,
     ) -> Result<InfoHash, Option<usize>> {
-        match self.policy.check(req) {
+        match self.policy.check_accounted(req, ticket) {
             Verdict::Admit => Ok(*req.info_hash),
             Verdict::AdmitAs(swarm) => Ok(swarm),
             Verdict::Refuse(reason) => Err(error(transaction_id, reason, out)),
@@ -284,7 +288,10 @@ impl Handler {
                 now: now.store,
             }),
         };
-        let swarm = match self.admitted(&req, r.transaction_id, out) {
+        // A private announce's accounting travels with it to the store.
+        let mut ticket = None;
+        let wants = self.store.takes_tickets().then_some(&mut ticket);
+        let swarm = match self.admitted(&req, r.transaction_id, out, wants) {
             Ok(swarm) => swarm,
             Err(reply) => return reply,
         };
@@ -299,12 +306,14 @@ impl Handler {
         let (stats, is_v4) = match ip {
             IpAddr::V4(v4) => {
                 let a = announce_of(r, swarm, CompactPeerV4::new(v4, r.port), numwant);
-                (announce_in(store, &a, now, &mut self.peers_v4), true)
+                let peers = &mut self.peers_v4;
+                (announce_in(store, &a, now, peers, ticket.as_ref()), true)
             }
             IpAddr::V6(v6) => {
                 let numwant = numwant.min(V6_MAX_PEERS);
                 let a = announce_of(r, swarm, CompactPeerV6::new(v6, r.port), numwant);
-                (announce_in(store, &a, now, &mut self.peers_v6), false)
+                let peers = &mut self.peers_v6;
+                (announce_in(store, &a, now, peers, ticket.as_ref()), false)
             }
         };
         let header = AnnounceHeader {
@@ -344,7 +353,7 @@ impl Handler {
                 credential: None,
                 counters: None,
             };
-            let swarm = match self.admitted(&req, r.transaction_id, out) {
+            let swarm = match self.admitted(&req, r.transaction_id, out, None) {
                 Ok(swarm) => swarm,
                 Err(reply) => return reply,
             };
@@ -375,16 +384,17 @@ fn announce_of<A>(r: &AnnounceRequest, swarm: InfoHash, addr: A, numwant: usize)
 /// Records announce `a`, the chosen peers into `peers`.
 #[inline]
 fn announce_in<A: Family>(
-    store: &Store,
+    store: &Swarms,
     a: &Announce<A>,
     now: u32,
     peers: &mut Vec<A>,
+    ticket: Option<&AccountedAnnounce>,
 ) -> TorrentStats
 where
     Vec<A>: PeerSink<A>,
 {
     peers.clear();
-    store.announce(a, now, peers)
+    store.announce_accounted(a, now, peers, ticket)
 }
 
 fn error(transaction_id: TransactionId, message: &str, out: &mut [u8]) -> Option<usize> {
@@ -408,7 +418,9 @@ mod tests {
     }
 
     fn handler_with(policy: Policy) -> Handler {
-        let store = Arc::new(Store::new(crate::Config::default().store_config()));
+        let store = Arc::new(Swarms::Open(shoal_swarm::Store::new(
+            crate::Config::default().store_config(),
+        )));
         let config = HandlerConfig {
             max_scrape_hashes: 10,
             ..HandlerConfig::default()

@@ -2,18 +2,19 @@
 //! for tests that need a swarm larger or more varied than a client could make quickly.
 
 use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
-use shoal_swarm::{Announce, Store};
+use shoal_server::swarms::Swarms;
+use shoal_swarm::Announce;
 
 /// Adds (or refreshes) one IPv4 peer with a `started` announce that asks for no peers.
 pub fn add_peer(
-    store: &Store,
+    store: &Swarms,
     info_hash: InfoHash,
     peer_id: PeerId,
     addr: CompactPeerV4,
     left: u64,
 ) {
     let mut out: Vec<CompactPeerV4> = Vec::new();
-    store.announce_v4(
+    store.announce(
         &Announce {
             info_hash,
             peer_id,

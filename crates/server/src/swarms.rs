@@ -1,0 +1,258 @@
+//! The tracker's swarm store, as every part of the tracker sees it: an open tracker's
+//! [`Store`], whose peer slots keep nothing beyond the store's own, or a private tracker's
+//! [`SlotStore`], whose slots keep their clients' accounting records (see
+//! [`crate::private::ledger`]). The choice is made once, at start, by `[private] enabled`;
+//! each call here is one `match` on it, the same branch every time, and below it the code of
+//! each store is compiled for its own slot type (open mode's slots stay 24 bytes).
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
+use shoal_swarm::journal::Change;
+use shoal_swarm::{
+    Announce, CleanReport, Family, Peer, PeerSink, SnapshotError, SnapshotHeader, SnapshotSummary,
+    Store, StoreConfig, Torrent, TorrentStats, Totals,
+};
+
+use crate::private::{AccountedAnnounce, Ledger, SlotAt, SlotStore};
+
+/// One store, open or private.
+pub enum Swarms {
+    /// Open mode: nothing accounted.
+    Open(Store),
+    /// Private mode: the store whose slots hold records, and the ledger that owns them
+    /// (and has the store [`Ledger::attach`]ed).
+    Private {
+        store: Arc<SlotStore>,
+        ledger: Arc<Ledger>,
+    },
+}
+
+/// Runs `$body` with `$s` bound to the store, whichever it is.
+macro_rules! each {
+    ($swarms:expr, $s:ident => $body:expr) => {
+        match $swarms {
+            Swarms::Open($s) => $body,
+            Swarms::Private { store: $s, .. } => $body,
+        }
+    };
+}
+
+/// What a walk over the store shows of one torrent ([`Swarms::for_each_torrent`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TorrentFigures {
+    pub stats: TorrentStats,
+    pub peers_v4: usize,
+    pub peers_v6: usize,
+}
+
+/// One torrent's peers, as [`Swarms::torrent_peers`] copies them out.
+#[derive(Clone, Debug, Default)]
+pub struct TorrentPeers {
+    pub stats: TorrentStats,
+    pub v4: Vec<Peer<CompactPeerV4>>,
+    pub v6: Vec<Peer<CompactPeerV6>>,
+}
+
+fn figures<X: shoal_swarm::PeerExt>(t: &Torrent<X>) -> TorrentFigures {
+    TorrentFigures {
+        stats: t.stats(),
+        peers_v4: t.v4().len(),
+        peers_v6: t.v6().map_or(0, |s| s.len()),
+    }
+}
+
+impl Swarms {
+    /// A private store, attached to `ledger`.
+    pub fn private(store: SlotStore, ledger: Arc<Ledger>) -> Self {
+        let store = Arc::new(store);
+        ledger.attach(store.clone());
+        Self::Private { store, ledger }
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        each!(self, s => s.config())
+    }
+
+    pub fn numwant(&self, requested: Option<i64>) -> usize {
+        each!(self, s => s.numwant(requested))
+    }
+
+    pub fn scrape(&self, info_hash: &InfoHash) -> TorrentStats {
+        each!(self, s => s.scrape(info_hash))
+    }
+
+    pub fn totals(&self) -> &Totals {
+        each!(self, s => s.totals())
+    }
+
+    pub fn take_changes(&self) -> Vec<Change> {
+        each!(self, s => s.take_changes())
+    }
+
+    pub fn journal_dropped(&self) -> u64 {
+        each!(self, s => s.journal_dropped())
+    }
+
+    pub fn raise_completed(&self, info_hash: &InfoHash, completed: u32) {
+        each!(self, s => s.raise_completed(info_hash, completed))
+    }
+
+    /// An announce, not accounted (open mode, and private-mode announces that carry no
+    /// ticket: the policy did not account them).
+    #[inline]
+    pub fn announce<A: Family>(
+        &self,
+        req: &Announce<A>,
+        now: u32,
+        out: &mut impl PeerSink<A>,
+    ) -> TorrentStats {
+        each!(self, s => s.announce(req, now, out))
+    }
+
+    /// An announce with the accounting ticket the policy gave it, if any: recorded in the
+    /// announcer's slot or the ledger ([`Ledger::announce`]).
+    #[inline]
+    pub fn announce_accounted<A: Family>(
+        &self,
+        req: &Announce<A>,
+        now: u32,
+        out: &mut impl PeerSink<A>,
+        ticket: Option<&AccountedAnnounce>,
+    ) -> TorrentStats {
+        match self {
+            // A ticket is only asked for when the store takes them (`takes_tickets`).
+            Self::Open(s) => s.announce(req, now, out),
+            Self::Private { store, ledger } => {
+                private_announce(store, ledger, req, now, out, ticket)
+            }
+        }
+    }
+
+    /// Whether announces here can carry an accounting ticket to the store (private mode).
+    #[inline]
+    pub fn takes_tickets(&self) -> bool {
+        matches!(self, Self::Private { .. })
+    }
+
+    /// Records a peer another node knows; a local client's record whose slot it takes over
+    /// goes back to the ledger.
+    pub fn upsert_remote<A: Family>(&self, info_hash: &InfoHash, peer: Peer<A>) {
+        match self {
+            Self::Open(s) => s.upsert_remote(info_hash, peer),
+            Self::Private { store, ledger } => {
+                let at = SlotAt {
+                    info_hash: *info_hash,
+                    addr: peer.addr.any(),
+                };
+                store.upsert_remote_with(info_hash, peer, |id, x| ledger.park(id, &x, &at));
+            }
+        }
+    }
+
+    /// Removes a peer another node knew and no longer does; a local client's record in the
+    /// slot goes back to the ledger.
+    pub fn remove_remote<A: Family>(&self, info_hash: &InfoHash, addr: A) {
+        match self {
+            Self::Open(s) => s.remove_remote(info_hash, addr),
+            Self::Private { store, ledger } => {
+                let at = SlotAt {
+                    info_hash: *info_hash,
+                    addr: addr.any(),
+                };
+                store.remove_remote_with(info_hash, addr, |id, x| ledger.park(id, &x, &at));
+            }
+        }
+    }
+
+    /// Drops expired peers and idle torrents ([`Store::clean`]); an expired client's
+    /// record goes back to the ledger, which keeps it for its own TTL.
+    pub fn clean(&self, now: u32) -> CleanReport {
+        match self {
+            Self::Open(s) => s.clean(now),
+            Self::Private { store, ledger } => store.clean_with(now, |h, id, addr, x| {
+                let at = SlotAt {
+                    info_hash: *h,
+                    addr,
+                };
+                ledger.park(id, &x, &at);
+            }),
+        }
+    }
+
+    pub fn write_snapshot(
+        &self,
+        w: impl Write,
+        header: &SnapshotHeader,
+        now: u32,
+    ) -> std::io::Result<SnapshotSummary> {
+        each!(self, s => s.write_snapshot(w, header, now))
+    }
+
+    pub fn restore_snapshot(
+        &self,
+        r: impl Read,
+        now: u32,
+        unix_now: u64,
+    ) -> Result<SnapshotSummary, SnapshotError> {
+        each!(self, s => s.restore_snapshot(r, now, unix_now))
+    }
+
+    /// Visits every torrent, one shard at a time under its lock (a full scrape, the
+    /// status page's survey).
+    pub fn for_each_torrent(&self, mut f: impl FnMut(&InfoHash, TorrentFigures)) {
+        each!(self, s => s.for_each_shard(|shard| {
+            for (h, t) in shard.torrents() {
+                f(h, figures(t));
+            }
+        }))
+    }
+
+    /// One torrent's figures and peers (`None` if the store does not hold it).
+    pub fn torrent_peers(&self, info_hash: &InfoHash) -> Option<TorrentPeers> {
+        each!(self, s => s.with_torrent(info_hash, |t| TorrentPeers {
+            stats: t.stats(),
+            v4: t.v4().peers().collect(),
+            v6: t.v6().map(|s| s.peers().collect()).unwrap_or_default(),
+        }))
+    }
+
+    /// Figures of one torrent's swarms, if the store holds it.
+    pub fn torrent_figures(&self, info_hash: &InfoHash) -> Option<TorrentFigures> {
+        each!(self, s => s.with_torrent(info_hash, figures))
+    }
+}
+
+impl From<Store> for Swarms {
+    fn from(store: Store) -> Self {
+        Self::Open(store)
+    }
+}
+
+/// Private mode's announce, out of line, so that open mode's announce path carries none of
+/// its code. Session 17, open mode's announce in `benches/udp_handler.rs` against main's,
+/// alternating runs: with both stores' announce inlined into one function, 543, 518 and
+/// 570 ns against 504, 417 and 430; out of line, 745, 807 and 584 against 606, 574 and 501
+/// in the first three runs and at par in fifteen more (medians 489 against 502 ns). Whether
+/// the inlining cost anything, this VM's noise does not settle.
+#[inline(never)]
+fn private_announce<A: Family>(
+    store: &SlotStore,
+    ledger: &Ledger,
+    req: &Announce<A>,
+    now: u32,
+    out: &mut impl PeerSink<A>,
+    ticket: Option<&AccountedAnnounce>,
+) -> TorrentStats {
+    let Some(a) = ticket else {
+        // An announce the policy did not account (none in private mode: its rule tickets
+        // every admitted announce that has counters).
+        return store.announce(req, now, out);
+    };
+    let (stats, recorded) = ledger.announce(store, req, now, out, a);
+    if recorded.deferred {
+        metrics::counter!("shoal_private_deferred_total").increment(1);
+    }
+    stats
+}
