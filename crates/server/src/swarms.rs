@@ -12,10 +12,10 @@ use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
 use shoal_swarm::journal::Change;
 use shoal_swarm::{
     Announce, CleanReport, Family, Peer, PeerSink, SnapshotError, SnapshotHeader, SnapshotSummary,
-    Store, StoreConfig, Torrent, TorrentStats, Totals,
+    Store, StoreConfig, Torrent, TorrentStats,
 };
 
-use crate::private::{AccountedAnnounce, Ledger, SlotAt, SlotStore};
+use crate::private::{AccountedAnnounce, Ledger, SlotStore};
 
 /// One store, open or private.
 pub enum Swarms {
@@ -83,16 +83,8 @@ impl Swarms {
         each!(self, s => s.scrape(info_hash))
     }
 
-    pub fn totals(&self) -> &Totals {
-        each!(self, s => s.totals())
-    }
-
     pub fn take_changes(&self) -> Vec<Change> {
         each!(self, s => s.take_changes())
-    }
-
-    pub fn journal_dropped(&self) -> u64 {
-        each!(self, s => s.journal_dropped())
     }
 
     pub fn raise_completed(&self, info_hash: &InfoHash, completed: u32) {
@@ -142,11 +134,8 @@ impl Swarms {
         match self {
             Self::Open(s) => s.upsert_remote(info_hash, peer),
             Self::Private { store, ledger } => {
-                let at = SlotAt {
-                    info_hash: *info_hash,
-                    addr: peer.addr.any(),
-                };
-                store.upsert_remote_with(info_hash, peer, |id, x| ledger.park(id, &x, &at));
+                let park = ledger.parker(info_hash, peer.addr.any());
+                store.upsert_remote_with(info_hash, peer, park);
             }
         }
     }
@@ -157,11 +146,8 @@ impl Swarms {
         match self {
             Self::Open(s) => s.remove_remote(info_hash, addr),
             Self::Private { store, ledger } => {
-                let at = SlotAt {
-                    info_hash: *info_hash,
-                    addr: addr.any(),
-                };
-                store.remove_remote_with(info_hash, addr, |id, x| ledger.park(id, &x, &at));
+                let park = ledger.parker(info_hash, addr.any());
+                store.remove_remote_with(info_hash, addr, park);
             }
         }
     }
@@ -171,13 +157,9 @@ impl Swarms {
     pub fn clean(&self, now: u32) -> CleanReport {
         match self {
             Self::Open(s) => s.clean(now),
-            Self::Private { store, ledger } => store.clean_with(now, |h, id, addr, x| {
-                let at = SlotAt {
-                    info_hash: *h,
-                    addr,
-                };
-                ledger.park(id, &x, &at);
-            }),
+            Self::Private { store, ledger } => {
+                store.clean_with(now, |h, id, addr, x| ledger.parker(h, addr)(id, x))
+            }
         }
     }
 
@@ -221,12 +203,6 @@ impl Swarms {
     /// Figures of one torrent's swarms, if the store holds it.
     pub fn torrent_figures(&self, info_hash: &InfoHash) -> Option<TorrentFigures> {
         each!(self, s => s.with_torrent(info_hash, figures))
-    }
-}
-
-impl From<Store> for Swarms {
-    fn from(store: Store) -> Self {
-        Self::Open(store)
     }
 }
 

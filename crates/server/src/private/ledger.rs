@@ -600,7 +600,7 @@ impl Ledger {
 
     /// Puts a record that leaves its slot `at` (expired, replaced by another client, taken
     /// over by another node's peer) back into the map, unwritten sums and all.
-    pub fn park(&self, peer_id: PeerId, x: &SlotRecord, at: &SlotAt) {
+    fn park(&self, peer_id: PeerId, x: &SlotRecord, at: &SlotAt) {
         if x.state != SlotState::Held {
             return;
         }
@@ -624,6 +624,21 @@ impl Ledger {
             shard.dirty += 1;
         }
         shard.peers.insert(key, Kept::Entry(x.entry));
+    }
+
+    /// [`park`](Self::park) for the slot at `addr` in `info_hash`'s swarm, as the store's
+    /// calls that hand a slot's record back take it (`clean_with`, `upsert_remote_with`,
+    /// `remove_remote_with`).
+    pub fn parker<'a>(
+        &'a self,
+        info_hash: &InfoHash,
+        addr: AnyAddr,
+    ) -> impl FnOnce(PeerId, SlotRecord) + 'a {
+        let at = SlotAt {
+            info_hash: *info_hash,
+            addr,
+        };
+        move |peer_id, x| self.park(peer_id, &x, &at)
     }
 
     /// Records announce `req` in `store` (the one [`Ledger::attach`]ed) with its accounting

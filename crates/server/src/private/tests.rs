@@ -14,7 +14,7 @@ use shoal_swarm::journal::AnyAddr;
 use shoal_swarm::{Announce, Family, Peer, PeerSink, StoreConfig};
 
 use super::credit::{apply_factor, AccountedAnnounce, Delta};
-use super::ledger::{Ledger, LedgerConfig, SlotAt, SlotRecord, SlotStore};
+use super::ledger::{Ledger, LedgerConfig, SlotStore};
 
 use AnnounceEvent::{Completed, None as Regular, Started, Stopped};
 
@@ -733,14 +733,10 @@ const ROUTES: usize = 5;
 /// go back to the ledger); route 1 has another node's peer take the shared address's slot
 /// over; others take the IPv4 slots of client 0 out, as another node's removal would.
 fn slot_housekeep(l: &Ledger, store: &SlotStore, route: usize, now: u32) {
-    let park = |h: &InfoHash, addr: AnyAddr| {
-        let info_hash = *h;
-        move |id, x: SlotRecord| l.park(id, &x, &SlotAt { info_hash, addr })
-    };
     let shared = CompactPeerV4::new(Ipv4Addr::new(10, 9, 9, 9), 9999);
     match route {
         0 => {
-            store.clean_with(now + 50, |h, id, addr, x| park(h, addr)(id, x));
+            store.clean_with(now + 50, |h, id, addr, x| l.parker(h, addr)(id, x));
         }
         1 => {
             for t in [7u8, 8] {
@@ -751,7 +747,7 @@ fn slot_housekeep(l: &Ledger, store: &SlotStore, route: usize, now: u32) {
                     expires: now + 1000,
                     seeder: false,
                 };
-                store.upsert_remote_with(&h, peer, park(&h, AnyAddr::V4(shared)));
+                store.upsert_remote_with(&h, peer, l.parker(&h, AnyAddr::V4(shared)));
             }
         }
         _ => {
@@ -759,7 +755,7 @@ fn slot_housekeep(l: &Ledger, store: &SlotStore, route: usize, now: u32) {
                 let h = InfoHash([t; 20]);
                 for port in [1000, 2000] {
                     let addr = CompactPeerV4::new(Ipv4Addr::new(10, 0, 0, 1), port);
-                    store.remove_remote_with(&h, addr, park(&h, AnyAddr::V4(addr)));
+                    store.remove_remote_with(&h, addr, l.parker(&h, AnyAddr::V4(addr)));
                 }
             }
         }
