@@ -632,8 +632,8 @@ fn unique_conflict(error: sqlx::Error, meaning: &str) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::{mysql_url, Database};
-    use crate::model::{ClientPrefix, Torrent, User};
+    use super::{mysql_url, unix_now, Database, Pool, BATCH_IDS_KEPT};
+    use crate::model::{ClientPrefix, Delta, Torrent, User};
 
     /// The tracker runs these on spawned tasks (the writer, the admin API): they must be Send.
     #[allow(dead_code)]
@@ -648,6 +648,70 @@ mod tests {
         send(db.delete_client(client));
         send(db.write(&[]));
         send(db.user_stats(1));
+    }
+
+    /// Every write under an id forgets the ids older than a week, and finds them through
+    /// the index on `written_at` (schema version 3), not by reading the whole table.
+    #[tokio::test]
+    async fn batch_ids_older_than_a_week_go_through_their_index() {
+        let db = Database::connect("sqlite::memory:").await.unwrap();
+        let Pool::Sqlite(pool) = &db.pool else {
+            unreachable!("a SQLite URL")
+        };
+        let now = unix_now();
+        sqlx::query(
+            "INSERT INTO written_batches (id, written_at) VALUES ('old', ?), ('recent', ?)",
+        )
+        .bind(now - BATCH_IDS_KEPT - 60)
+        .bind(now - BATCH_IDS_KEPT + 3600)
+        .execute(pool)
+        .await
+        .unwrap();
+        let passkey = "0123456789abcdef0123456789abcdef".to_owned();
+        db.put_user(&User {
+            id: 1,
+            passkey,
+            enabled: true,
+            can_download: true,
+            download_factor: 1.0,
+            upload_factor: 1.0,
+        })
+        .await
+        .unwrap();
+        let hash = [0x22; 20];
+        db.put_torrent(&Torrent {
+            id: Some(1),
+            info_hash: hash,
+            info_hash_v2: None,
+            download_factor: 1.0,
+            upload_factor: 1.0,
+        })
+        .await
+        .unwrap();
+        let delta = Delta {
+            user_id: 1,
+            torrent: hash,
+            uploaded: 10,
+            ..Delta::default()
+        };
+        let written = db.write_batch(Some("new"), &[delta]).await.unwrap();
+        assert_eq!(written.applied, 1);
+        let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM written_batches ORDER BY id")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        assert_eq!(ids, ["new", "recent"]);
+        let plan: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(&format!("EXPLAIN QUERY PLAN {}", db.sql.forget_batches))
+                .bind(now)
+                .fetch_all(pool)
+                .await
+                .unwrap();
+        assert!(
+            plan.iter()
+                .any(|row| row.3.contains("written_batches_by_time")),
+            "{plan:?}"
+        );
     }
 
     #[test]

@@ -39,6 +39,13 @@ const VERSIONS: &[Version] = &[
         postgres: include_str!("../migrations/postgres/0002_written_batches.sql"),
         mysql: include_str!("../migrations/mysql/0002_written_batches.sql"),
     },
+    Version {
+        number: 3,
+        name: "written_batches_by_time",
+        sqlite: include_str!("../migrations/sqlite/0003_written_batches_by_time.sql"),
+        postgres: include_str!("../migrations/postgres/0003_written_batches_by_time.sql"),
+        mysql: include_str!("../migrations/mysql/0003_written_batches_by_time.sql"),
+    },
 ];
 
 /// The embedded migrations of one dialect, as a source for sqlx's `Migrator`.
