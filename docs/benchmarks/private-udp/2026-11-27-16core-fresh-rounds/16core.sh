@@ -1,5 +1,5 @@
 #!/bin/bash
-# Private mode against open mode on a lent 16-core machine, as run in session 15, with
+# Private mode against open mode on a lent 16-core machine, as run on 2026-11-27, with
 # shoal-bench's fix that starts a private contender's every round without the previous
 # round's state and ledger files (60167ac).
 # From prebuilt, stripped binaries in $PWD/.dev/bin: shoal (the build measured), shoal-exp

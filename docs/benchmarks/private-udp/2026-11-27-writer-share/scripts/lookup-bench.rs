@@ -1,4 +1,4 @@
-// The user look-up micro-benchmark of session 18 (see ../README.md, "Tried and not kept").
+// The user look-up micro-benchmark of 2026-11-27 (see ../README.md, "Tried and not kept").
 // A binary crate of its own: Cargo.toml [dependencies] papaya = "0.2", hashbrown = { version = "0.15",
 // default-features = false, features = ["inline-more"] }, foldhash = "0.1", arc-swap = "1"; then
 //   cargo run --release -- USERS THRASH_MB

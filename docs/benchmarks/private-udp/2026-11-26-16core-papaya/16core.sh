@@ -1,5 +1,5 @@
 #!/bin/bash
-# Private mode against open mode on a lent 16-core machine, as run in session 14:
+# Private mode against open mode on a lent 16-core machine, as run on 2026-11-26 (81444af):
 #   bash 16core.sh run1   # UDP's third contender: the previous build's open mode
 #   bash 16core.sh run2   # UDP's third contender: the previous build's private mode
 # From prebuilt, stripped binaries in $PWD/.dev/bin: shoal (the build measured), shoal-glibc

@@ -9,7 +9,7 @@
 # then run this script on the device with `.dev` carried, and $OUT set by the device tool.
 #
 # The tracker's 4 workers and all its other threads on CPUs 0-3, shoal-bench's 8 workers on
-# the rest (as sessions 14 and 15 ran it), 10,000 passkeys (`shoal-bench passkeys`),
+# the rest (as the 16-core runs of 2026-11-26 and 2026-11-27 had it), 10,000 passkeys (`shoal-bench passkeys`),
 # contenders alternating. UDP: shoal, shoal-private (SQLite, flush every 5 s) and
 # `noflush` (the same private mode with flush_interval = 100000: no database write during a
 # round, so the writer's share shows), ROUNDS (7) rounds of DUR (6 s) after 2 s; HTTP: shoal

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 15's first 16-core run: a comparison (open, private, private without the ledger's
+# The first 16-core run of 2026-11-27: a comparison (open, private, private without the ledger's
 # record, private that never flushes) and flat profiles of the tracker in open and private
 # mode. Carried in $PWD/.dev: bin/shoal (built with the uncommitted SHOAL_EXP_NOLEDGER
 # switch, see README.md), bin/shoal-bench, bin/taskset, and perf/lib: this VM's perf binary

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 15's last 16-core run: the final build (c5b49d4, the smaller ledger entry) in private
+# The last 16-core run of 2026-11-27: the final build (c5b49d4, the smaller ledger entry) in private
 # mode against 60167ac's private mode (shoal-old) and open mode, 3 rounds (what the lease had
 # left). Binaries in $PWD/.dev/bin: shoal, shoal-old, shoal-bench, taskset.
 set -u
