@@ -6,35 +6,32 @@
 //! each shard behind its own lock), and each peer points at an opaque [`ConnectionId`] that the
 //! server maps to a live connection. The store never sees a socket or a runtime.
 //!
-//! It also remembers which offers it relayed to which peer (on the recipient, a bounded
-//! list of 16-byte tags), so that an answer is relayed only when it answers an offer that
-//! really went to the answering connection, from the peer it names, not too long ago.
-//! Forged answers and answers to peers that are gone are refused, not relayed blindly.
+//! It also remembers which offers it relayed to which peer, so that only answers to real
+//! offers are relayed. The store is split by job:
+//!
+//! - this file: the store itself, announces, scrapes, totals and the cleaner;
+//! - `torrent`: one swarm's peers and the counts kept beside them;
+//! - `offers`: where offers go, the pending offers each peer remembers, and the answer
+//!   check;
+//! - `remote`: peers that another node of a cluster serves.
 
-use std::collections::VecDeque;
-use std::hash::BuildHasher;
+mod offers;
+mod remote;
+mod torrent;
 
-use indexmap::IndexMap;
 use shoal_proto::ws::OfferId;
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
-use crate::sharded::{Hasher, Sharded};
+pub use offers::{AnswerRefusal, OfferTarget};
+pub use remote::{is_remote, REMOTE_CONNECTION};
+
+use crate::sharded::Sharded;
 use crate::TorrentStats;
+use torrent::WsTorrent;
 
 /// The server's name for one live connection. Opaque to the store; never reused by the
 /// server while a peer may still point at it.
 pub type ConnectionId = u64;
-
-/// Connection ids with this bit set stand for another node of a cluster (the rest of the
-/// bits say which): a peer on such a "connection" is served by that node, and offers and
-/// answers for it are forwarded there instead of delivered here.
-pub const REMOTE_CONNECTION: ConnectionId = 1 << 63;
-
-/// Whether `conn` stands for another node (see [`REMOTE_CONNECTION`]).
-#[inline]
-pub fn is_remote(conn: ConnectionId) -> bool {
-    conn & REMOTE_CONNECTION != 0
-}
 
 /// Tunables of the WebTorrent store. The server fills it from its config.
 #[derive(Clone, Debug)]
@@ -67,97 +64,6 @@ impl Default for WsStoreConfig {
     }
 }
 
-/// An offer relayed to a peer, waiting for its answer: a keyed hash of the offer's id and
-/// the peer that made it (where the answer must go), and when it went out. A tag instead of
-/// the 40 bytes it stands for keeps thousands of them per busy peer affordable. The key is
-/// random per process and never leaves it, so an answerer has nothing to aim a forged pair
-/// with: a match it was not sent is a guess, one in 2^64 per answer.
-#[derive(Clone, Copy, Debug)]
-struct PendingOffer {
-    tag: u64,
-    sent_at: u32,
-}
-
-/// The offers a peer was sent, oldest first (pushed in time order, so expired ones are at
-/// the front).
-#[derive(Debug, Default)]
-struct Pending(VecDeque<PendingOffer>);
-
-impl Pending {
-    /// Remembers one more offer, forgetting expired ones and, past `cap`, the oldest.
-    fn push(&mut self, tag: u64, now: u32, max_age: u32, cap: usize) {
-        self.expire(now, max_age);
-        if self.0.len() >= cap {
-            self.0.pop_front();
-        }
-        self.0.push_back(PendingOffer { tag, sent_at: now });
-    }
-
-    fn expire(&mut self, now: u32, max_age: u32) {
-        while self
-            .0
-            .front()
-            .is_some_and(|o| now.saturating_sub(o.sent_at) > max_age)
-        {
-            self.0.pop_front();
-        }
-    }
-
-    /// Takes the offer with this tag out (one answer per offer); when it went out.
-    fn take(&mut self, tag: u64) -> Option<u32> {
-        let at = self.0.iter().rposition(|o| o.tag == tag)?;
-        self.0.remove(at).map(|o| o.sent_at)
-    }
-
-    /// After cleaning: gives back the memory of a list that emptied or shrank a lot.
-    fn clean(&mut self, now: u32, max_age: u32) {
-        self.expire(now, max_age);
-        if self.0.is_empty() {
-            self.0 = VecDeque::new();
-        } else if self.0.capacity() > 4 * self.0.len() + 64 {
-            self.0.shrink_to_fit();
-        }
-    }
-}
-
-#[derive(Debug)]
-struct WsPeer {
-    conn: ConnectionId,
-    seeder: bool,
-    expires: u32,
-    /// Offers sent to this peer, oldest first. Empty (no allocation) for most peers
-    /// most of the time.
-    pending: Pending,
-}
-
-#[derive(Debug, Default)]
-struct WsTorrent {
-    /// Insertion-ordered map: O(1) lookup by peer id and O(1) access by index for
-    /// random selection.
-    peers: IndexMap<PeerId, WsPeer, Hasher>,
-    seeders: u32,
-    completed: u32,
-    last_announce: u32,
-}
-
-impl WsTorrent {
-    fn stats(&self) -> TorrentStats {
-        TorrentStats {
-            seeders: self.seeders,
-            leechers: self.peers.len() as u32 - self.seeders,
-            completed: self.completed,
-        }
-    }
-
-    fn remove(&mut self, peer_id: &PeerId) -> Option<WsPeer> {
-        let p = self.peers.swap_remove(peer_id)?;
-        if p.seeder {
-            self.seeders -= 1;
-        }
-        Some(p)
-    }
-}
-
 /// One WebTorrent announce, as the store needs it (already validated by the front end).
 #[derive(Clone, Copy, Debug)]
 pub struct WsAnnounce {
@@ -166,15 +72,6 @@ pub struct WsAnnounce {
     pub conn: ConnectionId,
     pub event: AnnounceEvent,
     pub seeder: bool,
-}
-
-/// Where one offer of an announce goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OfferTarget {
-    /// Index of the offer in the announce's list.
-    pub offer: usize,
-    pub peer_id: PeerId,
-    pub conn: ConnectionId,
 }
 
 /// What an announce did.
@@ -186,35 +83,6 @@ pub struct WsAnnounceOutcome {
     pub joined: bool,
     /// The peer was listed for this connection and is no more (`stopped`).
     pub left: bool,
-}
-
-/// Why an answer was not relayed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum AnswerRefusal {
-    /// The answering peer is not in the swarm on this connection.
-    #[error("answer from a peer that is not in the swarm on this connection")]
-    NotAPeer,
-    /// No offer with this id from that peer was relayed to the answering peer.
-    #[error("answer to an offer that was not relayed to this peer")]
-    NoSuchOffer,
-    /// The offer is older than the configured age.
-    #[error("answer to an offer that has expired")]
-    Expired,
-    /// The peer that made the offer has left.
-    #[error("answer to a peer that has left")]
-    OffererGone,
-}
-
-impl AnswerRefusal {
-    /// A short label for metrics.
-    pub fn kind(self) -> &'static str {
-        match self {
-            AnswerRefusal::NotAPeer => "not_a_peer",
-            AnswerRefusal::NoSuchOffer => "no_such_offer",
-            AnswerRefusal::Expired => "expired",
-            AnswerRefusal::OffererGone => "offerer_gone",
-        }
-    }
 }
 
 /// What one cleaning pass did and what is left.
@@ -253,11 +121,6 @@ impl WebTorrentStore {
         }
     }
 
-    /// The tag of an offer `offer_id` made by `from`.
-    fn tag(&self, offer_id: &OfferId, from: &PeerId) -> u64 {
-        self.tags.hash_one((offer_id.as_bytes(), from.0))
-    }
-
     pub fn config(&self) -> &WsStoreConfig {
         &self.config
     }
@@ -280,7 +143,7 @@ impl WebTorrentStore {
         self.announce_to(req, offers, now, out, |_| true)
     }
 
-    /// [`WsStore::announce`], with offers going only to peers whose connection
+    /// [`WebTorrentStore::announce`], with offers going only to peers whose connection
     /// `takes_offers` now (its outgoing queue has room): an offer that would be dropped on
     /// the way neither takes a target from the offers that would arrive nor leaves a
     /// pending entry that pushes out the offers a peer did receive (whose answers would
@@ -320,31 +183,11 @@ impl WebTorrentStore {
                 outcome.joined = p.conn != req.conn;
                 p.conn = req.conn;
                 p.expires = expires;
-                let became = req.seeder && !p.seeder;
-                if p.seeder != req.seeder {
-                    p.seeder = req.seeder;
-                    if req.seeder {
-                        torrent.seeders += 1;
-                    } else {
-                        torrent.seeders -= 1;
-                    }
-                }
-                became
+                torrent.set_seeder(&req.peer_id, req.seeder)
             }
             None => {
-                torrent.peers.insert(
-                    req.peer_id,
-                    WsPeer {
-                        conn: req.conn,
-                        seeder: req.seeder,
-                        expires,
-                        pending: Pending::default(),
-                    },
-                );
+                torrent.insert(req.peer_id, req.conn, req.seeder, expires);
                 outcome.joined = true;
-                if req.seeder {
-                    torrent.seeders += 1;
-                }
                 req.seeder
             }
         };
@@ -356,99 +199,6 @@ impl WebTorrentStore {
         }
         outcome.stats = torrent.stats();
         outcome
-    }
-
-    fn choose_targets(
-        &self,
-        torrent: &mut WsTorrent,
-        req: &WsAnnounce,
-        offers: &[OfferId],
-        now: u32,
-        out: &mut Vec<OfferTarget>,
-        takes_offers: &impl Fn(ConnectionId) -> bool,
-    ) {
-        let len = torrent.peers.len();
-        // What the swarm itself says; `takes_offers` asks the connection registry (a lock
-        // and a look-up), so it is asked only of the peers drawn.
-        let candidate = |i: usize| -> bool {
-            let (pid, p) = torrent.peers.get_index(i).expect("index in range");
-            *pid != req.peer_id && p.conn != req.conn && !(req.seeder && p.seeder)
-        };
-        let conn = |i: usize| torrent.peers.get_index(i).expect("index in range").1.conn;
-        let eligible = |i: usize| candidate(i) && takes_offers(conn(i));
-        // Distinct random indices: in a small swarm a partial shuffle of the candidates,
-        // dropping those whose connection takes no offers as they are drawn; in a large
-        // one draw at random with a bounded number of tries (a few collisions at most).
-        let mut chosen: Vec<usize> = Vec::with_capacity(offers.len().min(len));
-        if len <= 4 * offers.len() + 16 {
-            let mut all: Vec<usize> = (0..len).filter(|&i| candidate(i)).collect();
-            let mut n = 0;
-            while n < offers.len() && n < all.len() {
-                let j = fastrand::usize(n..all.len());
-                if takes_offers(conn(all[j])) {
-                    all.swap(n, j);
-                    n += 1;
-                } else {
-                    all.swap_remove(j);
-                }
-            }
-            all.truncate(n);
-            chosen = all;
-        } else {
-            let mut tries = 8 * offers.len() + 16;
-            while chosen.len() < offers.len() && tries > 0 {
-                tries -= 1;
-                let i = fastrand::usize(0..len);
-                if !chosen.contains(&i) && eligible(i) {
-                    chosen.push(i);
-                }
-            }
-        }
-        let max_age = self.config.offer_max_age;
-        let cap = self.config.max_pending_offers.max(1);
-        for (offer, i) in chosen.into_iter().enumerate() {
-            let tag = self.tag(&offers[offer], &req.peer_id);
-            let (pid, p) = torrent.peers.get_index_mut(i).expect("index in range");
-            p.pending.push(tag, now, max_age, cap);
-            out.push(OfferTarget {
-                offer,
-                peer_id: *pid,
-                conn: p.conn,
-            });
-        }
-    }
-
-    /// Checks an answer from `answerer` (on connection `conn`) to the offer `offer_id`
-    /// made by `to`, and returns the connection to relay it to. The offer is consumed:
-    /// one answer per offer.
-    pub fn answer(
-        &self,
-        info_hash: &InfoHash,
-        answerer: &PeerId,
-        conn: ConnectionId,
-        to: &PeerId,
-        offer_id: &OfferId,
-        now: u32,
-    ) -> Result<ConnectionId, AnswerRefusal> {
-        let mut slot = self.torrents.lock(info_hash);
-        let torrent = slot.get().ok_or(AnswerRefusal::NotAPeer)?;
-        let me = torrent
-            .peers
-            .get_mut(answerer)
-            .filter(|p| p.conn == conn)
-            .ok_or(AnswerRefusal::NotAPeer)?;
-        let sent_at = me
-            .pending
-            .take(self.tag(offer_id, to))
-            .ok_or(AnswerRefusal::NoSuchOffer)?;
-        if now.saturating_sub(sent_at) > self.config.offer_max_age {
-            return Err(AnswerRefusal::Expired);
-        }
-        torrent
-            .peers
-            .get(to)
-            .map(|p| p.conn)
-            .ok_or(AnswerRefusal::OffererGone)
     }
 
     /// Removes the peers a closed connection announced, all at once. Peers that have
@@ -507,101 +257,6 @@ impl WebTorrentStore {
             }
         }
         t
-    }
-
-    /// Lists a peer another node serves, on that node's remote connection id (see
-    /// [`REMOTE_CONNECTION`]), unless a local connection has announced it here. `expires` is
-    /// on this store's clock.
-    pub fn upsert_remote(
-        &self,
-        info_hash: &InfoHash,
-        peer_id: PeerId,
-        conn: ConnectionId,
-        seeder: bool,
-        expires: u32,
-    ) {
-        debug_assert!(is_remote(conn));
-        let mut slot = self.torrents.lock(info_hash);
-        let t = slot.get_or_insert_default();
-        match t.peers.get_mut(&peer_id) {
-            Some(p) if !is_remote(p.conn) => {}
-            Some(p) => {
-                p.conn = conn;
-                p.expires = expires;
-                if p.seeder != seeder {
-                    p.seeder = seeder;
-                    if seeder {
-                        t.seeders += 1;
-                    } else {
-                        t.seeders -= 1;
-                    }
-                }
-            }
-            None => {
-                t.peers.insert(
-                    peer_id,
-                    WsPeer {
-                        conn,
-                        seeder,
-                        expires,
-                        pending: Pending::default(),
-                    },
-                );
-                if seeder {
-                    t.seeders += 1;
-                }
-            }
-        }
-    }
-
-    /// Unlists a peer another node served, if it is still listed as that node's.
-    pub fn remove_remote(&self, info_hash: &InfoHash, peer_id: &PeerId) {
-        if let Some(t) = self.torrents.lock(info_hash).get() {
-            if t.peers.get(peer_id).is_some_and(|p| is_remote(p.conn)) {
-                t.remove(peer_id);
-            }
-        }
-    }
-
-    /// An offer from `from`, a peer of the node `from_conn` stands for, to `to`, forwarded by
-    /// that node: if `to` is a local peer, the offer is remembered (so that `to`'s answer is
-    /// accepted, by the same rule as a local offer) and `to`'s connection returned for
-    /// delivery. An offerer not yet listed here (the exchange has not brought it) is listed
-    /// for as long as its answer may come.
-    pub fn accept_remote_offer(
-        &self,
-        info_hash: &InfoHash,
-        to: &PeerId,
-        (from, from_conn): (&PeerId, ConnectionId),
-        offer_id: OfferId,
-        now: u32,
-    ) -> Option<ConnectionId> {
-        debug_assert!(is_remote(from_conn));
-        let mut slot = self.torrents.lock(info_hash);
-        let t = slot.get()?;
-        if t.peers.get(to).is_none_or(|p| is_remote(p.conn)) {
-            return None;
-        }
-        if !t.peers.contains_key(from) {
-            t.peers.insert(
-                *from,
-                WsPeer {
-                    conn: from_conn,
-                    seeder: false,
-                    expires: now.saturating_add(self.config.offer_max_age),
-                    pending: Pending::default(),
-                },
-            );
-        }
-        let tag = self.tag(&offer_id, from);
-        let p = t.peers.get_mut(to)?;
-        p.pending.push(
-            tag,
-            now,
-            self.config.offer_max_age,
-            self.config.max_pending_offers.max(1),
-        );
-        Some(p.conn)
     }
 
     /// Whether `peer_id` is listed in `info_hash`, and on which connection (tests, admin).

@@ -440,3 +440,30 @@ fn only_the_drawn_peers_are_asked_whether_they_take_offers() {
         asked.get()
     );
 }
+
+#[test]
+fn remote_peers_are_counted_but_never_displace_local_ones() {
+    const NODE: ConnectionId = REMOTE_CONNECTION | 7;
+    let (s, _) = store_with(&[ann(1, 1, Started, false)]);
+    // Another node cannot take over a peer a local connection announced.
+    s.upsert_remote(&IH, pid(1), NODE, true, 100);
+    assert_eq!(s.peer_connection(&IH, &pid(1)), Some(1));
+    assert_eq!(s.scrape(&IH), stats(0, 1, 0));
+    // A peer of its own is listed and counted, and its seeder flag follows the node's word.
+    s.upsert_remote(&IH, pid(2), NODE, true, 100);
+    assert_eq!(s.scrape(&IH), stats(1, 1, 0));
+    s.upsert_remote(&IH, pid(2), NODE, false, 100);
+    assert_eq!(s.scrape(&IH), stats(0, 2, 0));
+    // An offer it forwards to a local peer is answerable like a local one; the offerer is
+    // listed until then. None is delivered to a peer that is not local.
+    let to_local = s.accept_remote_offer(&IH, &pid(1), (&pid(3), NODE), oid(1), 0);
+    assert_eq!(to_local, Some(1));
+    assert_eq!(answer(&s, 1, 1, 3, &oid(1), 1), Ok(NODE));
+    let to_remote = s.accept_remote_offer(&IH, &pid(2), (&pid(3), NODE), oid(2), 0);
+    assert_eq!(to_remote, None);
+    // Only the node's own peers are unlisted on its word.
+    s.remove_remote(&IH, &pid(2));
+    s.remove_remote(&IH, &pid(1));
+    assert_eq!(s.peer_connection(&IH, &pid(2)), None);
+    assert_eq!(s.peer_connection(&IH, &pid(1)), Some(1));
+}
