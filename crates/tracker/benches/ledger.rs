@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
-use shoal_server::private::credit::AccountedAnnounce;
-use shoal_server::private::ledger::{Ledger, SlotStore};
+use shoal_tracker::private::credit::AccountedAnnounce;
+use shoal_tracker::private::ledger::{Ledger, SlotStore};
 use shoal_swarm::{Announce, Store, StoreConfig};
 
 /// Ledger sizes measured: clients with a record.

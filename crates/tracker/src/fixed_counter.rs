@@ -1,15 +1,15 @@
 //! Counters whose name and labels are fixed, for the counts taken on every request.
 //!
 //! The `metrics` facade's `counter!` hashes the name and labels and looks them up in the
-//! recorder's registry on every call (and the tallying recorder of `admin::metrics` wraps
+//! recorder's registry on every call (and the server's tallying recorder wraps
 //! each `shoal_requests_total` handle it hands out in a fresh `Arc`). Under
 //! `aquatic_ws_load_test`, with up to a dozen counts per announce, the registry look-up
 //! (`register_counter`) alone was 1% of the WebTorrent front end's profile, beside the
 //! label hashing and an `Arc` allocated and freed per count. A [`FixedCounter`] registers once and then increments its handle.
 //!
 //! A handle taken while no recorder is installed would count nowhere for good, so until
-//! `admin::metrics::install` has run (it calls [`recorder_installed`]), increments go
-//! through the facade each time, as before.
+//! the server's metrics installer has run (it calls [`recorder_installed`]), increments go
+//! through the facade each time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -51,7 +51,6 @@ impl FixedCounter {
     }
 
     /// Its labels (for tests of tables of counters).
-    #[cfg(test)]
     pub fn labels(&self) -> &'static [(&'static str, &'static str)] {
         self.labels
     }
@@ -70,6 +69,7 @@ impl FixedCounter {
 /// A `&'static FixedCounter` for a name and labels written out as literals:
 /// `fixed_counter!("shoal_requests_total", "protocol" => "ws", "result" => "ok")`. Each
 /// use is a `static` of its own.
+#[macro_export]
 macro_rules! fixed_counter {
     ($name:literal $(, $k:literal => $v:literal)* $(,)?) => {{
         static COUNTER: $crate::fixed_counter::FixedCounter =
@@ -77,7 +77,6 @@ macro_rules! fixed_counter {
         &COUNTER
     }};
 }
-pub(crate) use fixed_counter;
 
 #[cfg(test)]
 mod tests {
@@ -90,10 +89,13 @@ mod tests {
             &[("protocol", "ws"), ("result", "ok")],
         );
         C.increment(2);
-        crate::admin::metrics::install();
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::set_global_recorder(recorder).expect("the only recorder of this test binary");
+        recorder_installed();
         C.increment(3);
         C.increment(4);
-        let text = crate::admin::metrics::render_registry();
+        let text = handle.render();
         let line = text
             .lines()
             .find(|l| l.starts_with("shoal_fixed_counter_test_total{"))

@@ -21,7 +21,6 @@ use anyhow::Context;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::list_file;
-use crate::config::parse_net;
 
 /// A loaded block list.
 #[derive(Clone, Debug, Default)]
@@ -54,6 +53,18 @@ pub fn parse_entry(text: &str) -> anyhow::Result<IpNet> {
         .replace("%2f", "/")
         .replace('_', "/");
     Ok(canonical(parse_net(&text)?))
+}
+
+/// Parses a network (`address/prefix-length`) or one address (a network of one).
+pub fn parse_net(s: &str) -> anyhow::Result<IpNet> {
+    let s = s.trim();
+    if s.contains('/') {
+        s.parse().context("not an address/prefix-length network")
+    } else {
+        Ok(IpNet::from(
+            s.parse::<IpAddr>().context("not an IP address")?,
+        ))
+    }
 }
 
 /// Sorts and merges ranges that touch or overlap.

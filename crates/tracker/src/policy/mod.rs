@@ -62,7 +62,6 @@ pub mod block_list;
 mod list_file;
 pub mod private_rule;
 pub mod rate_limit;
-pub mod request;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -76,10 +75,9 @@ use shoal_proto::InfoHash;
 pub use access_list::{AccessList, AccessListError, AccessMode};
 pub use block_list::BlockList;
 pub use private_rule::PrivateRule;
-pub use rate_limit::{RateLimit, RATE_LIMITED};
-pub use request::{Action, Counters, Protocol, Request, Verdict};
+pub use rate_limit::{Limits, RateLimit, RATE_LIMITED};
+pub use crate::request::{Action, Counters, Protocol, Request, Verdict};
 
-use crate::config::{AccessModeConfig, Config};
 
 /// The reason sent for a torrent the access list refuses.
 pub const NOT_ALLOWED: &str = "torrent not allowed";
@@ -149,41 +147,22 @@ impl Policy {
         self.private.is_some()
     }
 
-    /// The policy `config` asks for (reads the access-list file unless the list is off).
-    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
-        let mode = match config.access_list.mode {
-            AccessModeConfig::Off => AccessMode::Off,
-            AccessModeConfig::Allow => AccessMode::Allow,
-            AccessModeConfig::Deny => AccessMode::Deny,
-        };
-        let path = config.access_list.path.clone();
-        let mut policy = Self::new(AccessList::load(mode, &path)?, path);
-        let blocks = &config.block_list.path;
-        if !blocks.as_os_str().is_empty() {
-            policy = policy.with_block_list(BlockList::load(blocks)?, blocks.clone());
-        }
-        if config.rate_limit.enabled {
-            policy = policy.with_rate_limit(RateLimit::new(&config.rate_limit));
-        }
-        Ok(policy)
-    }
-
-    /// Decides one request: the rules in order, the first refusal or drop wins.
+    /// Decides one request: the rules in order, the first refusal or drop wins. (The
+    /// accounting ticket of an admitted private announce is dropped: see [`Policy::decide`].)
     #[inline]
     pub fn check(&self, req: &Request<'_>) -> Verdict {
-        self.check_accounted(req, None)
+        self.decide(req, &mut None)
     }
 
-    /// [`check`](Self::check), for a caller that takes a private announce's accounting to
-    /// the store itself ([`crate::swarms::Swarms::announce_accounted`]): an admitted
-    /// announce's ticket is left in `ticket` instead of being recorded here.
+    /// Decides one request, and leaves an admitted private announce's accounting ticket in
+    /// `ticket`, for [`crate::Core`] to record with the store's change. Records nothing.
     #[inline]
-    pub fn check_accounted(
+    pub fn decide(
         &self,
         req: &Request<'_>,
-        ticket: Option<&mut Option<crate::private::AccountedAnnounce>>,
+        ticket: &mut Option<crate::private::AccountedAnnounce>,
     ) -> Verdict {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "record-requests"))]
         seen::record(req);
         let verdict = self.source(req.source);
         if verdict != Verdict::Admit {
@@ -327,10 +306,10 @@ impl Policy {
 
 /// The abuse controls the front ends' unit tests run under: 10.0.0.0/8 blocked, and
 /// `requests_per_second` in bursts of `burst` per source.
-#[cfg(test)]
+#[cfg(any(test, feature = "record-requests"))]
 impl Policy {
-    pub(crate) fn guarded(self, requests_per_second: u32, burst: u32) -> Self {
-        let limit = crate::config::RateLimitConfig::on(requests_per_second, burst);
+    pub fn guarded(self, requests_per_second: u32, burst: u32) -> Self {
+        let limit = Limits::new(requests_per_second, burst);
         self.with_block_list(
             BlockList::new(["10.0.0.0/8".parse().expect("a network")]),
             PathBuf::new(),
@@ -339,15 +318,16 @@ impl Policy {
     }
 }
 
-/// What [`Policy::check`] was asked, recorded in the library's own unit tests only (it is
-/// compiled out of every other build, so it costs the hot path nothing): the front ends'
+/// What [`Policy::decide`] was asked, recorded in unit tests only (this crate's, and the
+/// server's through the `record-requests` feature, which only its dev-dependency turns on;
+/// every other build compiles it out, so it costs the hot path nothing): the front ends'
 /// handler tests read it to see which credential and `left` each protocol hands over.
 /// Per thread, as each test runs on its own and the handlers answer on the caller's thread.
-#[cfg(test)]
-pub(crate) mod seen {
+#[cfg(any(test, feature = "record-requests"))]
+pub mod seen {
     use std::cell::RefCell;
 
-    use super::request::{Action, Protocol, Request};
+    use crate::request::{Action, Protocol, Request};
 
     /// One request as the policy saw it (owned).
     #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,14 +18,13 @@
 //! user who may not download keeps seeding (and scraping).
 //!
 //! The cost on the announce path: two lock-free hash-map reads (passkey, info hash; see
-//! [`crate::private::members`]), and the accounting: an accounting ticket for the store,
-//! which records it in the announcer's own slot under the torrent's lock (UDP, HTTP), or
-//! one ledger record under one shard mutex (WebTorrent); no allocation, no I/O.
+//! [`crate::private::members`]) and an accounting ticket, which [`crate::Core`] records with
+//! the store's change; no allocation, no I/O.
 
 use std::sync::Arc;
 
-use super::request::{Action, Request, Verdict};
-use crate::private::{AccountedAnnounce, Ledger, Members};
+use crate::request::{Action, Request, Verdict};
+use crate::private::{AccountedAnnounce, Members};
 
 pub const PASSKEY_REQUIRED: &str = "passkey required";
 pub const UNKNOWN_PASSKEY: &str = "unknown passkey";
@@ -44,22 +43,16 @@ pub const REFUSALS: [(&str, &str); 6] = [
     (CANNOT_DOWNLOAD, "cannot_download"),
 ];
 
-/// The rule, over the tables and ledger it shares with the writer and the admin API.
+/// The rule, over the tables it shares with the database side and the admin API.
 pub struct PrivateRule {
     pub members: Arc<Members>,
-    pub ledger: Arc<Ledger>,
 }
 
 impl PrivateRule {
-    /// Decides `req`. An admitted announce is accounted: into `ticket` when the caller
-    /// gives one (it hands the ticket to the store with the announce, which records it in
-    /// the announcer's slot: UDP and HTTP), in the ledger right here otherwise (WebTorrent).
+    /// Decides `req`. An admitted announce's accounting ticket goes into `ticket`, for the
+    /// core to record with the store's change.
     #[inline]
-    pub fn check(
-        &self,
-        req: &Request<'_>,
-        ticket: Option<&mut Option<AccountedAnnounce>>,
-    ) -> Verdict {
+    pub fn check(&self, req: &Request<'_>, ticket: &mut Option<AccountedAnnounce>) -> Verdict {
         match self.decide(req, ticket) {
             Ok(verdict) => verdict,
             Err((reason, label)) => {
@@ -75,7 +68,7 @@ impl PrivateRule {
     fn decide(
         &self,
         req: &Request<'_>,
-        ticket: Option<&mut Option<AccountedAnnounce>>,
+        ticket: &mut Option<AccountedAnnounce>,
     ) -> Result<Verdict, (&'static str, &'static str)> {
         let [no_passkey, unknown, disabled, unregistered, client, cannot] = REFUSALS;
         let passkey = req.credential.ok_or(no_passkey)?;
@@ -105,7 +98,7 @@ impl PrivateRule {
         if left > 0 && !user.can_download {
             return Err(cannot);
         }
-        let accounted = AccountedAnnounce {
+        *ticket = Some(AccountedAnnounce {
             user_id: user.id as u64,
             torrent_id: torrent.id as u64,
             peer_id: *peer_id,
@@ -116,15 +109,7 @@ impl PrivateRule {
             now: counters.now,
             download_factor: user.download_factor * torrent.download_factor,
             upload_factor: user.upload_factor * torrent.upload_factor,
-        };
-        match ticket {
-            Some(ticket) => *ticket = Some(accounted),
-            None => {
-                if self.ledger.record(&accounted).deferred {
-                    metrics::counter!("shoal_private_deferred_total").increment(1);
-                }
-            }
-        }
+        });
         Ok(verdict)
     }
 }

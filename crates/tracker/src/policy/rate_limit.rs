@@ -48,7 +48,34 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::config::RateLimitConfig;
+/// The rate limit's settings (the config's `[rate_limit]` without its switch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests per second a source may keep up (its bucket's refill rate).
+    pub requests_per_second: u32,
+    /// Requests a source may send at once after a quiet spell (its bucket's size).
+    pub burst: u32,
+    /// Leading bits of an IPv4 address that make one source.
+    pub ipv4_prefix: u8,
+    /// Leading bits of an IPv6 address that make one source.
+    pub ipv6_prefix: u8,
+    /// Buckets in the table (rounded up to a power of two).
+    pub buckets: usize,
+}
+
+impl Limits {
+    /// `requests_per_second` in bursts of `burst`, per IPv4 address and IPv6 /64, in 65,536
+    /// buckets (the config's defaults).
+    pub fn new(requests_per_second: u32, burst: u32) -> Self {
+        Self {
+            requests_per_second,
+            burst,
+            ipv4_prefix: 32,
+            ipv6_prefix: 64,
+            buckets: 1 << 16,
+        }
+    }
+}
 
 /// The reason an HTTP client over its limit is sent (with status 429).
 pub const RATE_LIMITED: &str = "rate limit exceeded: slow down";
@@ -70,7 +97,7 @@ pub struct RateLimit {
 
 impl RateLimit {
     /// The buckets `config` asks for (validated: rate, burst and sizes at least 1).
-    pub fn new(config: &RateLimitConfig) -> Self {
+    pub fn new(config: &Limits) -> Self {
         let n = config.buckets.max(1).next_power_of_two();
         let interval = 1_000_000_000 / u64::from(config.requests_per_second.max(1));
         Self {
@@ -153,8 +180,7 @@ mod tests {
     use super::*;
 
     fn limit(rps: u32, burst: u32, v4: u8, v6: u8) -> RateLimit {
-        RateLimit::new(&RateLimitConfig {
-            enabled: true,
+        RateLimit::new(&Limits {
             requests_per_second: rps,
             burst,
             ipv4_prefix: v4,

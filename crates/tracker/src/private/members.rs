@@ -41,7 +41,6 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
 use parking_lot::Mutex;
-use shoal_accounts::{ClientPrefix, Loaded, Torrent, User};
 use shoal_proto::path::MAX_PASSKEY_LEN;
 use shoal_proto::{InfoHash, PeerId};
 use shoal_swarm::sharded::Hasher;
@@ -56,18 +55,6 @@ pub struct Member {
     pub upload_factor: f64,
 }
 
-impl From<&User> for Member {
-    fn from(u: &User) -> Self {
-        Self {
-            id: u.id,
-            enabled: u.enabled,
-            can_download: u.can_download,
-            download_factor: u.download_factor,
-            upload_factor: u.upload_factor,
-        }
-    }
-}
-
 /// What the announce path needs of a registered torrent.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Registered {
@@ -79,18 +66,6 @@ pub struct Registered {
     pub v2: Option<InfoHash>,
     pub download_factor: f64,
     pub upload_factor: f64,
-}
-
-impl From<&Torrent> for Registered {
-    fn from(t: &Torrent) -> Self {
-        Self {
-            id: t.id.unwrap_or_default(),
-            swarm: InfoHash(t.info_hash),
-            v2: t.info_hash_v2.map(InfoHash),
-            download_factor: t.download_factor,
-            upload_factor: t.upload_factor,
-        }
-    }
 }
 
 /// A passkey as a table key: its bytes inline (passkeys are at most [`MAX_PASSKEY_LEN`]
@@ -162,36 +137,38 @@ struct Tables {
 /// Allowed peer-id prefixes (bytes), sorted.
 type Clients = Vec<Box<[u8]>>;
 
-fn clients_of(loaded: &Loaded) -> Clients {
-    let mut clients: Clients = loaded
-        .clients
-        .iter()
-        .map(|c| c.0.as_bytes().into())
-        .collect();
+/// Everything the site's database holds for the tables, as its loader hands it over.
+#[derive(Clone, Debug, Default)]
+pub struct Roster {
+    /// Users with their passkeys.
+    pub users: Vec<(Box<str>, Member)>,
+    pub torrents: Vec<Registered>,
+    /// Allowed peer-id prefixes.
+    pub clients: Vec<Box<[u8]>>,
+}
+
+fn clients_of(roster: &Roster) -> Clients {
+    let mut clients: Clients = roster.clients.clone();
     clients.sort();
     clients
 }
 
 impl Tables {
-    fn from_loaded(loaded: &Loaded) -> Self {
+    fn from_roster(loaded: &Roster) -> Self {
         // Sized up front: a reload of a million torrents then never copies a table while
         // it grows (hybrids add their v2 hash as one more key).
         let torrent_keys = loaded.torrents.len()
-            + loaded
-                .torrents
-                .iter()
-                .filter(|t| t.info_hash_v2.is_some())
-                .count();
+            + loaded.torrents.iter().filter(|t| t.v2.is_some()).count();
         let t = Tables {
             users: papaya::HashMap::with_capacity_and_hasher(loaded.users.len(), Hasher::default()),
             torrents: papaya::HashMap::with_capacity_and_hasher(torrent_keys, Hasher::default()),
             ..Tables::default()
         };
-        for user in &loaded.users {
-            t.put_user(&user.passkey, Member::from(user));
+        for (passkey, member) in &loaded.users {
+            t.put_user(passkey, *member);
         }
         for torrent in &loaded.torrents {
-            t.put_torrent(Registered::from(torrent));
+            t.put_torrent(*torrent);
         }
         t
     }
@@ -284,7 +261,7 @@ pub struct Members {
 
 impl Members {
     /// The tables for `loaded`.
-    pub fn new(loaded: &Loaded, client_allow_list: bool) -> Self {
+    pub fn new(loaded: &Roster, client_allow_list: bool) -> Self {
         let m = Self {
             tables: ArcSwap::from_pointee(Tables::default()),
             clients: ArcSwap::from_pointee(Clients::new()),
@@ -296,9 +273,9 @@ impl Members {
     }
 
     /// Replaces every table with `loaded` (a reload from the database).
-    pub fn replace(&self, loaded: &Loaded) {
-        self.remember_ids(loaded.torrents.iter().map(Registered::from));
-        self.tables.store(Arc::new(Tables::from_loaded(loaded)));
+    pub fn replace(&self, loaded: &Roster) {
+        self.remember_ids(loaded.torrents.iter().copied());
+        self.tables.store(Arc::new(Tables::from_roster(loaded)));
         self.clients.store(Arc::new(clients_of(loaded)));
     }
 
@@ -376,8 +353,8 @@ impl Members {
     }
 
     /// Adds (`add`) or removes an allowed client prefix.
-    pub fn edit_client(&self, prefix: &ClientPrefix, add: bool) {
-        let bytes: Box<[u8]> = prefix.0.as_bytes().into();
+    pub fn edit_client(&self, prefix: &[u8], add: bool) {
+        let bytes: Box<[u8]> = prefix.into();
         self.clients.rcu(|old| {
             let mut clients: Clients = old.iter().filter(|p| **p != bytes).cloned().collect();
             if add {

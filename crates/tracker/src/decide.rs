@@ -1,0 +1,254 @@
+//! [`Core`]: one call per request kind, the same for every protocol. The front ends turn
+//! bytes into a [`PeerAnnounce`] or a [`ScrapeOf`] and an outcome back into bytes; between
+//! the two, [`Core::announce`] (UDP, HTTP), [`Core::announce_webrtc`] (WebTorrent) and
+//! [`Core::scrape`] run the whole request, in one direction:
+//!
+//! 1. the policy decides ([`Policy`]: block list, rate limit, access list, the private
+//!    rule), and in private mode hands back the announce's accounting ticket;
+//! 2. the store changes (the swarm store for UDP and HTTP peers, the WebTorrent store for
+//!    WebRTC peers);
+//! 3. the accounting is recorded: for UDP and HTTP in the announcer's own slot, under the
+//!    torrent's lock the store already holds ([`Swarms::announce_accounted`]); for
+//!    WebTorrent in the ledger's map ([`crate::private::Ledger::record`]).
+//!
+//! Nothing is left to the caller but writing the answer: a refusal comes back as a [`Stop`]
+//! that says how to answer it.
+
+use std::net::IpAddr;
+
+use shoal_proto::ws::OfferId;
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+use shoal_swarm::webtorrent::{
+    ConnectionId, OfferTarget, WebTorrentStore, WsAnnounce, WsAnnounceOutcome,
+};
+use shoal_swarm::{Announce, Family, PeerSink, TorrentStats};
+
+use crate::policy::Policy;
+use crate::private::AccountedAnnounce;
+use crate::request::{Action, Counters, Protocol, Request, Verdict};
+use crate::swarms::Swarms;
+
+/// An announce as every front end parsed it. `A` is where the peer is reached: its
+/// address for UDP and HTTP ([`shoal_proto::CompactPeerV4`], [`shoal_proto::CompactPeerV6`]),
+/// unused for WebTorrent (`()`: a WebRTC peer is reached through its connection).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerAnnounce<'a, A> {
+    pub protocol: Protocol,
+    /// The client's address (after the HTTP proxy rules; never one the client claims).
+    pub source: IpAddr,
+    /// The passkey presented (HTTP's path, UDP's BEP 41 URL data, the WebSocket path).
+    pub credential: Option<&'a str>,
+    pub info_hash: InfoHash,
+    pub peer_id: PeerId,
+    /// The address the peer is listed under (may differ from `source` where the
+    /// front end honours a claimed address).
+    pub addr: A,
+    pub uploaded: u64,
+    pub downloaded: u64,
+    /// Bytes left; `None` only for a WebTorrent announce that does not say.
+    pub left: Option<u64>,
+    pub event: AnnounceEvent,
+    /// Peers wanted in the answer, already within the store's limits
+    /// ([`Swarms::numwant`]); unused for WebTorrent (offers are counted instead).
+    pub numwant: usize,
+    /// The store's coarse clock when the front end took the request.
+    pub now: u32,
+}
+
+/// A scrape of one info hash.
+#[derive(Clone, Copy, Debug)]
+pub struct ScrapeOf<'a> {
+    pub protocol: Protocol,
+    pub source: IpAddr,
+    pub credential: Option<&'a str>,
+    pub info_hash: &'a InfoHash,
+}
+
+/// Why a request was not served, and so how its front end answers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Answered with this reason (a BEP 15 error, a bencoded or JSON failure reason).
+    Refuse(&'static str),
+    /// Not answered at all.
+    Drop,
+    /// The source is over its rate limit (`policy/rate_limit.rs`).
+    Limited,
+    /// The source is in the block list.
+    Blocked,
+}
+
+impl Stop {
+    /// The policy's verdict as a stop (`None`: admitted).
+    #[inline]
+    fn of(verdict: Verdict) -> Option<Self> {
+        match verdict {
+            Verdict::Admit | Verdict::AdmitAs(_) => None,
+            Verdict::Refuse(reason) => Some(Stop::Refuse(reason)),
+            Verdict::Drop => Some(Stop::Drop),
+            Verdict::Limited => Some(Stop::Limited),
+            Verdict::Blocked => Some(Stop::Blocked),
+        }
+    }
+
+    /// The verdict this stop came from (the front ends' counters are kept per verdict).
+    pub fn verdict(self) -> Verdict {
+        match self {
+            Stop::Refuse(reason) => Verdict::Refuse(reason),
+            Stop::Drop => Verdict::Drop,
+            Stop::Limited => Verdict::Limited,
+            Stop::Blocked => Verdict::Blocked,
+        }
+    }
+}
+
+/// The tracker's core: the rules in force and the swarm stores they guard. One per
+/// tracker, shared by every front end.
+pub struct Core {
+    policy: Policy,
+    swarms: Swarms,
+    webtorrent: WebTorrentStore,
+}
+
+impl Core {
+    pub fn new(policy: Policy, swarms: Swarms, webtorrent: WebTorrentStore) -> Self {
+        Self {
+            policy,
+            swarms,
+            webtorrent,
+        }
+    }
+
+    /// The rules (reloads and the admin API's edits go here).
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The UDP and HTTP peers' store (snapshots, the cluster exchange, the admin views).
+    pub fn swarms(&self) -> &Swarms {
+        &self.swarms
+    }
+
+    /// The WebTorrent peers' store (the relay of answers, cleaning, the cluster link).
+    pub fn webtorrent(&self) -> &WebTorrentStore {
+        &self.webtorrent
+    }
+
+    /// The policy's request for `a`.
+    #[inline]
+    fn request<'r, A>(a: &'r PeerAnnounce<'r, A>) -> Request<'r> {
+        Request {
+            protocol: a.protocol,
+            action: Action::Announce,
+            source: a.source,
+            info_hash: &a.info_hash,
+            peer_id: Some(&a.peer_id),
+            credential: a.credential,
+            counters: Some(Counters {
+                uploaded: a.uploaded,
+                downloaded: a.downloaded,
+                left: a.left,
+                event: a.event,
+                now: a.now,
+            }),
+        }
+    }
+
+    /// A UDP or HTTP announce: decided, stored, accounted. The peers chosen for the answer
+    /// go into `out`; the swarm's figures come back.
+    #[inline]
+    pub fn announce<A: Family>(
+        &self,
+        a: &PeerAnnounce<'_, A>,
+        out: &mut impl PeerSink<A>,
+    ) -> Result<TorrentStats, Stop> {
+        let mut ticket = None;
+        let verdict = self.policy.decide(&Self::request(a), &mut ticket);
+        let Some(swarm) = verdict.swarm(&a.info_hash) else {
+            return Err(Stop::of(verdict).unwrap_or(Stop::Drop));
+        };
+        let announce = Announce {
+            info_hash: swarm,
+            peer_id: a.peer_id,
+            addr: a.addr,
+            event: a.event,
+            left: a.left.unwrap_or(u64::MAX),
+            numwant: a.numwant,
+        };
+        Ok(self
+            .swarms
+            .announce_accounted(&announce, a.now, out, ticket.as_ref()))
+    }
+
+    /// A WebTorrent announce from connection `conn`: decided, stored (offers go to at most
+    /// one receiver each among the peers `takes_offers` accepts, their targets into `out`),
+    /// accounted. A v2 hash stays its own swarm here: relayed offers name the hash their
+    /// receivers announced, and WebTorrent clients announce one hash per torrent.
+    #[inline]
+    pub fn announce_webrtc(
+        &self,
+        a: &PeerAnnounce<'_, ()>,
+        conn: ConnectionId,
+        offers: &[OfferId],
+        out: &mut Vec<OfferTarget>,
+        takes_offers: impl Fn(ConnectionId) -> bool,
+    ) -> Result<WsAnnounceOutcome, Stop> {
+        let mut ticket = None;
+        let verdict = self.policy.decide(&Self::request(a), &mut ticket);
+        if let Some(stop) = Stop::of(verdict) {
+            return Err(stop);
+        }
+        let outcome = self.webtorrent.announce_to(
+            &WsAnnounce {
+                info_hash: a.info_hash,
+                peer_id: a.peer_id,
+                conn,
+                event: a.event,
+                seeder: a.left == Some(0) || a.event == AnnounceEvent::Completed,
+            },
+            offers,
+            a.now,
+            out,
+            takes_offers,
+        );
+        if let Some(t) = &ticket {
+            self.swarms.record_elsewhere(t);
+        }
+        Ok(outcome)
+    }
+
+    /// One info hash of a scrape, of either store: the figures of the swarm it is served
+    /// from.
+    #[inline]
+    pub fn scrape(&self, s: &ScrapeOf<'_>) -> Result<TorrentStats, Stop> {
+        let verdict = self.scrape_verdict(s);
+        match verdict.swarm(s.info_hash) {
+            Some(swarm) => Ok(self.swarms.scrape(&swarm)),
+            None => Err(Stop::of(verdict).unwrap_or(Stop::Drop)),
+        }
+    }
+
+    /// One info hash of a WebTorrent scrape: the WebTorrent swarm's figures.
+    #[inline]
+    pub fn scrape_webrtc(&self, s: &ScrapeOf<'_>) -> Result<TorrentStats, Stop> {
+        match Stop::of(self.scrape_verdict(s)) {
+            Some(stop) => Err(stop),
+            None => Ok(self.webtorrent.scrape(s.info_hash)),
+        }
+    }
+
+    #[inline]
+    fn scrape_verdict(&self, s: &ScrapeOf<'_>) -> Verdict {
+        self.policy.decide(
+            &Request {
+                protocol: s.protocol,
+                action: Action::Scrape,
+                source: s.source,
+                info_hash: s.info_hash,
+                peer_id: None,
+                credential: s.credential,
+                counters: None,
+            },
+            &mut None::<AccountedAnnounce>,
+        )
+    }
+}
