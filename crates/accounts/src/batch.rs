@@ -125,6 +125,14 @@ mod tests {
         }
     }
 
+    /// The plan of `batch` where `users` exist and torrents `[1; 20]` and `[2; 20]` are
+    /// registered as 11 and 12 (any other is gone).
+    fn plan_for(batch: &[Delta], users: &[i64]) -> Plan {
+        let users = HashSet::from_iter(users.iter().copied());
+        let torrents = HashMap::from_iter([([1; 20], 11), ([2; 20], 12)]);
+        plan(batch, &users, &torrents)
+    }
+
     #[test]
     fn deltas_are_summed_per_user_and_row_and_missing_keys_counted() {
         let batch = [
@@ -135,9 +143,7 @@ mod tests {
             d(1, 9, 100, false),
             d(2, 1, 50, false),
         ];
-        let users = HashSet::from_iter([1]);
-        let torrents = HashMap::from_iter([([1; 20], 11), ([2; 20], 12)]);
-        let p = plan(&batch, &users, &torrents);
+        let p = plan_for(&batch, &[1]);
         assert_eq!(p.totals, vec![(1, [123, 5, 10, 15])]);
         assert_eq!(
             p.rows,
@@ -166,9 +172,7 @@ mod tests {
             d(3, 2, 16, true),
             d(1, 9, 32, false),
         ];
-        let users = HashSet::from_iter([1, 3]);
-        let torrents = HashMap::from_iter([([1; 20], 11), ([2; 20], 12)]);
-        let p = plan(&batch, &users, &torrents);
+        let p = plan_for(&batch, &[1, 3]);
         assert_eq!(p.totals, vec![(1, [42, 3, 6, 9]), (3, [21, 3, 6, 9])]);
         assert_eq!(
             p.rows,

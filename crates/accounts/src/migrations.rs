@@ -22,30 +22,39 @@ struct Version {
     mysql: &'static str,
 }
 
+/// A [`Version`] from its number, written as in its file names (`0001`), and its name: its
+/// SQL is `migrations/{sqlite,postgres,mysql}/NNNN_name.sql`.
+macro_rules! version {
+    ($number:literal, $name:literal) => {
+        Version {
+            number: $number,
+            name: $name,
+            sqlite: version!(@sql "sqlite", $number, $name),
+            postgres: version!(@sql "postgres", $number, $name),
+            mysql: version!(@sql "mysql", $number, $name),
+        }
+    };
+    (@sql $dialect:literal, $number:literal, $name:literal) => {
+        include_str!(concat!(
+            "../migrations/",
+            $dialect,
+            "/",
+            stringify!($number),
+            "_",
+            $name,
+            ".sql"
+        ))
+    };
+}
+
 /// Every version, oldest first. Add a line (and three files) per new version; never edit a
 /// version that has shipped (its checksum is recorded in every database that ran it).
+// The numbers are written as in the file names, which the macro builds from them.
+#[allow(clippy::zero_prefixed_literal)]
 const VERSIONS: &[Version] = &[
-    Version {
-        number: 1,
-        name: "schema",
-        sqlite: include_str!("../migrations/sqlite/0001_schema.sql"),
-        postgres: include_str!("../migrations/postgres/0001_schema.sql"),
-        mysql: include_str!("../migrations/mysql/0001_schema.sql"),
-    },
-    Version {
-        number: 2,
-        name: "written_batches",
-        sqlite: include_str!("../migrations/sqlite/0002_written_batches.sql"),
-        postgres: include_str!("../migrations/postgres/0002_written_batches.sql"),
-        mysql: include_str!("../migrations/mysql/0002_written_batches.sql"),
-    },
-    Version {
-        number: 3,
-        name: "written_batches_by_time",
-        sqlite: include_str!("../migrations/sqlite/0003_written_batches_by_time.sql"),
-        postgres: include_str!("../migrations/postgres/0003_written_batches_by_time.sql"),
-        mysql: include_str!("../migrations/mysql/0003_written_batches_by_time.sql"),
-    },
+    version!(0001, "schema"),
+    version!(0002, "written_batches"),
+    version!(0003, "written_batches_by_time"),
 ];
 
 /// The embedded migrations of one dialect, as a source for sqlx's `Migrator`.
