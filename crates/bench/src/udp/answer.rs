@@ -21,7 +21,7 @@ pub enum Answer {
 }
 
 /// The request an answer must match.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Asked {
     pub op: Op,
     pub numwant: u32,

@@ -1,0 +1,368 @@
+//! One UDP worker thread: its sockets, the request mix it draws from, and the loop that
+//! receives, times out, issues and sends.
+//!
+//! The loop reads the clock once per batch. Closed loop, it refills every free slot at
+//! once; open loop (`--rate`), it issues each request at its due time on the next socket
+//! with room, and a request that finds none stays due, so its latency counts the wait.
+//! Each socket renews its connection id at a random moment 60–110 s after it got it.
+
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use shoal_datagrams::{Datagrams, SendBatch, Wait};
+use shoal_proto::udp::{AnnounceRequest, ConnectRequest, Request, ScrapeRequest};
+use shoal_proto::InfoHash;
+
+use super::answer::{self, Answer, Asked};
+use super::sock::Sock;
+use super::UdpArgs;
+use crate::passkeys::{udp_url_data_len, write_udp_url_data, Passkeys};
+use crate::run::Control;
+use crate::stats::{ErrorKind, Op, Stats};
+use crate::sys::{self, MAX_DATAGRAM};
+use crate::workload::{RequestKind, Workload};
+
+/// Connection ids are reused for a random time in this range, as clients do.
+const RECONNECT_MIN: Duration = Duration::from_secs(60);
+const RECONNECT_MAX: Duration = Duration::from_secs(110);
+
+pub(super) struct Worker {
+    ctl: Arc<Control>,
+    socks: Vec<Sock>,
+    workload: Workload,
+    stats: Stats,
+    ipv6: bool,
+    timeout_ns: u64,
+    measure_from_ns: u64,
+    end_ns: u64,
+    /// Open loop: nanoseconds between due times of this worker's requests.
+    interval_ns: Option<f64>,
+    recv: Datagrams,
+    send: SendBatch,
+    hashes: Vec<InfoHash>,
+    packet: Vec<u8>,
+    /// `--passkeys`: each announce carries its peer's key as BEP 41 URL data.
+    passkeys: Option<Arc<Passkeys>>,
+}
+
+fn ns_since(start: Instant, t: Instant) -> u64 {
+    t.saturating_duration_since(start).as_nanos() as u64
+}
+
+impl Worker {
+    pub(super) fn new(
+        args: &UdpArgs,
+        index: usize,
+        workers: usize,
+        slots_per_socket: &[usize],
+        ctl: Arc<Control>,
+        passkeys: Option<Arc<Passkeys>>,
+    ) -> Result<Self> {
+        let mut workload = Workload::new(&args.workload, index, workers);
+        let nsock = slots_per_socket.len().max(1);
+        let url_data = passkeys
+            .as_ref()
+            .map_or(0, |p| udp_url_data_len(p.longest()));
+        let buf_len = (16 + 20 * args.workload.scrape_hashes.max(1))
+            .max(shoal_proto::udp::ANNOUNCE_REQUEST_LEN + url_data);
+        let mut socks = Vec::new();
+        for (s, &nslots) in slots_per_socket.iter().enumerate() {
+            let k = (index + s * workers) as u32;
+            let mut peers: Vec<u32> = (0..workload.peers.len())
+                .filter(|p| p % nsock == s)
+                .map(|p| p as u32)
+                .collect();
+            if peers.is_empty() {
+                // Fewer peers than sockets: sockets share them.
+                peers.push((s % workload.peers.len()) as u32);
+            }
+            let generation = workload.rng.u16(..);
+            socks.push(Sock::open(args, k, nslots, buf_len, peers, generation)?);
+        }
+        let interval_ns = args.run.rate.map(|r| 1e9 * workers as f64 / r.max(1e-3));
+        let start = ctl.start;
+        Ok(Self {
+            measure_from_ns: ns_since(start, ctl.measure_from),
+            end_ns: ns_since(start, ctl.end),
+            ctl,
+            socks,
+            workload,
+            stats: Stats::new(),
+            ipv6: args.target.is_ipv6(),
+            timeout_ns: args.run.timeout.as_nanos() as u64,
+            interval_ns,
+            recv: Datagrams::new(args.batch.clamp(1, 1024), MAX_DATAGRAM),
+            send: SendBatch::new().gso(!args.no_gso),
+            hashes: Vec::new(),
+            packet: Vec::with_capacity(buf_len),
+            passkeys,
+        })
+    }
+
+    fn now(&self) -> u64 {
+        ns_since(self.ctl.start, Instant::now())
+    }
+
+    pub(super) fn run(mut self) -> Stats {
+        let mut measuring = self.measure_from_ns == 0;
+        let mut next_timeout_scan = 0u64;
+        // Open loop: index of the next due request of this worker.
+        let mut next_due = 0u64;
+        let mut reported = 0u64;
+        loop {
+            let now = self.now();
+            if now >= self.end_ns || self.ctl.stopped() {
+                break;
+            }
+            if !measuring && now >= self.measure_from_ns {
+                self.stats.reset();
+                measuring = true;
+            }
+            let mut received = 0;
+            for s in 0..self.socks.len() {
+                received += self.receive(s);
+            }
+            let now = self.now();
+            if now >= next_timeout_scan {
+                self.expire(now);
+                next_timeout_scan = now + 10_000_000;
+            }
+            self.maintain_connections(now);
+            match self.interval_ns {
+                None => {
+                    for s in 0..self.socks.len() {
+                        while self.can_issue(s, now) {
+                            self.issue(s, now);
+                        }
+                    }
+                }
+                Some(interval) => {
+                    let nsock = self.socks.len();
+                    let mut s = (next_due as usize) % nsock;
+                    'due: while ((next_due as f64) * interval) as u64 <= now {
+                        let mut tried = 0;
+                        while !self.can_issue(s, now) {
+                            s = (s + 1) % nsock;
+                            tried += 1;
+                            if tried == nsock {
+                                // Every slot busy: the request stays due, and its latency
+                                // will count the wait.
+                                break 'due;
+                            }
+                        }
+                        self.issue(s, ((next_due as f64) * interval) as u64);
+                        next_due += 1;
+                        s = (s + 1) % nsock;
+                    }
+                }
+            }
+            let sent = self.flush();
+            let total = self.stats.total_responses();
+            if total != reported {
+                self.ctl
+                    .responses
+                    .fetch_add(total.saturating_sub(reported), Ordering::Relaxed);
+                reported = total;
+            }
+            if received == 0 && sent == 0 {
+                let wait_ms = match self.interval_ns {
+                    None => 1,
+                    Some(interval) => {
+                        let due = ((next_due as f64) * interval) as u64;
+                        (due.saturating_sub(self.now()) / 1_000_000).min(1) as u16
+                    }
+                };
+                if wait_ms > 0 {
+                    let _ =
+                        sys::wait_readable(self.socks.iter().map(|s| s.socket.as_fd()), wait_ms);
+                }
+            }
+        }
+        if !measuring {
+            // The run ended inside the warm-up (or was stopped): nothing was measured.
+            self.stats.reset();
+        }
+        self.stats
+    }
+
+    /// Drains one socket's waiting datagrams; returns how many arrived.
+    fn receive(&mut self, s: usize) -> usize {
+        let mut total = 0;
+        for _ in 0..4 {
+            let n = match self.recv.recv(&self.socks[s].socket, Wait::No) {
+                Ok(n) => n,
+                Err(_) => {
+                    // ECONNREFUSED: the target port is closed (ICMP port unreachable).
+                    self.stats.error(ErrorKind::Connection);
+                    let now = self.now();
+                    self.socks[s].back_off(now);
+                    return total;
+                }
+            };
+            let now = self.now();
+            for i in 0..n {
+                self.on_datagram(s, i, now);
+            }
+            total += n;
+            if n < self.recv.capacity() {
+                break;
+            }
+        }
+        total
+    }
+
+    fn on_datagram(&mut self, s: usize, i: usize, now: u64) {
+        let (data, truncated) = (self.recv.payload(i), self.recv.truncated(i));
+        self.stats.bytes_in += data.len() as u64;
+        if data.len() < 8 {
+            self.stats.error(ErrorKind::InvalidResponse);
+            return;
+        }
+        let tid = u32::from_be_bytes([data[4], data[5], data[6], data[7]]);
+        let sock = &mut self.socks[s];
+        let Some(slot) = sock.answered(tid) else {
+            self.stats.error(ErrorKind::UnknownTransaction);
+            return;
+        };
+        let latency = now.saturating_sub(slot.origin_ns);
+        let outcome = match answer::check(data, truncated, self.ipv6, slot.asked) {
+            Ok(Answer::Connected(connection_id)) => {
+                let life = self
+                    .workload
+                    .rng
+                    .u64(RECONNECT_MIN.as_nanos() as u64..RECONNECT_MAX.as_nanos() as u64);
+                sock.conn = Some(connection_id);
+                sock.conn_expires_ns = now + life;
+                Ok(0)
+            }
+            Ok(Answer::Peers(n)) => Ok(n),
+            Err(ErrorKind::ErrorResponse) => {
+                // Most likely an expired connection id: get a fresh one.
+                sock.conn = None;
+                Err(ErrorKind::ErrorResponse)
+            }
+            Err(kind) => Err(kind),
+        };
+        match outcome {
+            Ok(peers) => {
+                self.stats.peers_received += peers as u64;
+                self.stats.record(slot.asked.op, latency);
+            }
+            Err(kind) => self.stats.error(kind),
+        }
+    }
+
+    /// Times out requests that were sent more than `timeout` ago.
+    fn expire(&mut self, now: u64) {
+        for sock in &mut self.socks {
+            self.stats.errors[ErrorKind::Timeout as usize] += sock.expire(now, self.timeout_ns);
+        }
+    }
+
+    /// Sends a connect on every socket whose connection id is missing or old.
+    fn maintain_connections(&mut self, now: u64) {
+        for s in 0..self.socks.len() {
+            let sock = &self.socks[s];
+            let needs = sock.conn.is_none() || now >= sock.conn_expires_ns;
+            if needs && !sock.connecting && sock.has_room(now) {
+                self.start(s, RequestKind::Connect, now);
+            }
+        }
+    }
+
+    fn can_issue(&self, s: usize, now: u64) -> bool {
+        let sock = &self.socks[s];
+        sock.conn.is_some() && sock.has_room(now)
+    }
+
+    /// Issues the next request of the mix on socket `s`, with latency counted from
+    /// `origin_ns`.
+    fn issue(&mut self, s: usize, origin_ns: u64) {
+        let kind = self.workload.next_kind();
+        self.start(s, kind, origin_ns);
+    }
+
+    /// Encodes a request of `kind` into a free slot of socket `s` and queues it.
+    fn start(&mut self, s: usize, kind: RequestKind, origin_ns: u64) {
+        let sock = &mut self.socks[s];
+        let Some((idx, tid)) = sock.claim() else {
+            return;
+        };
+        let conn = sock.conn.unwrap_or_default();
+        self.packet.clear();
+        let asked = match kind {
+            RequestKind::Connect => {
+                sock.connecting = true;
+                Request::Connect(ConnectRequest {
+                    transaction_id: tid,
+                })
+                .write(&mut self.packet);
+                Asked {
+                    op: Op::Connect,
+                    numwant: 0,
+                    hashes: 0,
+                }
+            }
+            RequestKind::Announce => {
+                let p = sock.peers[self.workload.rng.usize(..sock.peers.len())];
+                let a = self.workload.announce(p as usize);
+                Request::Announce(AnnounceRequest {
+                    connection_id: conn,
+                    transaction_id: tid,
+                    info_hash: a.info_hash,
+                    peer_id: a.peer_id,
+                    downloaded: a.downloaded,
+                    left: a.left,
+                    uploaded: a.uploaded,
+                    event: a.event,
+                    ip: [0; 4],
+                    key: a.key,
+                    numwant: a.numwant as i32,
+                    port: a.port,
+                })
+                .write(&mut self.packet);
+                if let Some(keys) = &self.passkeys {
+                    write_udp_url_data(keys.of(a.peer), &mut self.packet);
+                }
+                Asked {
+                    op: Op::Announce,
+                    numwant: a.numwant,
+                    hashes: 0,
+                }
+            }
+            RequestKind::Scrape => {
+                self.workload.scrape(&mut self.hashes);
+                Request::Scrape(ScrapeRequest {
+                    connection_id: conn,
+                    transaction_id: tid,
+                    info_hashes: &self.hashes,
+                })
+                .write(&mut self.packet);
+                Asked {
+                    op: Op::Scrape,
+                    numwant: 0,
+                    hashes: self.hashes.len() as u16,
+                }
+            }
+        };
+        self.socks[s].queue(idx, tid, &self.packet, asked, origin_ns);
+        self.stats.sent[asked.op as usize] += 1;
+    }
+
+    /// Hands every queued request to the kernel, one `sendmmsg` per socket.
+    fn flush(&mut self) -> usize {
+        let mut total = 0;
+        let closed_loop = self.interval_ns.is_none();
+        for s in 0..self.socks.len() {
+            if !self.socks[s].has_queued() {
+                continue;
+            }
+            let now = self.now();
+            total += self.socks[s].send_queued(&mut self.send, now, closed_loop, &mut self.stats);
+        }
+        total
+    }
+}
