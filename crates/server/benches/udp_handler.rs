@@ -15,11 +15,11 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use shoal_proto::udp::{AnnounceRequest, ConnectRequest, Request, ScrapeRequest, TransactionId};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_server::config::RateLimitConfig;
-use shoal_server::policy::{BlockList, Policy, RateLimit};
-use shoal_server::swarms::Swarms;
 use shoal_server::udp::connection_id::ConnectionIds;
 use shoal_server::udp::handler::{Handler, HandlerConfig, Now};
 use shoal_swarm::{Store, StoreConfig};
+use shoal_tracker::policy::{BlockList, Policy, RateLimit};
+use shoal_tracker::swarms::Swarms;
 
 fn handler() -> Handler {
     handler_with(Policy::default())

@@ -5,11 +5,10 @@
 //! option, so the printed file and the code cannot drift apart. Unknown keys are refused
 //! (serde's `deny_unknown_fields`), and the error names the key.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 mod abuse;
@@ -313,18 +312,7 @@ impl Default for StoreSection {
 /// Most headers a request may have (`http.max_headers`).
 pub const MAX_HTTP_HEADERS: usize = 128;
 
-/// Parses a network (`10.0.0.0/8`, `::1/128`), or one address as a network of one
-/// (`::1`). Callers compare canonical addresses (IPv4-mapped IPv6 as IPv4).
-pub fn parse_net(s: &str) -> anyhow::Result<IpNet> {
-    let s = s.trim();
-    if s.contains('/') {
-        s.parse().context("not an address/prefix-length network")
-    } else {
-        Ok(IpNet::from(
-            s.parse::<IpAddr>().context("not an IP address")?,
-        ))
-    }
-}
+pub use shoal_tracker::policy::block_list::parse_net;
 
 /// Every address of both families on `port`: where the tracker listens by default.
 fn everywhere(port: u16) -> Vec<SocketAddr> {
@@ -594,7 +582,7 @@ mod tests {
 
     #[test]
     fn networks_contain_their_addresses() {
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap().to_canonical();
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap().to_canonical();
         let n = parse_net("10.1.0.0/16").unwrap();
         assert!(n.contains(&ip("10.1.200.3")));
         assert!(n.contains(&ip("::ffff:10.1.0.1")));

@@ -22,7 +22,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::config::{AccessModeConfig, Config};
 use crate::http::tls::TlsCerts;
-use crate::policy::{AccessList, AccessMode};
+use shoal_tracker::policy::{AccessList, AccessMode};
 
 /// One thing wrong with a config: the key path it belongs to (empty for the file itself)
 /// and what is wrong.

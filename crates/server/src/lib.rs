@@ -1,42 +1,32 @@
-//! shoal's server: configuration, the protocol front ends, and start-up and shutdown.
-//!
-//! Everything the `shoal` binary does is here, as a library, so that tests (and the bench
-//! tool) can start a whole tracker in-process on port 0 with [`Tracker::start`] and stop it
-//! with [`Tracker::shutdown`]. `main.rs` only parses arguments and handles signals.
-//!
-//! The front ends share one [`shoal_swarm::Store`]; a peer that announced over one protocol
-//! is visible to the others (within its address family).
-
-//! shoal's server: configuration, the protocol front ends, the policy step, snapshots, the
-//! admin listener, and start-up and shutdown.
+//! shoal's server: the glue around the tracker core (`shoal_tracker::Core`): configuration,
+//! the protocol front ends, the admin listener, snapshots, the cluster's wiring, private
+//! mode's database side, and start-up and shutdown.
 //!
 //! Everything the `shoal` binary does is here, as a library, so that tests (and the bench
 //! tool) can start a whole tracker in-process on port 0 with [`Tracker::start`] and stop it
 //! with [`Tracker::shutdown`]. `main.rs` only parses arguments and handles signals.
 //!
 //! Each part is built by its owner from the [`Config`] and owns its state: the front ends
-//! ([`udp`], [`http`], [`ws`]) their sockets, workers and settings; [`policy`] the rules
-//! asked before the store (the access list today); [`state`] the snapshot file and its
-//! writer; [`admin`] its listener, token and status-page samples, reading the rest through
-//! one narrow [`admin::TrackerView`]; [`reload`] the steps SIGHUP and the admin API run.
-//! [`Tracker::start`] only wires them together. The front ends share one
-//! [`shoal_swarm::Store`]; a peer that announced over one protocol is visible to the others
-//! (within its address family).
+//! ([`udp`], [`http`], [`ws`]) their sockets, workers and settings, turning bytes into the
+//! core's requests and its outcomes back into bytes; the core (one, shared) the policy and
+//! the swarm stores; [`private`] the accounts database and its writer; [`state`] the
+//! snapshot file and its writer; [`cluster`] the Redis exchange; [`admin`] its listener,
+//! token and status-page samples, reading the rest through one narrow
+//! [`admin::TrackerView`]; [`reload`] the steps SIGHUP and the admin API run.
+//! [`Tracker::start`] only wires them together. A peer that announced over UDP or HTTP is
+//! visible to both (within its address family).
 
 pub mod admin;
 pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod config_check;
-pub mod fixed_counter;
 pub mod http;
 pub mod listen;
-pub mod policy;
 pub mod private;
 pub mod privileges;
 pub mod reload;
 pub mod state;
-pub mod swarms;
 pub mod udp;
 pub mod ws;
 
@@ -48,11 +38,12 @@ use std::time::{Duration, Instant};
 
 use admin::{AdminServer, AdminToken, Sampler, TrackerView};
 use anyhow::Context;
-use policy::Policy;
 use reload::Reload;
+use shoal_swarm::webtorrent::WebTorrentStore;
 use shoal_swarm::{PeerExt, Store};
+use shoal_tracker::policy::{Policy, PrivateRule};
+use shoal_tracker::{Core, Swarms};
 use state::{Restored, Snapshots, StateFile};
-use swarms::Swarms;
 
 pub use config::Config;
 pub use reload::ReloadHook;
@@ -62,8 +53,7 @@ use udp::UdpFrontEnd;
 /// A running tracker.
 pub struct Tracker {
     config: Config,
-    store: Arc<Swarms>,
-    policy: Arc<Policy>,
+    core: Arc<Core>,
     ws: Arc<ws::WsContext>,
     shutdown: Arc<AtomicBool>,
     udp: Option<UdpFrontEnd>,
@@ -104,14 +94,12 @@ impl Tracker {
         } else {
             None
         };
-        let mut policy = Policy::from_config(&config)?;
+        let mut policy = config.policy()?;
         if let Some(a) = &accounts {
-            policy = policy.with_private(policy::PrivateRule {
+            policy = policy.with_private(PrivateRule {
                 members: a.members.clone(),
-                ledger: a.ledger.clone(),
             });
         }
-        let policy = Arc::new(policy);
         let clustered = config.cluster.enabled;
         // The journal holds one round's changes; a million is minutes of a busy node.
         let journal = clustered.then_some(1 << 20);
@@ -125,7 +113,8 @@ impl Tracker {
                 (Swarms::Open(store), restored)
             }
         };
-        let store = Arc::new(store);
+        let webtorrent = WebTorrentStore::new(ws::WsSettings::from_config(&config).store);
+        let core = Arc::new(Core::new(policy, store, webtorrent));
         let shutdown = Arc::new(AtomicBool::new(false));
         let key = if clustered {
             let own = restored.key().unwrap_or_else(ConnectionIds::random_key);
@@ -146,20 +135,18 @@ impl Tracker {
         } else {
             Some(UdpFrontEnd::start(
                 &config,
-                store.clone(),
-                policy.clone(),
+                core.clone(),
                 ids,
                 shutdown.clone(),
             )?)
         };
-        let ws = Arc::new(ws::WsContext::new(&config, policy.clone()));
+        let ws = Arc::new(ws::WsContext::new(&config, core.clone()));
         let http = if config.http.listen.is_empty() && config.https.listen.is_empty() {
             None
         } else {
             Some(http::HttpFrontEnd::start(
                 &config,
-                store.clone(),
-                policy.clone(),
+                core.clone(),
                 ws.clone(),
                 shutdown.clone(),
             )?)
@@ -168,8 +155,8 @@ impl Tracker {
         let reload = Arc::new(Reload::default());
         let token = Arc::new(AdminToken::from_config(&config)?);
         {
-            let policy = policy.clone();
-            reload.add(Box::new(move || policy.reload()));
+            let core = core.clone();
+            reload.add(Box::new(move || core.policy().reload()));
         }
         if token.has_file() {
             let token = token.clone();
@@ -184,10 +171,9 @@ impl Tracker {
         let cluster_view = clustered.then(|| Arc::new(cluster::ClusterView::default()));
         let view = Arc::new(TrackerView {
             config: config.clone(),
-            store: store.clone(),
+            core: core.clone(),
             udp_counters: udp.as_ref().map(|u| u.counters.clone()).unwrap_or_default(),
             ws: ws.clone(),
-            policy: policy.clone(),
             accounts: accounts.clone(),
             cluster: cluster_view.clone(),
             snapshots: state_file.clone(),
@@ -209,20 +195,19 @@ impl Tracker {
         }
 
         let cleaner = {
-            let store = store.clone();
-            let ws = ws.clone();
+            let core = core.clone();
             let shutdown = shutdown.clone();
             let every = Duration::from_secs(config.store.clean_interval);
             std::thread::Builder::new()
                 .name("cleaner".into())
-                .spawn(move || run_cleaner(&store, &ws, &shutdown, every))
+                .spawn(move || run_cleaner(&core, &shutdown, every))
                 .context("spawning the cleaner")?
         };
         let sampler = Sampler::start(view)?;
         let cluster = if clustered {
             Some(cluster::ClusterNode::start(
                 &config.cluster,
-                (store.clone(), ws.clone()),
+                (core.clone(), ws.clone()),
                 cluster_view.clone().unwrap_or_default(),
                 config.store.peer_ttl,
                 accounts.as_ref().map(|a| a.ledger.clone()),
@@ -240,7 +225,7 @@ impl Tracker {
         let snapshots = match state_file {
             Some(file) => Some(Snapshots::start(
                 file,
-                store.clone(),
+                core.clone(),
                 &restored,
                 &config.state,
             )?),
@@ -249,8 +234,7 @@ impl Tracker {
 
         Ok(Self {
             config,
-            store,
-            policy,
+            core,
             ws,
             shutdown,
             udp,
@@ -270,13 +254,19 @@ impl Tracker {
         &self.config
     }
 
-    pub fn store(&self) -> &Arc<Swarms> {
-        &self.store
+    /// The core every front end calls.
+    pub fn core(&self) -> &Arc<Core> {
+        &self.core
     }
 
-    /// The rules asked before the store (the access list in force).
-    pub fn policy(&self) -> &Arc<Policy> {
-        &self.policy
+    /// The UDP and HTTP peers' store.
+    pub fn store(&self) -> &Swarms {
+        self.core.swarms()
+    }
+
+    /// The rules asked before the store.
+    pub fn policy(&self) -> &Policy {
+        self.core.policy()
     }
 
     /// The WebTorrent state shared by every WebSocket connection (what the HTTP and
@@ -352,7 +342,7 @@ impl Tracker {
         let state = self
             .state_file()
             .context("snapshots are off (state.file is empty)")?;
-        state.write(&self.store, false)
+        state.write(self.core.swarms(), false)
     }
 
     /// Lines saying where the tracker listens, for the operator.
@@ -437,7 +427,7 @@ fn open_store<X: PeerExt>(config: &Config, journal: Option<usize>) -> (Store<X>,
     }
 }
 
-fn run_cleaner(store: &Swarms, ws: &ws::WsContext, shutdown: &AtomicBool, every: Duration) {
+fn run_cleaner(core: &Core, shutdown: &AtomicBool, every: Duration) {
     let mut next = Instant::now() + every;
     while !shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100).min(every));
@@ -447,22 +437,31 @@ fn run_cleaner(store: &Swarms, ws: &ws::WsContext, shutdown: &AtomicBool, every:
         next = Instant::now() + every;
         let started = Instant::now();
         let now = shoal_swarm::clock::now();
-        let r = store.clean(now);
-        let w = ws.clean(now);
+        let r = core.swarms().clean(now);
+        let w = core.webtorrent().clean(now);
         tracing::debug!(
-            "WebTorrent: {} peers expired, {} torrents removed, {} torrents, {} peers",
+            "cleaned in {:?}: {} peers expired, {} torrents removed, {} torrents, {} peers; \
+             WebTorrent: {} peers expired, {} torrents removed, {} torrents, {} peers",
+            started.elapsed(),
+            r.peers_expired,
+            r.torrents_removed,
+            r.torrents,
+            r.peers,
             w.peers_expired,
             w.torrents_removed,
             w.torrents,
             w.peers
         );
-        tracing::debug!(
-            "cleaned in {:?}: {} peers expired, {} torrents removed, {} torrents, {} peers",
-            started.elapsed(),
-            r.peers_expired,
-            r.torrents_removed,
-            r.torrents,
-            r.peers
-        );
     }
+}
+
+/// An open-mode core for `config` under `policy`, with empty stores: the front ends' unit
+/// tests build their handlers on it.
+#[cfg(test)]
+pub(crate) fn open_core(config: &Config, policy: Policy) -> Arc<Core> {
+    Arc::new(Core::new(
+        policy,
+        Swarms::Open(Store::new(config.store_config())),
+        WebTorrentStore::new(ws::WsSettings::from_config(config).store),
+    ))
 }

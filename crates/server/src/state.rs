@@ -33,7 +33,8 @@ use shoal_swarm::clock::unix_now;
 use shoal_swarm::snapshot::read_header;
 use shoal_swarm::{PeerExt, SnapshotHeader, SnapshotSummary, Store, StoreConfig};
 
-use crate::swarms::Swarms;
+use shoal_tracker::swarms::Swarms;
+use shoal_tracker::Core;
 
 use crate::config::StateConfig;
 
@@ -315,7 +316,7 @@ impl Schedule {
 /// The snapshot writer, from start to final snapshot.
 pub struct Snapshots {
     file: Arc<StateFile>,
-    store: Arc<Swarms>,
+    core: Arc<Core>,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
 }
@@ -325,22 +326,22 @@ impl Snapshots {
     /// predecessor, then a snapshot every `config.snapshot_interval` seconds.
     pub fn start(
         file: Arc<StateFile>,
-        store: Arc<Swarms>,
+        core: Arc<Core>,
         restored: &Restored,
         config: &StateConfig,
     ) -> anyhow::Result<Self> {
         let schedule = Schedule::after(restored, config.snapshot_interval, config.handover_timeout);
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (file, store, stop) = (file.clone(), store.clone(), stop.clone());
+            let (file, core, stop) = (file.clone(), core.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("snapshots".into())
-                .spawn(move || run(&file, &store, schedule, &stop))
+                .spawn(move || run(&file, core.swarms(), schedule, &stop))
                 .context("spawning the snapshot thread")?
         };
         Ok(Self {
             file,
-            store,
+            core,
             stop,
             thread,
         })
@@ -355,7 +356,7 @@ impl Snapshots {
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
-        write_logged(&self.file, &self.store, true);
+        write_logged(&self.file, self.core.swarms(), true);
     }
 }
 

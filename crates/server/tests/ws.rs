@@ -61,7 +61,8 @@ impl Harness {
     /// Whether peer `peer` of torrent `info` is in the swarm.
     fn has_peer(&self, info: u8, peer: u8) -> bool {
         self.ctx
-            .torrents
+            .core
+            .webtorrent()
             .peer_connection(&InfoHash(ih(info)), &PeerId(pid(peer)))
             .is_some()
     }
@@ -94,7 +95,7 @@ async fn announce_replies_with_counts_and_interval() {
         (r["complete"].as_u64(), r["incomplete"].as_u64()),
         (Some(1), Some(1))
     );
-    let st = h.ctx.torrents.scrape(&InfoHash(ih(1)));
+    let st = h.ctx.core.webtorrent().scrape(&InfoHash(ih(1)));
     assert_eq!((st.seeders, st.leechers, st.completed), (1, 1, 1));
 }
 
@@ -287,14 +288,14 @@ async fn a_dropped_connection_removes_its_peers() {
         request(&mut a, announce(ih(t), pid(1), Some(0), "started")).await;
     }
     let _b = h.joined(1, 2, 5).await;
-    assert_eq!(h.ctx.torrents.scrape(&InfoHash(ih(1))).seeders, 1);
+    assert_eq!(h.ctx.core.webtorrent().scrape(&InfoHash(ih(1))).seeders, 1);
     // Dropped without a close frame.
     drop(a);
     eventually("peers of the dropped connection removed", || {
-        (1..=3).all(|t| h.ctx.torrents.scrape(&InfoHash(ih(t))).seeders == 0)
+        (1..=3).all(|t| h.ctx.core.webtorrent().scrape(&InfoHash(ih(t))).seeders == 0)
     })
     .await;
-    assert_eq!(h.ctx.torrents.scrape(&InfoHash(ih(1))).leechers, 1);
+    assert_eq!(h.ctx.core.webtorrent().scrape(&InfoHash(ih(1))).leechers, 1);
     eventually("registry emptied", || h.ctx.open_connections() == 1).await;
 }
 

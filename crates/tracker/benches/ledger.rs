@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
+use shoal_swarm::{Announce, Store, StoreConfig};
 use shoal_tracker::private::credit::AccountedAnnounce;
 use shoal_tracker::private::ledger::{Ledger, SlotStore};
-use shoal_swarm::{Announce, Store, StoreConfig};
 
 /// Ledger sizes measured: clients with a record.
 const SIZES: [u64; 3] = [10_000, 100_000, 330_000];

@@ -32,7 +32,7 @@ use super::reply::{json, Body, Call};
 use super::samples::{survey, TopTorrent};
 use super::tallies::TALLIES;
 use super::view::TrackerView;
-use crate::policy::AccessMode;
+use shoal_tracker::policy::AccessMode;
 
 /// Most torrents one top-list call returns.
 const MAX_TOP: usize = 1000;
@@ -74,7 +74,7 @@ pub fn route(call: &Call, rest: &str, view: &TrackerView) -> Response<Body> {
                 StatusCode::CONFLICT,
                 "snapshots are off (state.file is empty)",
             ),
-            Some(state) => match state.write(&view.store, false) {
+            Some(state) => match state.write(view.core.swarms(), false) {
                 Ok(s) => json(
                     StatusCode::OK,
                     &json!({ "file": state.path(), "torrents": s.torrents, "peers": s.peers,
@@ -91,7 +91,7 @@ pub fn route(call: &Call, rest: &str, view: &TrackerView) -> Response<Body> {
 }
 
 fn stats(view: &TrackerView) -> Value {
-    let (s, _) = survey(&view.store, 0);
+    let (s, _) = survey(view.core.swarms(), 0);
     let c = view.udp_totals();
     let snapshot = view.snapshots.as_ref().map(|st| {
         let last = st.last_written_unix();
@@ -172,7 +172,7 @@ fn top(call: &Call, view: &TrackerView) -> Response<Body> {
             }
         }
     }
-    let (_, top) = survey(&view.store, n);
+    let (_, top) = survey(view.core.swarms(), n);
     json(StatusCode::OK, &json!({ "torrents": top_json(&top) }))
 }
 
@@ -188,7 +188,7 @@ fn torrent(hex: &str, view: &TrackerView) -> Response<Body> {
         return bad_hash();
     };
     let now = shoal_swarm::clock::now();
-    let found = view.store.torrent_peers(&info_hash).map(|t| {
+    let found = view.core.swarms().torrent_peers(&info_hash).map(|t| {
         let st = t.stats;
         let v4 = t.v4.iter().map(|p| {
             (
@@ -215,7 +215,7 @@ fn torrent(hex: &str, view: &TrackerView) -> Response<Body> {
             "seeders": st.seeders,
             "leechers": st.leechers,
             "completed": st.completed,
-            "allowed": view.policy.lists(&info_hash),
+            "allowed": view.core.policy().lists(&info_hash),
             "peers": peers,
         })
     });
@@ -241,14 +241,14 @@ fn peer_json(
 }
 
 fn access_list(view: &TrackerView) -> Response<Body> {
-    let list = view.policy.access_list();
+    let list = view.core.policy().access_list();
     let mut hashes: Vec<String> = list.hashes().map(|h| h.to_hex()).collect();
     hashes.sort();
     json(
         StatusCode::OK,
         &json!({
             "mode": format!("{:?}", list.mode()).to_lowercase(),
-            "file": view.policy.access_file(),
+            "file": view.core.policy().access_file(),
             "hashes": hashes,
         }),
     )
@@ -258,7 +258,7 @@ fn edit(hex: &str, add: bool, view: &TrackerView) -> Response<Body> {
     let Some(info_hash) = InfoHash::from_hex(hex) else {
         return bad_hash();
     };
-    match view.policy.edit_access_list(info_hash, add) {
+    match view.core.policy().edit_access_list(info_hash, add) {
         Ok(changed) => {
             tracing::info!(
                 "access list: {} {} (admin API){}",
@@ -269,10 +269,10 @@ fn edit(hex: &str, add: bool, view: &TrackerView) -> Response<Body> {
             json(
                 StatusCode::OK,
                 &json!({ "info_hash": info_hash.to_hex(), "listed": add, "changed": changed,
-                         "count": view.policy.access_list().len() }),
+                         "count": view.core.policy().access_list().len() }),
             )
         }
-        Err(e) if view.policy.access_mode() == AccessMode::Off => {
+        Err(e) if view.core.policy().access_mode() == AccessMode::Off => {
             error(StatusCode::CONFLICT, format!("{e:#}"))
         }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
@@ -280,7 +280,7 @@ fn edit(hex: &str, add: bool, view: &TrackerView) -> Response<Body> {
 }
 
 fn block_list(view: &TrackerView) -> Response<Body> {
-    let Some((list, file)) = view.policy.block_list() else {
+    let Some((list, file)) = view.core.policy().block_list() else {
         return no_block_list();
     };
     let nets: Vec<String> = list.nets().iter().map(ToString::to_string).collect();
@@ -295,10 +295,10 @@ fn no_block_list() -> Response<Body> {
 }
 
 fn edit_block_list(text: &str, add: bool, view: &TrackerView) -> Response<Body> {
-    if view.policy.block_list().is_none() {
+    if view.core.policy().block_list().is_none() {
         return no_block_list();
     }
-    let net = match crate::policy::block_list::parse_entry(text) {
+    let net = match shoal_tracker::policy::block_list::parse_entry(text) {
         Ok(net) => net,
         Err(e) => {
             return error(
@@ -307,14 +307,14 @@ fn edit_block_list(text: &str, add: bool, view: &TrackerView) -> Response<Body> 
             )
         }
     };
-    match view.policy.edit_block_list(net, add) {
+    match view.core.policy().edit_block_list(net, add) {
         Ok(changed) => {
             tracing::info!(
                 "block list: {} {net} (admin API){}",
                 if add { "added" } else { "removed" },
                 if changed { "" } else { ", no change" }
             );
-            let count = view.policy.block_list().map_or(0, |(l, _)| l.len());
+            let count = view.core.policy().block_list().map_or(0, |(l, _)| l.len());
             json(
                 StatusCode::OK,
                 &json!({ "network": net.to_string(), "blocked": add, "changed": changed,

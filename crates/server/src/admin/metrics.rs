@@ -55,7 +55,7 @@ fn installed() -> &'static Installed {
             );
         }
         describe(&*recorder);
-        crate::fixed_counter::recorder_installed();
+        shoal_tracker::fixed_counter::recorder_installed();
         Installed { recorder, handle }
     })
 }

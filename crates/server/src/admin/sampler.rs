@@ -64,9 +64,9 @@ fn run(view: &TrackerView, stop: &AtomicBool) {
 /// Takes a sample: walks the store, computes rates against the previous sample, and
 /// keeps it.
 pub fn take_sample(view: &TrackerView, previous: &mut Previous) {
-    let (mut s, top) = survey(&view.store, TOP_IN_SAMPLE);
+    let (mut s, top) = survey(view.core.swarms(), TOP_IN_SAMPLE);
     s.top = top;
-    let w = view.ws.torrents.totals();
+    let w = view.core.webtorrent().totals();
     (s.ws_torrents, s.ws_seeders, s.ws_leechers) = (w.torrents, w.seeders, w.leechers);
     s.unix = shoal_swarm::clock::unix_now();
     let c = view.udp_totals();

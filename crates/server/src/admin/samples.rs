@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use shoal_proto::InfoHash;
 use shoal_swarm::TorrentStats;
 
-use crate::swarms::Swarms;
+use shoal_tracker::swarms::Swarms;
 
 /// Most torrents kept in each sample's top list.
 pub const TOP_IN_SAMPLE: usize = 20;

@@ -5,30 +5,27 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::swarms::Swarms;
-
 use super::samples::Samples;
 use super::token::AdminToken;
 use crate::cluster::ClusterView;
 use crate::config::Config;
-use crate::policy::Policy;
 use crate::private::Accounts;
 use crate::reload::Reload;
 use crate::state::StateFile;
 use crate::udp::counters::{self, LocalCounters, WorkerCounters};
 use crate::ws::WsContext;
+use shoal_tracker::Core;
 
 /// The admin listener's view of a running tracker.
 pub struct TrackerView {
     /// The configuration in force (shown on the status page, secrets blanked).
     pub config: Config,
-    pub store: Arc<Swarms>,
     /// The UDP workers' counters.
     pub udp_counters: Vec<Arc<WorkerCounters>>,
     /// The WebTorrent front end's state (its store and open connections).
     pub ws: Arc<WsContext>,
-    /// The access list (queried and edited by the API).
-    pub policy: Arc<Policy>,
+    /// The core: its policy (queried and edited by the API) and its stores.
+    pub core: Arc<Core>,
     /// Private mode's database, tables and ledger (`None` when open).
     pub accounts: Option<Arc<Accounts>>,
     /// The cluster exchange's figures (`None` when the cluster is off).

@@ -27,12 +27,12 @@ use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 use shoal_swarm::journal::{AnyAddr, Change};
 use shoal_swarm::{clock, Peer};
 
-use crate::swarms::Swarms;
+use shoal_tracker::swarms::Swarms;
 
 use super::feed::{
     bucket_of, client_bucket, ClientValue, News, NodeFeed, PeerValue, Record, BUCKETS,
 };
-use crate::private::{PeerRecord, SharedRecord};
+use shoal_tracker::private::{PeerRecord, SharedRecord};
 
 type Fast = foldhash::fast::RandomState;
 type PeerKey = (InfoHash, AnyAddr);
@@ -723,7 +723,7 @@ mod tests {
 
     #[test]
     fn client_records_travel_with_their_times_and_leave_redis_when_old() {
-        use crate::private::{PeerRecord, SharedRecord};
+        use shoal_tracker::private::{PeerRecord, SharedRecord};
         let record = |seen, uploaded| PeerRecord {
             uploaded,
             downloaded: 5,

@@ -25,16 +25,16 @@ use redis::cluster_async::ClusterConnection;
 use redis::{RedisResult, Script};
 use shoal_swarm::clock;
 
-use crate::swarms::Swarms;
+use shoal_tracker::Core;
 
 use super::exchange::{Call, Exchange};
 use super::feed::{self, bucket_base, FEED_SCRIPT, LOG_ROUNDS};
 use super::record::{key_lifetime, ws_keys, EXCHANGE_SCRIPT};
 use super::ws_exchange::{self, WsCall, WsExchange};
 use crate::config::ClusterConfig;
-use crate::private::Ledger;
 use crate::ws::cluster_link::Forwarded;
 use crate::ws::WsContext;
+use shoal_tracker::private::Ledger;
 
 /// Calls of one round in flight at once.
 const IN_FLIGHT: usize = 256;
@@ -135,7 +135,7 @@ impl ClusterNode {
     /// Starts exchanging `store`'s changes (its journal must be on).
     pub fn start(
         config: &ClusterConfig,
-        (store, ws): (Arc<Swarms>, Arc<WsContext>),
+        (core, ws): (Arc<Core>, Arc<WsContext>),
         view: Arc<ClusterView>,
         peer_ttl: u32,
         ledger: Option<Arc<Ledger>>,
@@ -157,7 +157,7 @@ impl ClusterNode {
             every: Duration::from_millis(config.exchange_interval_ms),
             lifetime: key_lifetime(Duration::from_secs(u64::from(peer_ttl))),
             exchange,
-            store,
+            core,
             view: view.clone(),
             script: Script::new(FEED_SCRIPT),
             side: Side {
@@ -255,7 +255,7 @@ struct Round {
     every: Duration,
     lifetime: u64,
     exchange: Exchange,
-    store: Arc<Swarms>,
+    core: Arc<Core>,
     /// Private mode: the accounting ledger, whose client records travel with the peers.
     ledger: Option<Arc<Ledger>>,
     view: Arc<ClusterView>,
@@ -297,7 +297,8 @@ impl Round {
                 }
             }
             let unix = clock::unix_now();
-            self.exchange.record(&self.store.take_changes(), unix);
+            self.exchange
+                .record(&self.core.swarms().take_changes(), unix);
             if let Some(ledger) = &self.ledger {
                 self.exchange
                     .record_clients(&ledger.take_shared(), unix, clock::now());
@@ -387,7 +388,8 @@ impl Round {
             match result.map(feed::parse_answer) {
                 Ok(Some((own, feeds))) => {
                     self.exchange.check_own(&call, own);
-                    self.exchange.apply(&self.store, call.bucket, feeds, unix);
+                    self.exchange
+                        .apply(self.core.swarms(), call.bucket, feeds, unix);
                 }
                 Ok(None) => {
                     // Written, but the answer is not the script's: read it all again.
@@ -398,7 +400,7 @@ impl Round {
                 Err(_) => self.exchange.retry(call),
             }
         }
-        self.exchange.expire(&self.store, unix);
+        self.exchange.expire(self.core.swarms(), unix);
         all_ok &= side_ok;
         if all_ok {
             self.view.last_exchange_unix.store(unix, Ordering::Relaxed);

@@ -156,7 +156,7 @@ impl WsExchange {
             }
             let left = u32::try_from(p.expires - unix).unwrap_or(u32::MAX);
             let conn = link.connection_of(&p.node);
-            ws.torrents.upsert_remote(
+            ws.core.webtorrent().upsert_remote(
                 info_hash,
                 PeerId(peer),
                 conn,
@@ -168,7 +168,7 @@ impl WsExchange {
         let before = self.remote.insert(*info_hash, seen).unwrap_or_default();
         let now_seen = &self.remote[info_hash];
         for gone in before.difference(now_seen) {
-            ws.torrents.remove_remote(info_hash, gone);
+            ws.core.webtorrent().remove_remote(info_hash, gone);
         }
         if now_seen.is_empty() {
             self.remote.remove(info_hash);
@@ -186,10 +186,16 @@ pub fn deliver(ws: &WsContext, message: &Forwarded) -> bool {
             return false;
         };
         let from_conn = link.connection_of(&message.from_node);
-        ws.torrents
-            .accept_remote_offer(&info_hash, &to, (&from, from_conn), offer_id, clock::now())
+        ws.core.webtorrent().accept_remote_offer(
+            &info_hash,
+            &to,
+            (&from, from_conn),
+            offer_id,
+            clock::now(),
+        )
     } else {
-        ws.torrents
+        ws.core
+            .webtorrent()
             .peer_connection(&info_hash, &to)
             .filter(|c| !is_remote(*c))
     };

@@ -1,11 +1,15 @@
 //! The `[rate_limit]` and `[block_list]` sections: the abuse controls asked before the store
-//! (see `policy/rate_limit.rs` and `policy/block_list.rs`). Their own file so that the
-//! config tree's main file only names them; `docs/abuse.md` explains them at length.
+//! (see the core's `policy/rate_limit.rs` and `policy/block_list.rs`), and the core's
+//! [`Policy`] built from the config. Their own file so that the config tree's main file only
+//! names them; `docs/abuse.md` explains them at length.
 
 use std::path::PathBuf;
 
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
+use shoal_tracker::policy::{AccessList, AccessMode, BlockList, Limits, Policy, RateLimit};
+
+use super::AccessModeConfig;
 
 /// Per-source token buckets (one per IPv4 address or IPv6 prefix, in a fixed table).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,4 +73,38 @@ impl RateLimitConfig {
 pub struct BlockListConfig {
     /// File of CIDR ranges, one per line; empty: no block list.
     pub path: PathBuf,
+}
+
+impl RateLimitConfig {
+    /// The core's settings for these limits.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            requests_per_second: self.requests_per_second,
+            burst: self.burst,
+            ipv4_prefix: self.ipv4_prefix,
+            ipv6_prefix: self.ipv6_prefix,
+            buckets: self.buckets,
+        }
+    }
+}
+
+impl super::Config {
+    /// The policy this config asks for (reads the access-list and block-list files).
+    pub fn policy(&self) -> anyhow::Result<Policy> {
+        let mode = match self.access_list.mode {
+            AccessModeConfig::Off => AccessMode::Off,
+            AccessModeConfig::Allow => AccessMode::Allow,
+            AccessModeConfig::Deny => AccessMode::Deny,
+        };
+        let path = self.access_list.path.clone();
+        let mut policy = Policy::new(AccessList::load(mode, &path)?, path);
+        let blocks = &self.block_list.path;
+        if !blocks.as_os_str().is_empty() {
+            policy = policy.with_block_list(BlockList::load(blocks)?, blocks.clone());
+        }
+        if self.rate_limit.enabled {
+            policy = policy.with_rate_limit(RateLimit::new(&self.rate_limit.limits()));
+        }
+        Ok(policy)
+    }
 }

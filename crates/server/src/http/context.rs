@@ -8,14 +8,12 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::swarms::Swarms;
-
 use super::full_scrape::FullScrape;
 use super::proxy::ProxyRules;
 use super::proxy_protocol::ProxyProtocol;
 use crate::config::Config;
-use crate::policy::Policy;
 use crate::ws::WsContext;
+use shoal_tracker::Core;
 
 /// Settings the connections need, copied out of the config.
 #[derive(Clone, Debug)]
@@ -51,9 +49,8 @@ impl HttpSettings {
 
 /// What every connection of every worker shares.
 pub struct HttpContext {
-    pub store: Arc<Swarms>,
-    /// Asked before the store about every announce and scrape.
-    pub policy: Arc<Policy>,
+    /// What every announce and scrape goes through.
+    pub core: Arc<Core>,
     pub settings: HttpSettings,
     pub proxy: ProxyRules,
     /// Which connections begin with a PROXY header; `None` when `http.proxy_protocol` is off.

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::swarms::Swarms;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
@@ -24,8 +23,8 @@ use super::proxy_protocol::{self, ProxyProtocol};
 use super::tls::TlsCerts;
 use super::{at_once, connection};
 use crate::config::Config;
-use crate::policy::Policy;
 use crate::ws::WsContext;
+use shoal_tracker::Core;
 
 /// The running HTTP/HTTPS front end.
 pub struct HttpFrontEnd {
@@ -85,8 +84,7 @@ impl HttpFrontEnd {
     /// and starts the workers. The returned handles include the full-scrape thread.
     pub fn start(
         config: &Config,
-        store: Arc<Swarms>,
-        policy: Arc<Policy>,
+        core: Arc<Core>,
         ws: Arc<WsContext>,
         shutdown: Arc<AtomicBool>,
     ) -> anyhow::Result<Self> {
@@ -106,8 +104,7 @@ impl HttpFrontEnd {
         let mut threads = Vec::new();
         let full_scrape = if config.http.full_scrape {
             let (fs, thread) = FullScrape::start(
-                store.clone(),
-                policy.clone(),
+                core.clone(),
                 config.http.gzip,
                 Duration::from_secs(config.http.full_scrape_interval),
                 shutdown.clone(),
@@ -118,8 +115,7 @@ impl HttpFrontEnd {
             None
         };
         let ctx = Arc::new(HttpContext {
-            store,
-            policy,
+            core,
             settings: HttpSettings::from_config(config),
             proxy: ProxyRules::new(
                 &config.http.proxy_header,

@@ -13,12 +13,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::swarms::Swarms;
 use arc_swap::ArcSwap;
 use shoal_proto::bencode::{write_scrape, ScrapeFile};
 use shoal_proto::InfoHash;
 
-use crate::policy::Policy;
+use shoal_tracker::Core;
 
 /// One build of the full-scrape document.
 #[derive(Debug, Default)]
@@ -30,8 +29,9 @@ pub struct Document {
 }
 
 /// Builds the document from the store as it is now, listing the torrents the policy lets
-/// every client see ([`Policy::lists`]).
-pub fn build(store: &Swarms, policy: &Policy, gzip: bool) -> Document {
+/// every client see (`Policy::lists`).
+pub fn build(core: &Core, gzip: bool) -> Document {
+    let (store, policy) = (core.swarms(), core.policy());
     let mut files: Vec<(InfoHash, ScrapeFile)> = Vec::new();
     store.for_each_torrent(|h, t| {
         if !policy.lists(h) {
@@ -74,13 +74,12 @@ impl FullScrape {
     /// Builds the first document now, then every `every` on a thread of its own (returned,
     /// to be joined after the shutdown flag is set).
     pub fn start(
-        store: Arc<Swarms>,
-        policy: Arc<Policy>,
+        core: Arc<Core>,
         gzip: bool,
         every: Duration,
         shutdown: Arc<AtomicBool>,
     ) -> anyhow::Result<(Self, JoinHandle<()>)> {
-        let doc = Arc::new(ArcSwap::from_pointee(build(&store, &policy, gzip)));
+        let doc = Arc::new(ArcSwap::from_pointee(build(&core, gzip)));
         let thread = {
             let doc = doc.clone();
             std::thread::Builder::new()
@@ -93,7 +92,7 @@ impl FullScrape {
                             continue;
                         }
                         let started = Instant::now();
-                        let d = build(&store, &policy, gzip);
+                        let d = build(&core, gzip);
                         tracing::debug!(
                             "full scrape rebuilt in {:?}: {} torrents, {} bytes",
                             started.elapsed(),

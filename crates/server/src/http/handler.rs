@@ -29,15 +29,12 @@ use shoal_proto::bencode::{write_failure, write_scrape, AnnounceResponse, Peers,
 use shoal_proto::common::Action;
 use shoal_proto::http::{parse_scrape, parse_target, AnnounceRequest, RequestError, Target};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use shoal_swarm::{Announce, Family, PeerSink, TorrentStats};
-
-use crate::private::AccountedAnnounce;
-use crate::swarms::Swarms;
+use shoal_swarm::{Family, PeerSink, TorrentStats};
+use shoal_tracker::fixed_counter::FixedCounter;
+use shoal_tracker::{policy, Core, PeerAnnounce, Protocol, ScrapeOf, Stop, Verdict};
 
 use super::context::HttpContext;
 use super::full_scrape::Document;
-use crate::fixed_counter::FixedCounter;
-use crate::policy::{self, Protocol, Verdict};
 use crate::ws::UpgradeRequest;
 
 /// What the connection does after writing the response.
@@ -166,20 +163,27 @@ enum Reply {
     Limited,
 }
 
-/// The store's announce for `req` into `swarm`, from `addr`.
-fn announce_of<A>(
-    req: &AnnounceRequest<'_>,
-    swarm: InfoHash,
+/// The core's announce for `req` from `source`, listed at `addr`.
+fn announce_of<'a, A>(
+    req: &AnnounceRequest<'a>,
+    source: IpAddr,
     addr: A,
     numwant: usize,
-) -> Announce<A> {
-    Announce {
-        info_hash: swarm,
+    now: u32,
+) -> PeerAnnounce<'a, A> {
+    PeerAnnounce {
+        protocol: Protocol::Http,
+        source,
+        credential: req.path_key,
+        info_hash: req.info_hash,
         peer_id: req.peer_id,
         addr,
+        uploaded: req.uploaded,
+        downloaded: req.downloaded,
+        left: Some(req.left),
         event: req.event,
-        left: req.left,
         numwant,
+        now,
     }
 }
 
@@ -220,29 +224,27 @@ macro_rules! listed {
 listed!(CompactPeerV4, CompactV4, DictV4);
 listed!(CompactPeerV6, CompactV6, DictV6);
 
-/// Records `a` (either family) and lists the peers chosen for it, compact or as
-/// dictionaries.
+/// Runs `a` (either family) through the core and lists the peers chosen for it, compact
+/// or as dictionaries.
 #[inline]
 fn announce_in<'b, A: Listed>(
-    store: &Swarms,
-    a: &Announce<A>,
-    now: u32,
+    core: &Core,
+    a: &PeerAnnounce<'_, A>,
     lists: &'b mut PeerLists<A>,
     (compact, with_ids): (bool, bool),
-    ticket: Option<&AccountedAnnounce>,
-) -> (TorrentStats, Peers<'b>)
+) -> Result<(TorrentStats, Peers<'b>), Stop>
 where
     Vec<A>: PeerSink<A>,
     Vec<(A, PeerId)>: PeerSink<A>,
 {
     if compact {
         lists.compact.clear();
-        let st = store.announce_accounted(a, now, &mut lists.compact, ticket);
-        (st, A::compact(&lists.compact))
+        let st = core.announce(a, &mut lists.compact)?;
+        Ok((st, A::compact(&lists.compact)))
     } else {
         lists.dict.clear();
-        let st = store.announce_accounted(a, now, &mut lists.dict, ticket);
-        (st, A::dict(&lists.dict, with_ids))
+        let st = core.announce(a, &mut lists.dict)?;
+        Ok((st, A::dict(&lists.dict, with_ids)))
     }
 }
 
@@ -371,7 +373,7 @@ impl Handler {
                     Ok(()) if self.hashes.is_empty() => {
                         // A document for no client in particular: only the source rules.
                         let ip = client_ip.unwrap_or(remote.ip());
-                        match self.ctx.policy.source(ip) {
+                        match self.ctx.core.policy().source(ip) {
                             Verdict::Admit => return self.full_scrape(f.accepts_gzip, close, out),
                             verdict => (Action::Scrape, self.stopped(verdict)),
                         }
@@ -427,23 +429,17 @@ impl Handler {
         write_failure(&mut self.body, &msg[..n]);
     }
 
-    /// Asks the policy about `req`: the swarm to serve it from, or how the request ended
-    /// (a refusal's reason is written into the body as a bencoded failure).
+    /// How a request the core did not serve ends: a refusal's reason is written into the
+    /// body as a bencoded failure; the rest as [`Handler::stopped`] says.
     #[inline]
-    fn admitted(
-        &mut self,
-        req: &policy::Request<'_>,
-        ticket: Option<&mut Option<AccountedAnnounce>>,
-    ) -> Result<InfoHash, Reply> {
-        match self.ctx.policy.check_accounted(req, ticket) {
-            Verdict::Admit => Ok(*req.info_hash),
-            Verdict::AdmitAs(swarm) => Ok(swarm),
-            Verdict::Refuse(reason) => {
+    fn not_served(&mut self, stop: Stop) -> Reply {
+        match stop {
+            Stop::Refuse(reason) => {
                 self.body.clear();
                 write_failure(&mut self.body, reason.as_bytes());
-                Err(Reply::Failed)
+                Reply::Failed
             }
-            verdict => Err(self.stopped(verdict)),
+            stop => self.stopped(stop.verdict()),
         }
     }
 
@@ -470,49 +466,39 @@ impl Handler {
             }
         };
         let now = shoal_swarm::clock::now();
-        // A private announce's accounting travels with it to the store.
-        let mut ticket = None;
-        let wants = self.ctx.store.takes_tickets().then_some(&mut ticket);
-        let swarm = match self.admitted(
-            &policy::Request {
-                protocol: Protocol::Http,
-                action: policy::Action::Announce,
-                source: client_ip,
-                info_hash: &req.info_hash,
-                peer_id: Some(&req.peer_id),
-                credential: req.path_key,
-                counters: Some(policy::Counters {
-                    uploaded: req.uploaded,
-                    downloaded: req.downloaded,
-                    left: Some(req.left),
-                    event: req.event,
-                    now,
-                }),
-            },
-            wants,
-        ) {
-            Ok(swarm) => swarm,
-            Err(reply) => return reply,
-        };
         let s = &self.ctx;
         let ip = match req.ip {
             Some(claimed) if s.settings.allow_ip_field => claimed,
             _ => client_ip,
         }
         .to_canonical();
-        let numwant = s.store.numwant(req.numwant);
-        let (store, compact, with_ids) = (&*s.store, req.compact, !req.no_peer_id);
-        let (st, peers) = match ip {
+        let numwant = s.core.swarms().numwant(req.numwant);
+        let (core, form) = (&*s.core, (req.compact, !req.no_peer_id));
+        let served = match ip {
             IpAddr::V4(v4) => {
-                let a = announce_of(&req, swarm, CompactPeerV4::new(v4, req.port), numwant);
-                let t = ticket.as_ref();
-                announce_in(store, &a, now, &mut self.v4, (compact, with_ids), t)
+                let a = announce_of(
+                    &req,
+                    client_ip,
+                    CompactPeerV4::new(v4, req.port),
+                    numwant,
+                    now,
+                );
+                announce_in(core, &a, &mut self.v4, form)
             }
             IpAddr::V6(v6) => {
-                let a = announce_of(&req, swarm, CompactPeerV6::new(v6, req.port), numwant);
-                let t = ticket.as_ref();
-                announce_in(store, &a, now, &mut self.v6, (compact, with_ids), t)
+                let a = announce_of(
+                    &req,
+                    client_ip,
+                    CompactPeerV6::new(v6, req.port),
+                    numwant,
+                    now,
+                );
+                announce_in(core, &a, &mut self.v6, form)
             }
+        };
+        let (st, peers) = match served {
+            Ok(served) => served,
+            Err(stop) => return self.not_served(stop),
         };
         self.body.clear();
         AnnounceResponse {
@@ -532,22 +518,16 @@ impl Handler {
         self.files.clear();
         for i in 0..self.hashes.len() {
             let h = self.hashes[i];
-            let swarm = match self.admitted(
-                &policy::Request {
-                    protocol: Protocol::Http,
-                    action: policy::Action::Scrape,
-                    source: client_ip,
-                    info_hash: &h,
-                    peer_id: None,
-                    credential,
-                    counters: None,
-                },
-                None,
-            ) {
-                Ok(swarm) => swarm,
-                Err(reply) => return reply,
+            let scraped = self.ctx.core.scrape(&ScrapeOf {
+                protocol: Protocol::Http,
+                source: client_ip,
+                credential,
+                info_hash: &h,
+            });
+            let st = match scraped {
+                Ok(st) => st,
+                Err(stop) => return self.not_served(stop),
             };
-            let st = self.ctx.store.scrape(&swarm);
             self.files.push((
                 h,
                 ScrapeFile {
@@ -592,8 +572,8 @@ impl Handler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::seen::{self, Seen};
-    use crate::policy::RATE_LIMITED;
+    use shoal_tracker::policy::seen::{self, Seen};
+    use shoal_tracker::policy::RATE_LIMITED;
 
     #[test]
     fn the_request_counters_are_where_count_looks() {
@@ -616,21 +596,19 @@ mod tests {
     }
 
     fn ctx() -> Arc<HttpContext> {
-        ctx_with(crate::policy::Policy::default())
+        ctx_with(shoal_tracker::policy::Policy::default())
     }
 
-    fn ctx_with(policy: crate::policy::Policy) -> Arc<HttpContext> {
+    fn ctx_with(policy: shoal_tracker::policy::Policy) -> Arc<HttpContext> {
         let config = crate::Config::default();
-        let store = Arc::new(Swarms::Open(shoal_swarm::Store::new(config.store_config())));
-        let policy = Arc::new(policy);
+        let core = crate::open_core(&config, policy);
         Arc::new(HttpContext {
-            store,
-            policy: policy.clone(),
+            core: core.clone(),
             settings: super::super::HttpSettings::from_config(&config),
             proxy: super::super::proxy::ProxyRules::new("", 1, &[]).unwrap(),
             proxy_protocol: None,
             full_scrape: None,
-            ws: Arc::new(crate::ws::WsContext::new(&config, policy)),
+            ws: Arc::new(crate::ws::WsContext::new(&config, core)),
             open: Default::default(),
         })
     }
@@ -727,7 +705,7 @@ mod tests {
 
     #[test]
     fn over_the_limit_is_429_then_a_close_and_blocked_is_a_silent_close() {
-        let policy = crate::policy::Policy::default().guarded(1, 1);
+        let policy = shoal_tracker::policy::Policy::default().guarded(1, 1);
         let mut h = Handler::new(ctx_with(policy));
         let raw = format!(
             "GET /announce?info_hash={IH}&peer_id=-qB4520-abcdefghijkl&port=1&left=7 \
@@ -780,10 +758,14 @@ mod tests {
         req.parse(raw.as_bytes()).unwrap();
         let remote = "[::ffff:127.0.0.9]:5555".parse().unwrap();
         Handler::new(ctx.clone()).handle(&req, remote, b"", &mut Vec::new());
-        let peers = ctx.store.torrent_peers(&InfoHash([1; 20])).map(|t| {
-            let v4: Vec<_> = t.v4.iter().map(|p| p.addr.addr()).collect();
-            (v4, t.v6.len())
-        });
+        let peers = ctx
+            .core
+            .swarms()
+            .torrent_peers(&InfoHash([1; 20]))
+            .map(|t| {
+                let v4: Vec<_> = t.v4.iter().map(|p| p.addr.addr()).collect();
+                (v4, t.v6.len())
+            });
         assert_eq!(peers, Some((vec!["127.0.0.9:7".parse().unwrap()], 0)));
     }
 

@@ -24,19 +24,58 @@ use std::time::Duration;
 
 use anyhow::Context;
 use parking_lot::Mutex;
-use shoal_accounts::{ClientPrefix, Database, Torrent, User, UserStats, Written};
+use shoal_accounts::{ClientPrefix, Database, Loaded, Torrent, User, UserStats, Written};
 use shoal_proto::InfoHash;
 use shoal_swarm::clock;
 
-use super::credit::Delta;
-use super::ledger::{Ledger, LedgerConfig};
 use super::ledger_file::{self, LedgerFile};
-use super::members::{Member, Members, Registered};
 use crate::config::Config;
+use shoal_tracker::private::credit::Delta;
+use shoal_tracker::private::ledger::{Ledger, LedgerConfig};
+use shoal_tracker::private::members::{Member, Members, Registered, Roster};
 
 /// The bound on one database operation: a write during an outage fails after this and is
 /// retried at the next flush, rather than holding the writer.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What the announce path needs of a user row.
+fn member(u: &User) -> Member {
+    Member {
+        id: u.id,
+        enabled: u.enabled,
+        can_download: u.can_download,
+        download_factor: u.download_factor,
+        upload_factor: u.upload_factor,
+    }
+}
+
+/// What the announce path needs of a torrent row.
+fn registered(t: &Torrent) -> Registered {
+    Registered {
+        id: t.id.unwrap_or_default(),
+        swarm: InfoHash(t.info_hash),
+        v2: t.info_hash_v2.map(InfoHash),
+        download_factor: t.download_factor,
+        upload_factor: t.upload_factor,
+    }
+}
+
+/// The tables' share of what the database holds.
+fn roster(loaded: &Loaded) -> Roster {
+    Roster {
+        users: loaded
+            .users
+            .iter()
+            .map(|u| (u.passkey.as_str().into(), member(u)))
+            .collect(),
+        torrents: loaded.torrents.iter().map(registered).collect(),
+        clients: loaded
+            .clients
+            .iter()
+            .map(|c| c.0.as_bytes().into())
+            .collect(),
+    }
+}
 
 /// What one flush did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -84,7 +123,10 @@ impl Accounts {
         let loaded = runtime
             .block_on(db.load())
             .context("loading users, torrents and clients")?;
-        let members = Arc::new(Members::new(&loaded, config.private.client_allow_list));
+        let members = Arc::new(Members::new(
+            &roster(&loaded),
+            config.private.client_allow_list,
+        ));
         let ledger = Arc::new(Ledger::new(LedgerConfig {
             max_pending: config.private.max_pending_accounts,
             ..LedgerConfig::for_interval(config.announce.interval)
@@ -163,7 +205,7 @@ impl Accounts {
         let db = self.db.clone();
         let stored = user.clone();
         self.run(async move { db.put_user(&stored).await })?;
-        self.members.put_user(&user.passkey, Member::from(&user));
+        self.members.put_user(&user.passkey, member(&user));
         self.publish_counts();
         Ok(())
     }
@@ -194,7 +236,7 @@ impl Accounts {
         let db = self.db.clone();
         let stored = torrent.clone();
         let id = self.run(async move { db.put_torrent(&stored).await })?;
-        let registered = Registered::from(&Torrent {
+        let registered = registered(&Torrent {
             id: Some(id),
             ..torrent
         });
@@ -230,7 +272,7 @@ impl Accounts {
                 db.delete_client(&stored).await
             }
         })?;
-        self.members.edit_client(&prefix, add);
+        self.members.edit_client(prefix.0.as_bytes(), add);
         self.publish_counts();
         Ok(changed)
     }
@@ -240,7 +282,7 @@ impl Accounts {
         let _guard = self.editing.lock();
         let db = self.db.clone();
         let loaded = self.run(async move { db.load().await })?;
-        self.members.replace(&loaded);
+        self.members.replace(&roster(&loaded));
         self.publish_counts();
         Ok(self.members.counts())
     }

@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use shoal_proto::PeerId;
 
-use super::credit::{Delta, PeerRecord};
-use super::ledger::SavedPeer;
+use shoal_tracker::private::credit::{Delta, PeerRecord};
+use shoal_tracker::private::ledger::SavedPeer;
 
 const MAGIC: &[u8; 8] = b"SHOALLDG";
 const VERSION: u32 = 1;

@@ -19,8 +19,8 @@ use super::connection_id::ConnectionIds;
 use super::counters::{self, WorkerCounters};
 use super::handler::{Handler, HandlerConfig, Now};
 use crate::config::Config;
-use crate::policy::Policy;
 use shoal_datagrams::{Datagrams, Wait};
+use shoal_tracker::Core;
 
 /// Bytes kept for one received datagram: a scrape of 100 hashes is 2016 bytes.
 const RECV_SLOT: usize = 2048;
@@ -96,8 +96,7 @@ impl UdpFrontEnd {
     /// Binds every socket (so errors surface before anything runs) and starts the workers.
     pub fn start(
         config: &Config,
-        store: Arc<crate::swarms::Swarms>,
-        policy: Arc<Policy>,
+        core: Arc<Core>,
         ids: ConnectionIds,
         shutdown: Arc<AtomicBool>,
     ) -> anyhow::Result<Self> {
@@ -127,12 +126,7 @@ impl UdpFrontEnd {
         for (i, socket) in sockets.into_iter().enumerate() {
             let worker_counters = Arc::new(WorkerCounters::default());
             counters.push(worker_counters.clone());
-            let mut handler = Handler::new(
-                store.clone(),
-                policy.clone(),
-                ids.clone(),
-                settings.handler.clone(),
-            );
+            let mut handler = Handler::new(core.clone(), ids.clone(), settings.handler.clone());
             let shutdown = shutdown.clone();
             let batch = settings.batch_size;
             let thread = std::thread::Builder::new()

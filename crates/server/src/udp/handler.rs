@@ -36,15 +36,12 @@ use shoal_proto::udp::{
     url_data_path, AnnounceHeader, AnnounceRequest, ConnectionId, Request, RequestParseError,
     Response, ScrapeRequest, ScrapeStats, TransactionId, ANNOUNCE_REQUEST_LEN, URL_PATH_BUFFER,
 };
-use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
-use shoal_swarm::{Announce, Family, PeerSink, TorrentStats};
-
-use crate::private::AccountedAnnounce;
-use crate::swarms::Swarms;
+use shoal_proto::{CompactPeerV4, CompactPeerV6};
+use shoal_swarm::{Family, PeerSink};
+use shoal_tracker::{Action, Core, PeerAnnounce, Protocol, ScrapeOf, Stop, Verdict};
 
 use super::connection_id::{ConnectionIds, IdCheck};
 use super::counters::LocalCounters;
-use crate::policy::{self, Policy, Protocol, Verdict};
 
 /// Most peers in an IPv6 announce reply: 1,232 bytes of payload (the IPv6 minimum MTU of
 /// 1,280 less the IPv6 and UDP headers) less the 20-byte header, 18 bytes a peer.
@@ -60,8 +57,7 @@ pub struct HandlerConfig {
 
 /// One worker's request handler.
 pub struct Handler {
-    store: Arc<Swarms>,
-    policy: Arc<Policy>,
+    core: Arc<Core>,
     ids: ConnectionIds,
     config: HandlerConfig,
     peers_v4: Vec<CompactPeerV4>,
@@ -92,17 +88,11 @@ impl Now {
 }
 
 impl Handler {
-    pub fn new(
-        store: Arc<Swarms>,
-        policy: Arc<Policy>,
-        ids: ConnectionIds,
-        config: HandlerConfig,
-    ) -> Self {
-        let max = store.config().max_numwant;
+    pub fn new(core: Arc<Core>, ids: ConnectionIds, config: HandlerConfig) -> Self {
+        let max = core.swarms().config().max_numwant;
         let scrape = config.max_scrape_hashes;
         Self {
-            store,
-            policy,
+            core,
             ids,
             config,
             peers_v4: Vec::with_capacity(max),
@@ -145,7 +135,7 @@ impl Handler {
         let mut action = None;
         let len = match Request::parse(packet) {
             Ok(Request::Connect(r)) => {
-                if self.refused(ip, self.policy.unproven_source(ip)) {
+                if self.refused(ip, self.core.policy().unproven_source(ip)) {
                     return None;
                 }
                 self.counters.connect += 1;
@@ -160,7 +150,7 @@ impl Handler {
                     return None;
                 }
                 self.counters.announce += 1;
-                action = Some(policy::Action::Announce);
+                action = Some(Action::Announce);
                 // `parse` checked the announce's length; its BEP 41 options follow it.
                 let options = packet.get(ANNOUNCE_REQUEST_LEN..).unwrap_or_default();
                 self.announce(&r, options, ip, now, out)
@@ -170,7 +160,7 @@ impl Handler {
                     return None;
                 }
                 self.counters.scrape += 1;
-                action = Some(policy::Action::Scrape);
+                action = Some(Action::Scrape);
                 self.scrape(&r, ip, out)
             }
             Err(RequestParseError::Unanswerable) => {
@@ -194,8 +184,8 @@ impl Handler {
             if out[..4] == shoal_proto::udp::ACTION_ERROR.to_be_bytes() {
                 self.counters.errors += 1;
                 match action {
-                    Some(policy::Action::Announce) => self.counters.announce_errors += 1,
-                    Some(policy::Action::Scrape) => self.counters.scrape_errors += 1,
+                    Some(Action::Announce) => self.counters.announce_errors += 1,
+                    Some(Action::Scrape) => self.counters.scrape_errors += 1,
                     None => {}
                 }
             }
@@ -234,23 +224,20 @@ impl Handler {
         true
     }
 
-    /// The policy's verdict on `req`: `Ok` to serve it, or the reply to give instead (an
-    /// error datagram, or none).
+    /// The reply for a request the core did not serve: an error datagram, or none.
     #[inline]
-    fn admitted(
+    fn stopped(
         &mut self,
-        req: &policy::Request<'_>,
-        transaction_id: TransactionId,
+        stop: Stop,
+        source: IpAddr,
+        tid: TransactionId,
         out: &mut [u8],
-        ticket: Option<&mut Option<AccountedAnnounce>>,
-    ) -> Result<InfoHash, Option<usize>> {
-        match self.policy.check_accounted(req, ticket) {
-            Verdict::Admit => Ok(*req.info_hash),
-            Verdict::AdmitAs(swarm) => Ok(swarm),
-            Verdict::Refuse(reason) => Err(error(transaction_id, reason, out)),
-            verdict @ (Verdict::Drop | Verdict::Limited | Verdict::Blocked) => {
-                self.refused(req.source, verdict);
-                Err(None)
+    ) -> Option<usize> {
+        match stop {
+            Stop::Refuse(reason) => error(tid, reason, out),
+            Stop::Drop | Stop::Limited | Stop::Blocked => {
+                self.refused(source, stop.verdict());
+                None
             }
         }
     }
@@ -273,48 +260,41 @@ impl Handler {
             // No URL data, or URL data that is no tracker path: advisory, so served.
             None | Some(Err(_)) => None,
         };
-        let req = policy::Request {
-            protocol: Protocol::Udp,
-            action: policy::Action::Announce,
-            source: ip,
-            info_hash: &r.info_hash,
-            peer_id: Some(&r.peer_id),
-            credential,
-            counters: Some(policy::Counters {
-                uploaded: r.uploaded,
-                downloaded: r.downloaded,
-                left: Some(r.left),
-                event: r.event,
-                now: now.store,
-            }),
-        };
-        // A private announce's accounting travels with it to the store.
-        let mut ticket = None;
-        let wants = self.store.takes_tickets().then_some(&mut ticket);
-        let swarm = match self.admitted(&req, r.transaction_id, out, wants) {
-            Ok(swarm) => swarm,
-            Err(reply) => return reply,
-        };
-        let numwant = self.store.numwant(Some(i64::from(r.numwant)));
+        let numwant = self.core.swarms().numwant(Some(i64::from(r.numwant)));
         let claimed = Ipv4Addr::from(r.ip);
-        let ip = if self.config.allow_ip_field && !claimed.is_unspecified() {
+        let peer_ip = if self.config.allow_ip_field && !claimed.is_unspecified() {
             IpAddr::V4(claimed)
         } else {
             ip
         };
-        let (store, now) = (&*self.store, now.store);
-        let (stats, is_v4) = match ip {
+        let (stats, is_v4) = match peer_ip {
             IpAddr::V4(v4) => {
-                let a = announce_of(r, swarm, CompactPeerV4::new(v4, r.port), numwant);
-                let peers = &mut self.peers_v4;
-                (announce_in(store, &a, now, peers, ticket.as_ref()), true)
+                let a = announce_of(
+                    r,
+                    ip,
+                    credential,
+                    CompactPeerV4::new(v4, r.port),
+                    numwant,
+                    now,
+                );
+                (announce_in(&self.core, &a, &mut self.peers_v4), true)
             }
             IpAddr::V6(v6) => {
                 let numwant = numwant.min(V6_MAX_PEERS);
-                let a = announce_of(r, swarm, CompactPeerV6::new(v6, r.port), numwant);
-                let peers = &mut self.peers_v6;
-                (announce_in(store, &a, now, peers, ticket.as_ref()), false)
+                let a = announce_of(
+                    r,
+                    ip,
+                    credential,
+                    CompactPeerV6::new(v6, r.port),
+                    numwant,
+                    now,
+                );
+                (announce_in(&self.core, &a, &mut self.peers_v6), false)
             }
+        };
+        let stats = match stats {
+            Ok(stats) => stats,
+            Err(stop) => return self.stopped(stop, ip, r.transaction_id, out),
         };
         let header = AnnounceHeader {
             transaction_id: r.transaction_id,
@@ -343,21 +323,17 @@ impl Handler {
         }
         self.scrape.clear();
         for info_hash in r.info_hashes {
-            let req = policy::Request {
+            let scraped = self.core.scrape(&ScrapeOf {
                 protocol: Protocol::Udp,
-                action: policy::Action::Scrape,
                 source: ip,
-                info_hash,
-                peer_id: None,
                 // Scrape datagrams carry no BEP 41 URL data (see the module docs).
                 credential: None,
-                counters: None,
+                info_hash,
+            });
+            let st = match scraped {
+                Ok(st) => st,
+                Err(stop) => return self.stopped(stop, ip, r.transaction_id, out),
             };
-            let swarm = match self.admitted(&req, r.transaction_id, out, None) {
-                Ok(swarm) => swarm,
-                Err(reply) => return reply,
-            };
-            let st = self.store.scrape(&swarm);
             self.scrape
                 .push(ScrapeStats::new(st.seeders, st.completed, st.leechers));
         }
@@ -369,32 +345,43 @@ impl Handler {
     }
 }
 
-/// The store's announce for `r` into `swarm`, from `addr` (either family).
-fn announce_of<A>(r: &AnnounceRequest, swarm: InfoHash, addr: A, numwant: usize) -> Announce<A> {
-    Announce {
-        info_hash: swarm,
+/// The core's announce for `r` from `source`, listed at `addr` (either family).
+fn announce_of<'a, A>(
+    r: &AnnounceRequest,
+    source: IpAddr,
+    credential: Option<&'a str>,
+    addr: A,
+    numwant: usize,
+    now: Now,
+) -> PeerAnnounce<'a, A> {
+    PeerAnnounce {
+        protocol: Protocol::Udp,
+        source,
+        credential,
+        info_hash: r.info_hash,
         peer_id: r.peer_id,
         addr,
+        uploaded: r.uploaded,
+        downloaded: r.downloaded,
+        left: Some(r.left),
         event: r.event,
-        left: r.left,
         numwant,
+        now: now.store,
     }
 }
 
-/// Records announce `a`, the chosen peers into `peers`.
+/// Runs announce `a` through the core, the chosen peers into `peers`.
 #[inline]
 fn announce_in<A: Family>(
-    store: &Swarms,
-    a: &Announce<A>,
-    now: u32,
+    core: &Core,
+    a: &PeerAnnounce<'_, A>,
     peers: &mut Vec<A>,
-    ticket: Option<&AccountedAnnounce>,
-) -> TorrentStats
+) -> Result<shoal_swarm::TorrentStats, Stop>
 where
     Vec<A>: PeerSink<A>,
 {
     peers.clear();
-    store.announce_accounted(a, now, peers, ticket)
+    core.announce(a, peers)
 }
 
 fn error(transaction_id: TransactionId, message: &str, out: &mut [u8]) -> Option<usize> {
@@ -408,25 +395,24 @@ fn error(transaction_id: TransactionId, message: &str, out: &mut [u8]) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::seen::{self, Seen};
     use shoal_proto::udp::{
         write_url_data_option, ACTION_ANNOUNCE, ACTION_CONNECT, ACTION_SCRAPE, PROTOCOL_ID,
     };
+    use shoal_tracker::policy::seen::{self, Seen};
+    use shoal_tracker::policy::{self, Policy};
 
     fn handler() -> Handler {
         handler_with(Policy::default())
     }
 
     fn handler_with(policy: Policy) -> Handler {
-        let store = Arc::new(Swarms::Open(shoal_swarm::Store::new(
-            crate::Config::default().store_config(),
-        )));
+        let core = crate::open_core(&crate::Config::default(), policy);
         let config = HandlerConfig {
             max_scrape_hashes: 10,
             ..HandlerConfig::default()
         };
         let ids = ConnectionIds::new([7; 16], 120);
-        Handler::new(store, Arc::new(policy), ids, config)
+        Handler::new(core, ids, config)
     }
 
     const SRC: &str = "127.0.0.1:6881";

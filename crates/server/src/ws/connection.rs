@@ -210,7 +210,7 @@ where
                 let (reason, end) = match verdict {
                     Verdict::Continue => continue,
                     Verdict::Close => ("too many bad messages", End::Misbehaved),
-                    Verdict::Limited => (crate::policy::RATE_LIMITED, End::RateLimited),
+                    Verdict::Limited => (shoal_tracker::policy::RATE_LIMITED, End::RateLimited),
                     Verdict::Blocked => ("refused", End::Blocked),
                 };
                 break (end, Some((CloseCode::POLICY_VIOLATION, reason)));
@@ -249,7 +249,7 @@ where
 fn hand_over(own: &Replies, replies: &mut Vec<Text>) {
     for r in replies.drain(..) {
         if !own.push(Message::text(r)) {
-            crate::fixed_counter::fixed_counter!("shoal_ws_replies_dropped_total").increment(1);
+            shoal_tracker::fixed_counter!("shoal_ws_replies_dropped_total").increment(1);
         }
     }
 }

@@ -1,5 +1,6 @@
-//! What every WebTorrent connection shares: [`WsContext`] (the settings, the policy, the
-//! [`WebTorrentStore`] of connection-keyed swarms, the [`Registry`] of outgoing queues,
+//! What every WebTorrent connection shares: [`WsContext`] (the settings, the tracker's
+//! [`Core`] whose WebTorrent store keeps the connection-keyed swarms, the [`Registry`] of
+//! outgoing queues,
 //! the connection count) and the [`WsSettings`] taken from the config. Its own file so that
 //! the connection task and the handler import it from a sibling.
 
@@ -7,12 +8,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_swarm::webtorrent::{WebTorrentStore, WsCleanReport, WsStoreConfig};
+use shoal_swarm::webtorrent::WsStoreConfig;
 
 use super::cluster_link::WsLink;
 use super::registry::Registry;
 use crate::config::{Config, WsConfig};
-use crate::policy::Policy;
+use shoal_tracker::Core;
 
 /// Settings of the WebTorrent front end, resolved from the config.
 #[derive(Clone, Debug)]
@@ -50,9 +51,9 @@ impl WsSettings {
 /// and pass it (in an `Arc`) to every `serve_upgrade`.
 pub struct WsContext {
     pub settings: WsSettings,
-    /// The tracker's policy, asked before the store like every front end's.
-    pub policy: Arc<Policy>,
-    pub torrents: WebTorrentStore,
+    /// The tracker's core: every announce and scrape goes through it, and answers are
+    /// matched against its WebTorrent store.
+    pub core: Arc<Core>,
     pub registry: Registry,
     /// The cluster exchange's link, when the cluster is on.
     pub cluster: Option<Arc<WsLink>>,
@@ -63,12 +64,11 @@ pub struct WsContext {
 impl WsContext {
     /// The WebTorrent state for a tracker configured by `config`, under `policy` (the
     /// tracker's, so a reload applies to WebTorrent too).
-    pub fn new(config: &Config, policy: Arc<Policy>) -> Self {
+    pub fn new(config: &Config, core: Arc<Core>) -> Self {
         let settings = WsSettings::from_config(config);
         Self {
-            torrents: WebTorrentStore::new(settings.store.clone()),
             settings,
-            policy,
+            core,
             registry: Registry::new(),
             cluster: config
                 .cluster
@@ -82,11 +82,6 @@ impl WsContext {
     /// WebSocket connections open right now.
     pub fn open_connections(&self) -> usize {
         self.open.load(Ordering::Relaxed)
-    }
-
-    /// Expires WebTorrent peers and offers; the tracker's cleaner calls it.
-    pub fn clean(&self, now: u32) -> WsCleanReport {
-        self.torrents.clean(now)
     }
 
     /// Takes a connection slot, if one is free.

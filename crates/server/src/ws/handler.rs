@@ -19,14 +19,15 @@ use shoal_proto::ws::{
 use std::net::IpAddr;
 
 use shoal_proto::{AnnounceEvent, InfoHash};
-use shoal_swarm::webtorrent::{is_remote, ConnectionId, OfferTarget, WsAnnounce};
+use shoal_swarm::webtorrent::{is_remote, ConnectionId, OfferTarget};
+use shoal_swarm::TorrentStats;
 
 use super::cluster_link::{Forwarded, Outgoing};
 use super::connection_peers::{ConnectionPeers, Pair};
 use super::context::WsContext;
 use super::registry::Delivery;
 use super::Text;
-use crate::policy::{self, Protocol};
+use shoal_tracker::{policy, PeerAnnounce, Protocol, ScrapeOf, Stop};
 
 /// A connection's own state, as the handler sees it.
 pub struct ConnState {
@@ -84,10 +85,10 @@ fn stopped(verdict: policy::Verdict) -> Option<Verdict> {
 
 /// Counts a request whose action and result are literals (see [`FixedCounter`]).
 ///
-/// [`FixedCounter`]: crate::fixed_counter::FixedCounter
+/// [`FixedCounter`]: shoal_tracker::fixed_counter::FixedCounter
 macro_rules! count {
     ($action:literal, $result:literal) => {
-        crate::fixed_counter::fixed_counter!("shoal_requests_total",
+        shoal_tracker::fixed_counter!("shoal_requests_total",
             "protocol" => "ws", "action" => $action, "result" => $result)
         .increment(1)
     };
@@ -96,16 +97,16 @@ macro_rules! count {
 /// Counts a relayed offer or answer by what became of it.
 macro_rules! relay {
     ($what:literal, $delivery:expr) => {{
-        use crate::fixed_counter::fixed_counter;
+
         match $delivery {
             Delivery::Queued => {
-                fixed_counter!("shoal_ws_relayed_total", "message" => $what, "result" => "ok")
+                shoal_tracker::fixed_counter!("shoal_ws_relayed_total", "message" => $what, "result" => "ok")
             }
             Delivery::Gone => {
-                fixed_counter!("shoal_ws_relayed_total", "message" => $what, "result" => "gone")
+                shoal_tracker::fixed_counter!("shoal_ws_relayed_total", "message" => $what, "result" => "gone")
             }
             Delivery::Dropped => {
-                fixed_counter!("shoal_ws_relayed_total", "message" => $what, "result" => "dropped")
+                shoal_tracker::fixed_counter!("shoal_ws_relayed_total", "message" => $what, "result" => "dropped")
             }
         }
         .increment(1)
@@ -126,32 +127,14 @@ fn announcing(info_hash: InfoHash) -> FailureContext {
     }
 }
 
-/// The policy's verdict on one request of `conn`'s client: a scrape of `info_hash`, or
-/// (with `announce`) an announce.
+/// One info hash of a scrape by `conn`'s client, through the core.
 #[inline]
-fn verdict(
-    ctx: &WsContext,
-    conn: &ConnState,
-    info_hash: &InfoHash,
-    announce: Option<(&ws::Announce<'_>, u32)>,
-) -> policy::Verdict {
-    ctx.policy.check(&policy::Request {
+fn scraped(ctx: &WsContext, conn: &ConnState, info_hash: &InfoHash) -> Result<TorrentStats, Stop> {
+    ctx.core.scrape_webrtc(&ScrapeOf {
         protocol: Protocol::Ws,
-        action: match announce {
-            Some(_) => policy::Action::Announce,
-            None => policy::Action::Scrape,
-        },
         source: conn.source,
-        info_hash,
-        peer_id: announce.map(|(a, _)| &a.peer_id),
         credential: conn.credential.as_deref(),
-        counters: announce.map(|(a, now)| policy::Counters {
-            uploaded: a.uploaded,
-            downloaded: a.downloaded,
-            left: a.left,
-            event: a.event,
-            now,
-        }),
+        info_hash,
     })
 }
 
@@ -234,36 +217,7 @@ fn announce(
     replies: &mut Vec<Text>,
 ) -> Verdict {
     let context = announcing(a.info_hash);
-    match verdict(ctx, conn, &a.info_hash, Some((a, now))) {
-        // A v2 hash stays its own swarm here: relayed offers name the hash their receivers
-        // announced, and WebTorrent clients announce one hash per torrent.
-        policy::Verdict::Admit | policy::Verdict::AdmitAs(_) => {}
-        policy::Verdict::Refuse(reason) => {
-            count!("announce", "refused");
-            replies.push(failure(reason, context));
-            return Verdict::Continue;
-        }
-        policy::Verdict::Drop => {
-            count!("announce", "dropped");
-            return Verdict::Continue;
-        }
-        stop @ (policy::Verdict::Limited | policy::Verdict::Blocked) => {
-            count!("announce", "dropped");
-            return stopped(stop).unwrap_or(Verdict::Continue);
-        }
-    }
     let key = (a.info_hash, a.peer_id);
-    if a.event != AnnounceEvent::Stopped
-        && conn.peers.len() >= ctx.settings.limits.max_torrents_per_connection
-        && !conn.peers.contains(&key)
-    {
-        // Room for the new torrent: the connection's least recently announced one leaves
-        // its swarm (no error: see `connection_peers`).
-        if let Some(oldest) = conn.peers.pop_oldest() {
-            leave(ctx, conn.id, [oldest]);
-            count!("announce", "evicted");
-        }
-    }
     // As many offers as the client sent, asked for, and the server allows.
     let n = a.offers.len().min(ctx.settings.limits.max_offers).min(
         a.numwant
@@ -272,24 +226,52 @@ fn announce(
     conn.offer_ids.clear();
     conn.offer_ids
         .extend(a.offers[..n].iter().map(|o| o.offer_id));
-    // Offers go only to peers that can take them now (a remote peer's node decides there).
-    let outcome = ctx.torrents.announce_to(
-        &WsAnnounce {
-            info_hash: a.info_hash,
-            peer_id: a.peer_id,
-            conn: conn.id,
-            event: a.event,
-            seeder: a.is_seeder(),
-        },
-        &conn.offer_ids,
+    let announce = PeerAnnounce {
+        protocol: Protocol::Ws,
+        source: conn.source,
+        credential: conn.credential.as_deref(),
+        info_hash: a.info_hash,
+        peer_id: a.peer_id,
+        addr: (),
+        uploaded: a.uploaded,
+        downloaded: a.downloaded,
+        left: a.left,
+        event: a.event,
+        numwant: 0,
         now,
+    };
+    // Offers go only to peers that can take them now (a remote peer's node decides there).
+    let announced = ctx.core.announce_webrtc(
+        &announce,
+        conn.id,
+        &conn.offer_ids,
         &mut conn.targets,
         |to| is_remote(to) || ctx.registry.takes_offers(to),
     );
+    let outcome = match announced {
+        Ok(outcome) => outcome,
+        Err(Stop::Refuse(reason)) => {
+            count!("announce", "refused");
+            replies.push(failure(reason, context));
+            return Verdict::Continue;
+        }
+        Err(stop) => {
+            count!("announce", "dropped");
+            return stopped(stop.verdict()).unwrap_or(Verdict::Continue);
+        }
+    };
     if outcome.left {
         conn.peers.remove(&key);
     } else if outcome.joined || conn.peers.contains(&key) {
         conn.peers.touch(key);
+    }
+    if conn.peers.len() > ctx.settings.limits.max_torrents_per_connection {
+        // Room for the new torrent: the connection's least recently announced one leaves
+        // its swarm (no error: see `connection_peers`).
+        if let Some(oldest) = conn.peers.pop_oldest() {
+            leave(ctx, conn.id, [oldest]);
+            count!("announce", "evicted");
+        }
     }
     if let Some(link) = &ctx.cluster {
         link.send(Outgoing::Peer {
@@ -355,7 +337,10 @@ pub fn leave(ctx: &WsContext, conn: ConnectionId, pairs: impl IntoIterator<Item 
                 stopped: true,
             });
         }
-        removed += ctx.torrents.remove_connection(conn, std::iter::once(pair));
+        removed += ctx
+            .core
+            .webtorrent()
+            .remove_connection(conn, std::iter::once(pair));
     }
     removed
 }
@@ -368,7 +353,7 @@ fn answer(
     replies: &mut Vec<Text>,
 ) {
     let context = announcing(a.info_hash);
-    match ctx.torrents.answer(
+    match ctx.core.webtorrent().answer(
         &a.info_hash,
         &a.peer_id,
         conn.id,
@@ -447,12 +432,13 @@ fn scrape(
         }
         // A document for no client in particular (private mode turns it off): the source
         // rules once, for one token, then the rules about each torrent alone.
-        if let Some(stop) = stopped(ctx.policy.source(conn.source)) {
+        let policy = ctx.core.policy();
+        if let Some(stop) = stopped(policy.source(conn.source)) {
             count!("scrape", "dropped");
             return stop;
         }
-        ctx.torrents.scrape_all(limit, |ih, st| {
-            if ctx.policy.lists(&ih) {
+        ctx.core.webtorrent().scrape_all(limit, |ih, st| {
+            if policy.lists(&ih) {
                 files.push((ih, stats(st)));
             }
         });
@@ -465,14 +451,12 @@ fn scrape(
         for ih in info_hashes {
             // Torrents the policy refuses are left out, like unknown ones would not be:
             // the client learns nothing about them. A drop drops the whole message.
-            match verdict(ctx, conn, ih, None) {
-                policy::Verdict::Admit | policy::Verdict::AdmitAs(_) => {
-                    files.push((*ih, stats(ctx.torrents.scrape(ih))))
-                }
-                policy::Verdict::Refuse(_) => {}
-                stop => {
+            match scraped(ctx, conn, ih) {
+                Ok(st) => files.push((*ih, stats(st))),
+                Err(Stop::Refuse(_)) => {}
+                Err(stop) => {
                     count!("scrape", "dropped");
-                    return stopped(stop).unwrap_or(Verdict::Continue);
+                    return stopped(stop.verdict()).unwrap_or(Verdict::Continue);
                 }
             }
         }
@@ -499,13 +483,13 @@ fn stats(st: shoal_swarm::TorrentStats) -> ScrapeStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::seen::{self, Seen};
-    use std::sync::Arc;
+    use shoal_tracker::policy::seen::{self, Seen};
 
     fn ctx() -> WsContext {
+        let config = crate::Config::default();
         WsContext::new(
-            &crate::Config::default(),
-            Arc::new(policy::Policy::default()),
+            &config,
+            crate::open_core(&config, policy::Policy::default()),
         )
     }
 
@@ -542,7 +526,8 @@ mod tests {
     #[test]
     fn a_source_over_its_limit_or_blocked_is_closed() {
         let policy = policy::Policy::default().guarded(1, 1);
-        let ctx = WsContext::new(&crate::Config::default(), Arc::new(policy));
+        let config = crate::Config::default();
+        let ctx = WsContext::new(&config, crate::open_core(&config, policy));
         let mut conn = ConnState::new(1, "127.0.0.1".parse().unwrap(), None);
         let message = format!("{}}}", announce_of('d'));
         let mut replies = Vec::new();

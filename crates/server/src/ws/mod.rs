@@ -4,8 +4,8 @@
 //! an `Upgrade: websocket` request (any path) it hands the stream over with
 //! [`serve_upgrade`], which answers `101 Switching Protocols` and runs the WebTorrent
 //! connection until it closes. Everything WebTorrent connections share lives in one
-//! [`WsContext`]: the settings, the policy, the `WebTorrentStore` of connection-keyed
-//! swarms, and the [`registry::Registry`] through which one connection's task hands a
+//! [`WsContext`]: the settings, the tracker's core (policy and WebTorrent store),
+//! and the [`registry::Registry`] through which one connection's task hands a
 //! relayed offer or answer to another's bounded outgoing queue.
 //!
 //! - [`context`]: what every connection shares ([`WsContext`], [`WsSettings`]).

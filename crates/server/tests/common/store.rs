@@ -2,8 +2,8 @@
 //! for tests that need a swarm larger or more varied than a client could make quickly.
 
 use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
-use shoal_server::swarms::Swarms;
 use shoal_swarm::Announce;
+use shoal_tracker::swarms::Swarms;
 
 /// Adds (or refreshes) one IPv4 peer with a `started` announce that asks for no peers.
 pub fn add_peer(

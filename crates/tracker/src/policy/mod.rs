@@ -72,12 +72,11 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use shoal_proto::InfoHash;
 
+pub use crate::request::{Action, Counters, Protocol, Request, Verdict};
 pub use access_list::{AccessList, AccessListError, AccessMode};
 pub use block_list::BlockList;
 pub use private_rule::PrivateRule;
 pub use rate_limit::{Limits, RateLimit, RATE_LIMITED};
-pub use crate::request::{Action, Counters, Protocol, Request, Verdict};
-
 
 /// The reason sent for a torrent the access list refuses.
 pub const NOT_ALLOWED: &str = "torrent not allowed";

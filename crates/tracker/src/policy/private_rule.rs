@@ -23,8 +23,8 @@
 
 use std::sync::Arc;
 
-use crate::request::{Action, Request, Verdict};
 use crate::private::{AccountedAnnounce, Members};
+use crate::request::{Action, Request, Verdict};
 
 pub const PASSKEY_REQUIRED: &str = "passkey required";
 pub const UNKNOWN_PASSKEY: &str = "unknown passkey";

@@ -157,8 +157,8 @@ impl Tables {
     fn from_roster(loaded: &Roster) -> Self {
         // Sized up front: a reload of a million torrents then never copies a table while
         // it grows (hybrids add their v2 hash as one more key).
-        let torrent_keys = loaded.torrents.len()
-            + loaded.torrents.iter().filter(|t| t.v2.is_some()).count();
+        let torrent_keys =
+            loaded.torrents.len() + loaded.torrents.iter().filter(|t| t.v2.is_some()).count();
         let t = Tables {
             users: papaya::HashMap::with_capacity_and_hasher(loaded.users.len(), Hasher::default()),
             torrents: papaya::HashMap::with_capacity_and_hasher(torrent_keys, Hasher::default()),

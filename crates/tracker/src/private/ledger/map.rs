@@ -12,7 +12,6 @@ use crate::private::credit::{AccountedAnnounce, Delta, PeerRecord};
 use super::sharing::SharedRecord;
 use super::slots::SlotAt;
 
-
 /// One (user, torrent) account.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Account {
@@ -186,7 +185,6 @@ impl Shard {
         }
     }
 }
-
 
 /// Where a client's record is kept, in the ledger's map.
 #[derive(Clone, Copy, Debug)]

@@ -109,7 +109,6 @@ impl Default for LedgerConfig {
     }
 }
 
-
 /// The answer for an announce not recorded because the sums are at their bound.
 fn deferred(a: &AccountedAnnounce, known: bool) -> Recorded {
     Recorded {
@@ -183,7 +182,6 @@ impl Ledger {
         let hash = self.hasher.hash_one(account);
         &self.shards[(hash >> 32) as usize & self.shard_mask]
     }
-
 
     /// Accounts one announce against the map: compares it with the peer's previous one,
     /// adds what it is worth to its (user, torrent) pending sums, counts a `completed` as
@@ -373,7 +371,6 @@ impl Ledger {
             })
             .sum()
     }
-
 
     /// Clients whose previous announce the ledger remembers (in its map or in their slots).
     pub fn peers(&self) -> usize {

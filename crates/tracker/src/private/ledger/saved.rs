@@ -1,7 +1,6 @@
 //! The ledger's records taken out to survive a restart ([`SavedPeer`], written to the
 //! ledger file by the server) and put back at the next start.
 
-
 use shoal_proto::PeerId;
 
 use crate::private::credit::PeerRecord;
@@ -9,7 +8,6 @@ use crate::private::credit::PeerRecord;
 use super::map::{Kept, PeerEntry, PeerKey, Sums};
 use super::slots::SlotState;
 use super::Ledger;
-
 
 /// One peer's record, taken out of the ledger to survive a restart (see
 /// [`Ledger::peer_records`]).

@@ -9,9 +9,8 @@ use shoal_proto::PeerId;
 use crate::private::credit::PeerRecord;
 
 use super::map::{Kept, PeerEntry, PeerKey, Sums};
-use super::{Ledger, FOLLOW};
 use super::slots::SlotAt;
-
+use super::{Ledger, FOLLOW};
 
 /// A client's record as an announce to this node left it, for the other nodes of a cluster
 /// (see [`Ledger::share_records`]): with it, a client whose next announce reaches another
@@ -50,7 +49,6 @@ impl SharedRecord {
 const SAME_MOMENT: u32 = 1;
 
 impl Ledger {
-
     /// From now on, every record an announce changes is also kept for
     /// [`Ledger::take_shared`] (a node of a cluster sends them to the other nodes, which
     /// [`Ledger::adopt`] them). Off on a single node: the announce path then pays one
@@ -143,5 +141,4 @@ impl Ledger {
             }
         }
     }
-
 }

@@ -3,7 +3,6 @@
 //! ([`Ledger::announce`]), parks a record that leaves its slot in the map, and takes one
 //! back from a slot when its client shows up elsewhere.
 
-
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_swarm::journal::AnyAddr;
 use shoal_swarm::{Announce, ExtSlot, Family, PeerExt, PeerSink, Store, TorrentStats};
@@ -12,7 +11,6 @@ use crate::private::credit::{credit, AccountedAnnounce, Delta, PeerRecord};
 
 use super::map::{snatch, Account, Kept, PeerEntry, PeerKey};
 use super::{Ledger, Recorded};
-
 
 /// A swarm slot: the torrent (its swarm's info hash) and the peer's address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +77,6 @@ impl SlotRecord {
 pub type SlotStore = Store<SlotRecord>;
 
 impl Ledger {
-
     /// Takes the record of `key`'s client out of its slot `at` back into the map (the
     /// client has shown up elsewhere); the slot then sends its announces to the map. A
     /// marker whose slot no longer holds the record is dropped.
@@ -225,7 +222,12 @@ impl Ledger {
 
     /// A slot without a record: takes the client's from the map, or starts one, unless
     /// another slot holds it (then this slot's announces go to the map).
-    pub(super) fn claim(&self, x: &mut SlotRecord, a: &AccountedAnnounce, at: &SlotAt) -> Option<Recorded> {
+    pub(super) fn claim(
+        &self,
+        x: &mut SlotRecord,
+        a: &AccountedAnnounce,
+        at: &SlotAt,
+    ) -> Option<Recorded> {
         let key = PeerKey::new(a.user_id, a.torrent_id, a.peer_id);
         let known = {
             let mut guard = self.shard(&key.account).lock();
@@ -261,7 +263,12 @@ impl Ledger {
     /// last announce; otherwise the announce sets its baseline). The lock of the account's
     /// shard is taken only for a snatch or when records are shared.
     #[inline]
-    pub(super) fn credit_slot(&self, x: &mut SlotRecord, a: &AccountedAnnounce, known: bool) -> Recorded {
+    pub(super) fn credit_slot(
+        &self,
+        x: &mut SlotRecord,
+        a: &AccountedAnnounce,
+        known: bool,
+    ) -> Recorded {
         let previous = known.then_some(&x.entry.record);
         let mut delta = credit(previous, a, self.config.max_gap);
         let record = PeerRecord::after(previous, a);
