@@ -8,18 +8,20 @@
 //!
 //! `cargo bench -p shoal-server --bench udp_handler`
 
+#![forbid(unsafe_code)]
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use shoal_proto::udp::{AnnounceRequest, ConnectRequest, Request, ScrapeRequest, TransactionId};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
-use shoal_server::config::RateLimitConfig;
 use shoal_server::udp::connection_id::ConnectionIds;
 use shoal_server::udp::handler::{Handler, HandlerConfig, Now};
+use shoal_swarm::webtorrent::{WebTorrentStore, WsStoreConfig};
 use shoal_swarm::{Store, StoreConfig};
-use shoal_tracker::policy::{BlockList, Policy, RateLimit};
-use shoal_tracker::swarms::Swarms;
+use shoal_tracker::policy::{BlockList, Limits, Policy, RateLimit};
+use shoal_tracker::{Core, Swarms};
 
 fn handler() -> Handler {
     handler_with(Policy::default())
@@ -32,17 +34,17 @@ fn guarded(rps: u32, burst: u32) -> Policy {
         let addr = std::net::Ipv4Addr::from((11 << 24) | (i << 8));
         ipnet::IpNet::V4(ipnet::Ipv4Net::new(addr, 24).unwrap())
     });
-    let limit = RateLimitConfig::on(rps, burst);
+    let limit = Limits::new(rps, burst);
     Policy::default()
         .with_block_list(BlockList::new(nets), Default::default())
         .with_rate_limit(RateLimit::new(&limit))
 }
 
 fn handler_with(policy: Policy) -> Handler {
-    let store = Arc::new(Swarms::Open(Store::new(StoreConfig::default())));
+    let store = Swarms::Open(Store::new(StoreConfig::default()));
+    let webtorrent = WebTorrentStore::new(WsStoreConfig::default());
     Handler::new(
-        store,
-        Arc::new(policy),
+        Arc::new(Core::new(policy, store, webtorrent)),
         ConnectionIds::new([3; 16], 300),
         HandlerConfig {
             interval: 1800,

@@ -16,6 +16,8 @@
 //! [`Tracker::start`] only wires them together. A peer that announced over UDP or HTTP is
 //! visible to both (within its address family).
 
+#![forbid(unsafe_code)]
+
 pub mod admin;
 pub mod cli;
 pub mod cluster;

@@ -1,5 +1,7 @@
 //! The `shoal` binary: parse arguments, start the tracker, wait for signals.
 
+#![forbid(unsafe_code)]
+
 use std::io::Write;
 
 use anyhow::Context;

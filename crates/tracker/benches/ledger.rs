@@ -8,7 +8,7 @@
 //!
 //! A second group measures a whole private announce, store and accounting, with 100,000
 //! clients on 10,007 torrents: the store alone (open mode), the record in the client's
-//! swarm slot (`Ledger::announce`, private mode since session 17), and the store then the
+//! swarm slot (`Ledger::announce`, private mode since 2026-11-27), and the store then the
 //! ledger's map (private mode before it).
 //!
 //! `cargo bench -p shoal-server --bench ledger`

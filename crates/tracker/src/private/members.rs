@@ -13,7 +13,7 @@
 //! `papaya` entry is boxed). Measured against `DashMap`s, private mode's UDP announces per
 //! tracker CPU-second: 1.02x medians (1.10x round by round) on 16 cores with 4 workers,
 //! 1.06x (1.00x) on the 2-core VM with one
-//! (`docs/benchmarks/private-udp/2026-11-26-session14/`). Edits of one user or torrent
+//! (`docs/benchmarks/private-udp/2026-11-26-16core-papaya/`). Edits of one user or torrent
 //! never stop the others. The tables are held in one [`Tables`] behind an `ArcSwap` so that
 //! a reload from the database replaces everything at once: announces see the old tables or
 //! the new ones, never a half-loaded mix. Single edits change the tables in force in place.

@@ -10,7 +10,7 @@
 //!   the client is one peer of one swarm: the common case. UDP and HTTP announces come with
 //!   an accounting ticket from the policy, and [`Ledger::announce`] credits it to the slot
 //!   the store has just found, under the torrent's lock: no look-up, hash or lock of the
-//!   ledger's own on the announce path (session 16 measured a prototype of this at 1.095x
+//!   ledger's own on the announce path (a prototype of this measured on 2026-11-27 at 1.095x
 //!   of the map's speed on the VM; `docs/benchmarks/private-udp/`). The ledger's map holds
 //!   a marker for it ([`Kept::InSlot`]: the torrent and address), so the client is found
 //!   wherever else it shows up.

@@ -24,8 +24,8 @@ pub struct SlotAt {
 ///
 /// A client whose one slot is its only presence keeps its record here: the announce that
 /// finds the slot has the record in the same cache lines, where the ledger's map was a
-/// memory access, a hash and a lock of its own (session 16 measured the difference:
-/// `docs/benchmarks/private-udp/2026-11-27-session16/`). A client seen at more than one
+/// memory access, a hash and a lock of its own (measured on 2026-11-27:
+/// `docs/benchmarks/private-udp/2026-11-27-slot-prototype/`). A client seen at more than one
 /// slot (IPv4 and IPv6, a new address, WebTorrent too) keeps its record in the ledger's
 /// map, which every slot of it then reads ([`SlotState::InLedger`]).
 #[derive(Clone, Copy, Debug, Default)]
