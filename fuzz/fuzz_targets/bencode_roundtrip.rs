@@ -4,6 +4,7 @@
 //!
 //! The checks are the property tests' own (`crates/proto/tests/support/`), included by
 //! path so that the two drivers can never check different things.
+#![forbid(unsafe_code)]
 #![no_main]
 
 #[path = "../../crates/proto/tests/support/bencode_round_trip.rs"]

@@ -1,6 +1,7 @@
 //! Fuzzes the HTTP tracker's request parsing: any bytes as a request target must give a
 //! value or an error, never a panic; and whatever parses as an announce must survive being
 //! written back out and parsed again unchanged.
+#![forbid(unsafe_code)]
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

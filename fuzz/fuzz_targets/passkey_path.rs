@@ -3,6 +3,7 @@
 //! a UDP announce, must give a path or an error, never a panic. What parses must carry a
 //! valid passkey and survive being written back in both forms; the same bytes wrapped in
 //! BEP 41 URL-data options must read as they do as a target.
+#![forbid(unsafe_code)]
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -3,6 +3,7 @@
 //! error, never a panic. A header never claims more bytes than it was given, every prefix
 //! of a header is incomplete (so a header split across reads is waited for, not refused),
 //! and the addresses it names survive being written back in both versions.
+#![forbid(unsafe_code)]
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -18,9 +19,17 @@ fuzz_target!(|data: &[u8]| {
     let Ok(header) = parsed else { return };
     assert!(header.len <= data.len() && header.len <= MAX_V2_LEN);
     for n in 0..header.len {
-        assert_eq!(parse(&data[..n]), Err(ProxyHeaderError::Incomplete), "prefix {n}");
+        assert_eq!(
+            parse(&data[..n]),
+            Err(ProxyHeaderError::Incomplete),
+            "prefix {n}"
+        );
     }
-    assert_eq!(parse(&data[..header.len]), Ok(header), "bytes after it change nothing");
+    assert_eq!(
+        parse(&data[..header.len]),
+        Ok(header),
+        "bytes after it change nothing"
+    );
     let (Some(src), Some(dst)) = (header.source, header.destination) else {
         return;
     };

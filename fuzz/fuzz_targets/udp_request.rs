@@ -1,6 +1,7 @@
 //! Fuzzes the BEP 15 request parser (and the BEP 41 option scanner) with arbitrary
 //! datagrams: no input may panic, and every request that parses must re-encode to the
 //! bytes it came from (up to the trailing bytes the parser ignores).
+#![forbid(unsafe_code)]
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -5,6 +5,7 @@
 //! encoding is lossless for every byte). A message that is valid UTF-8 (a text frame) also
 //! goes through the text parser, which must read it exactly as the bytes parser does.
 
+#![forbid(unsafe_code)]
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

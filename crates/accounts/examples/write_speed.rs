@@ -6,6 +6,9 @@
 //! instead of mostly creating rows.
 //! An empty URL is the fresh file.
 //!   cargo run --release -p shoal-accounts --example write_speed [URL] [BATCHES] [update]
+
+#![forbid(unsafe_code)]
+
 use std::time::Instant;
 
 use shoal_accounts::{Database, Delta, Torrent, User};

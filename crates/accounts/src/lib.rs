@@ -10,6 +10,8 @@
 //! forms, how a site maps its own tables onto these, and the write contract are in
 //! `docs/private.md`.
 
+#![forbid(unsafe_code)]
+
 mod batch;
 mod column;
 mod database;

@@ -2,6 +2,8 @@
 //! servers that the test installs and starts itself (see `servers`). One scenario runs on
 //! all three, so the dialects cannot drift; an outage test stops PostgreSQL under a write.
 
+#![forbid(unsafe_code)]
+
 mod servers;
 
 use std::time::{Duration, Instant};

@@ -14,6 +14,8 @@
 //! requests are built here, so that the bench does not trust the codecs it is meant to
 //! check.
 
+#![forbid(unsafe_code)]
+
 pub mod chart;
 pub mod compare;
 pub mod convergence;

@@ -1,5 +1,7 @@
 //! The `shoal-bench` command line: parses arguments and calls into the library.
 
+#![forbid(unsafe_code)]
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 

@@ -3,6 +3,8 @@
 //! answered. They also record the paths asked for (HTTP request lines, WebSocket upgrade
 //! paths), where the load of a private tracker carries its passkeys.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

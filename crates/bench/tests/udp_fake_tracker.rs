@@ -4,6 +4,8 @@
 //! right kind, and only the good ones as responses). Each also records the passkey every
 //! peer's announces carried as BEP 41 URL data, for the load of a private tracker.
 
+#![forbid(unsafe_code)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};

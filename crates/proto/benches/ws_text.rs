@@ -8,6 +8,8 @@
 //! bytes of UTF-8 and the text is far from ASCII. `cargo bench -p shoal-proto --bench
 //! ws_text`
 
+#![forbid(unsafe_code)]
+
 use criterion::{criterion_group, criterion_main, Criterion};
 
 /// `n` random bytes as a JSON string body: one character per byte, controls escaped.

@@ -16,6 +16,8 @@
 //! - [`ws`]: WebTorrent tracker messages (JSON over WebSocket).
 //! - [`proxy_header`]: the PROXY protocol header (v1 and v2) a load balancer sends first.
 
+#![forbid(unsafe_code)]
+
 pub mod bencode;
 pub mod common;
 pub mod http;

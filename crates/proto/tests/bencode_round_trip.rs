@@ -2,6 +2,8 @@
 //! failure responses come back field for field through the strict reader. The checks
 //! themselves live in `support/bencode_round_trip.rs`, shared with the fuzz target.
 
+#![forbid(unsafe_code)]
+
 #[path = "support/bencode_round_trip.rs"]
 mod round_trip;
 

@@ -14,6 +14,8 @@
 //!
 //! `cargo bench -p shoal-swarm --bench store`
 
+#![forbid(unsafe_code)]
+
 use std::net::Ipv4Addr;
 
 use criterion::{criterion_group, criterion_main, Criterion};

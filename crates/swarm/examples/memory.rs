@@ -7,6 +7,8 @@
 //! RSS is read from /proc/self/statm, so the figure includes allocator overhead and
 //! slack: what an operator would see.
 
+#![forbid(unsafe_code)]
+
 use std::net::Ipv4Addr;
 
 use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};

@@ -14,6 +14,8 @@
 //! WebTorrent peers, whose "address" is a connection, live in a store of their own,
 //! [`webtorrent::WebTorrentStore`], sharded the same way.
 
+#![forbid(unsafe_code)]
+
 pub mod clock;
 pub mod journal;
 mod peers;
