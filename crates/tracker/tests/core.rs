@@ -89,6 +89,12 @@ fn private_core(burst: u32) -> (Core, Arc<Ledger>) {
     (Core::new(policy, swarms, webtorrent), ledger)
 }
 
+/// What an announce reports: uploaded, downloaded, left, event.
+type Counters = (u64, u64, u64, AnnounceEvent);
+/// What an account gained: credited up and down, raw up and down, seeding and leeching
+/// seconds, the snatch.
+type Gained = (u64, u64, u64, u64, u64, u64, bool);
+
 /// One protocol's request shape.
 #[derive(Clone, Copy, Debug)]
 enum Shape {
@@ -199,7 +205,7 @@ fn announce(
 fn every_refusal_for_every_shape() {
     let leeching = (0, 0, 1000, Started);
     let seeding = (0, 0, 0, Started);
-    let rows: [(&str, Ask, (u64, u64, u64, AnnounceEvent), Stop); 9] = [
+    let rows: [(&str, Ask, Counters, Stop); 9] = [
         (
             "no passkey",
             Ask {
@@ -340,7 +346,7 @@ fn every_accounting_rule_for_every_shape() {
     type Step = (u64, u64, u64, AnnounceEvent, u32);
     // (what, the client's announces, what its account gains: credited up, credited down,
     // raw up, raw down, seeding seconds, leeching seconds, snatched)
-    let rows: [(&str, &[Step], (u64, u64, u64, u64, u64, u64, bool)); 6] = [
+    let rows: [(&str, &[Step], Gained); 6] = [
         (
             "a session counts each difference once, with the factors",
             &[
