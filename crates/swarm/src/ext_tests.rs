@@ -60,54 +60,63 @@ fn announce(store: &Store<Count>, a: &Announce<CompactPeerV4>, now: u32) -> Saw 
     store.announce_with(a, now, &mut out, count).1
 }
 
+/// Announces each request in turn, at times 1, 2, ..., and checks what the extension saw.
+fn play(store: &Store<Count>, steps: &[(Announce<CompactPeerV4>, Saw)]) {
+    for (now, (a, want)) in (1..).zip(steps) {
+        assert_eq!(&announce(store, a, now), want, "announce {now}: {a:?}");
+    }
+}
+
+/// Peer 1 joins and announces again: its extension counts 1, then 2.
+fn joins_and_returns() -> [(Announce<CompactPeerV4>, Saw); 2] {
+    [
+        (ann(1, 1, 10, AnnounceEvent::Started), Saw::New(1)),
+        (ann(1, 1, 10, AnnounceEvent::None), Saw::Found(2)),
+    ]
+}
+
 #[test]
 fn an_extension_starts_at_default_and_is_found_again_by_the_next_announce() {
     let store = Store::<Count>::with_extension(StoreConfig::default());
-    assert_eq!(
-        announce(&store, &ann(1, 1, 10, AnnounceEvent::Started), 1),
-        Saw::New(1)
-    );
-    assert_eq!(
-        announce(&store, &ann(1, 1, 10, AnnounceEvent::None), 2),
-        Saw::Found(2)
-    );
-    assert_eq!(
-        announce(&store, &ann(1, 1, 0, AnnounceEvent::Completed), 3),
-        Saw::Found(3)
-    );
+    let [joins, returns] = joins_and_returns();
+    let completes = (ann(1, 1, 0, AnnounceEvent::Completed), Saw::Found(3));
+    play(&store, &[joins, returns, completes]);
 }
 
 #[test]
 fn a_stop_hands_back_what_the_slot_held_and_a_second_stop_finds_nothing() {
     let store = Store::<Count>::with_extension(StoreConfig::default());
-    announce(&store, &ann(1, 1, 10, AnnounceEvent::Started), 1);
-    announce(&store, &ann(1, 1, 10, AnnounceEvent::None), 2);
+    let [joins, returns] = joins_and_returns();
     let stop = ann(1, 1, 10, AnnounceEvent::Stopped);
-    assert_eq!(announce(&store, &stop, 3), Saw::Removed(pid(1), 2));
-    assert_eq!(announce(&store, &stop, 4), Saw::Absent);
     // A stop for a torrent the store never held creates nothing and finds nothing.
     let elsewhere = Announce {
         info_hash: ih(9),
         ..stop
     };
-    assert_eq!(announce(&store, &elsewhere, 5), Saw::Absent);
+    play(
+        &store,
+        &[
+            joins,
+            returns,
+            (stop, Saw::Removed(pid(1), 2)),
+            (stop, Saw::Absent),
+            (elsewhere, Saw::Absent),
+        ],
+    );
     assert!(store.with_torrent(&ih(9), |_| ()).is_none());
 }
 
 #[test]
 fn another_client_on_the_same_address_gets_a_fresh_extension() {
     let store = Store::<Count>::with_extension(StoreConfig::default());
-    announce(&store, &ann(1, 1, 10, AnnounceEvent::Started), 1);
-    announce(&store, &ann(1, 1, 10, AnnounceEvent::None), 2);
+    let [joins, returns] = joins_and_returns();
     // The client restarted with a new peer id on the same address and port.
-    assert_eq!(
-        announce(&store, &ann(1, 2, 10, AnnounceEvent::Started), 3),
-        Saw::Replaced(pid(1), 2, 1)
+    let restarts = (
+        ann(1, 2, 10, AnnounceEvent::Started),
+        Saw::Replaced(pid(1), 2, 1),
     );
-    assert_eq!(
-        announce(&store, &ann(1, 2, 10, AnnounceEvent::None), 4),
-        Saw::Found(2)
-    );
+    let returns_again = (ann(1, 2, 10, AnnounceEvent::None), Saw::Found(2));
+    play(&store, &[joins, returns, restarts, returns_again]);
 }
 
 /// Many peers (past the index threshold), changing between leecher and seeder and leaving

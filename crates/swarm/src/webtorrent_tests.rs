@@ -87,6 +87,28 @@ fn store_with(peers: &[WsAnnounce]) -> (WebTorrentStore, Vec<OfferTarget>) {
     (s, out)
 }
 
+/// A store (see [`store`]) in which leechers numbered `peers` have announced, each on the
+/// connection of its own number, and a buffer for offer targets.
+fn store_of_leechers(peers: std::ops::RangeInclusive<u8>) -> (WebTorrentStore, Vec<OfferTarget>) {
+    let peers: Vec<WsAnnounce> = peers
+        .map(|n| ann(n, n as ConnectionId, Started, false))
+        .collect();
+    store_with(&peers)
+}
+
+/// Peer 1, on connection 1, announces at `now` with the offers numbered 1 to `offers`, which
+/// go only to connections that `takes_offers`; the targets land in `out`.
+fn offer_from_1(
+    s: &WebTorrentStore,
+    offers: u8,
+    now: u32,
+    out: &mut Vec<OfferTarget>,
+    takes_offers: impl Fn(ConnectionId) -> bool,
+) -> WsAnnounceOutcome {
+    let offers: Vec<OfferId> = (1..=offers).map(oid).collect();
+    s.announce_to(&ann(1, 1, Regular, false), &offers, now, out, takes_offers)
+}
+
 fn store() -> WebTorrentStore {
     WebTorrentStore::new(WsStoreConfig {
         shards: 4,
@@ -376,16 +398,10 @@ fn full_scrape_is_bounded() {
 #[test]
 fn offers_go_only_to_peers_whose_connection_takes_them() {
     // Peers 2..=9 on connections 2..=9; connections 3, 5 and 7 have full queues.
-    let peers: Vec<WsAnnounce> = (2..=9)
-        .map(|n| ann(n, n as ConnectionId, Started, false))
-        .collect();
-    let (s, mut out) = store_with(&peers);
+    let (s, mut out) = store_of_leechers(2..=9);
     let full = |c: ConnectionId| [3, 5, 7].contains(&c);
-    let offers: Vec<OfferId> = (1..=8).map(oid).collect();
     for round in 0..20 {
-        s.announce_to(&ann(1, 1, Regular, false), &offers, round, &mut out, |c| {
-            !full(c)
-        });
+        offer_from_1(&s, 8, round, &mut out, |c| !full(c));
         assert_eq!(
             out.len(),
             5,
@@ -399,7 +415,7 @@ fn offers_go_only_to_peers_whose_connection_takes_them() {
         Err(AnswerRefusal::NoSuchOffer)
     );
     // Nobody takes offers: none goes out, the announce still counts.
-    let outcome = s.announce_to(&ann(1, 1, Regular, false), &offers, 21, &mut out, |_| false);
+    let outcome = offer_from_1(&s, 8, 21, &mut out, |_| false);
     assert!(out.is_empty());
     assert_eq!(outcome.stats.leechers, 9);
 }
@@ -407,15 +423,11 @@ fn offers_go_only_to_peers_whose_connection_takes_them() {
 #[test]
 fn only_the_drawn_peers_are_asked_whether_they_take_offers() {
     // A small swarm (shuffled, not sampled): ten peers, two offers an announce.
-    let peers: Vec<WsAnnounce> = (2..=11)
-        .map(|n| ann(n, n as ConnectionId, Started, false))
-        .collect();
-    let (s, mut out) = store_with(&peers);
-    let offers: Vec<OfferId> = (1..=2).map(oid).collect();
+    let (s, mut out) = store_of_leechers(2..=11);
     let mut reached = std::collections::BTreeSet::new();
     for round in 0..200 {
         let asked = std::cell::Cell::new(0);
-        s.announce_to(&ann(1, 1, Regular, false), &offers, round, &mut out, |_| {
+        offer_from_1(&s, 2, round, &mut out, |_| {
             asked.set(asked.get() + 1);
             true
         });
@@ -428,7 +440,7 @@ fn only_the_drawn_peers_are_asked_whether_they_take_offers() {
     assert_eq!(reached.len(), 10, "{reached:?}");
     // Those that refuse are asked once and skipped: all but one refuse.
     let asked = std::cell::Cell::new(0);
-    s.announce_to(&ann(1, 1, Regular, false), &offers, 300, &mut out, |c| {
+    offer_from_1(&s, 2, 300, &mut out, |c| {
         asked.set(asked.get() + 1);
         c == 6
     });
