@@ -49,25 +49,11 @@ async fn main() {
     let (users, torrents, rows) = (10_000u64, 10_000u64, 100_000u64);
     let t = Instant::now();
     for u in 1..=users {
-        let user = User {
-            id: u as i64,
-            passkey: format!("{u:032x}"),
-            enabled: true,
-            can_download: true,
-            download_factor: 1.0,
-            upload_factor: 1.0,
-        };
+        let user = User::new(u as i64, format!("{u:032x}"));
         db.put_user(&user).await.unwrap();
     }
     for i in 1..=torrents {
-        let torrent = Torrent {
-            id: None,
-            info_hash: hash(i),
-            info_hash_v2: None,
-            download_factor: 1.0,
-            upload_factor: 1.0,
-        };
-        db.put_torrent(&torrent).await.unwrap();
+        db.put_torrent(&Torrent::new(None, hash(i))).await.unwrap();
     }
     println!("registered in {:.1?}", t.elapsed());
     for b in 0..batches {

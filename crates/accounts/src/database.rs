@@ -274,27 +274,10 @@ mod tests {
         .execute(pool)
         .await
         .unwrap();
-        let passkey = "0123456789abcdef0123456789abcdef".to_owned();
-        db.put_user(&User {
-            id: 1,
-            passkey,
-            enabled: true,
-            can_download: true,
-            download_factor: 1.0,
-            upload_factor: 1.0,
-        })
-        .await
-        .unwrap();
+        let passkey = "0123456789abcdef0123456789abcdef";
+        db.put_user(&User::new(1, passkey)).await.unwrap();
         let hash = [0x22; 20];
-        db.put_torrent(&Torrent {
-            id: Some(1),
-            info_hash: hash,
-            info_hash_v2: None,
-            download_factor: 1.0,
-            upload_factor: 1.0,
-        })
-        .await
-        .unwrap();
+        db.put_torrent(&Torrent::new(Some(1), hash)).await.unwrap();
         let delta = Delta {
             user_id: 1,
             torrent: hash,

@@ -26,6 +26,21 @@ pub struct User {
     pub upload_factor: f64,
 }
 
+impl User {
+    /// A user in good standing: enabled, allowed to download, both factors 1 (what the
+    /// admin API gives a new user whose settings are not given).
+    pub fn new(id: i64, passkey: impl Into<String>) -> User {
+        User {
+            id,
+            passkey: passkey.into(),
+            enabled: true,
+            can_download: true,
+            download_factor: 1.0,
+            upload_factor: 1.0,
+        }
+    }
+}
+
 /// A registered torrent. Announces for any other info hash are refused in private mode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Torrent {
@@ -41,6 +56,20 @@ pub struct Torrent {
     pub download_factor: f64,
     /// Multiplies what is uploaded of this torrent (2 = double upload).
     pub upload_factor: f64,
+}
+
+impl Torrent {
+    /// A v1-only torrent with both factors 1; `id: None` lets
+    /// [`put_torrent`](crate::Database::put_torrent) choose it.
+    pub fn new(id: Option<i64>, info_hash: InfoHashBytes) -> Torrent {
+        Torrent {
+            id,
+            info_hash,
+            info_hash_v2: None,
+            download_factor: 1.0,
+            upload_factor: 1.0,
+        }
+    }
 }
 
 /// One allowed peer-id prefix (e.g. `-qB`, `-TR`), when the client allow-list is on.

@@ -17,27 +17,6 @@ const FREELEECH_V2: InfoHashBytes = [0x12; 20];
 const PLAIN: InfoHashBytes = [0x22; 20];
 const NEVER_REGISTERED: InfoHashBytes = [0x33; 20];
 
-fn user(id: i64, passkey: &str) -> User {
-    User {
-        id,
-        passkey: passkey.to_owned(),
-        enabled: true,
-        can_download: true,
-        download_factor: 1.0,
-        upload_factor: 1.0,
-    }
-}
-
-fn torrent(id: Option<i64>, info_hash: InfoHashBytes) -> Torrent {
-    Torrent {
-        id,
-        info_hash,
-        info_hash_v2: None,
-        download_factor: 1.0,
-        upload_factor: 1.0,
-    }
-}
-
 fn delta(user_id: i64, torrent: InfoHashBytes, uploaded: u64, downloaded: u64) -> Delta {
     Delta {
         user_id,
@@ -58,28 +37,34 @@ async fn accounts_scenario(url: &str, dialect: Dialect) {
     assert!(empty.users.is_empty() && empty.torrents.is_empty() && empty.clients.is_empty());
 
     // Users: imported with the site's ids and passkeys; a second put replaces the settings.
-    let mut alice = user(7, "0123456789abcdef0123456789abcdef");
+    let mut alice = User::new(7, "0123456789abcdef0123456789abcdef");
     db.put_user(&alice).await.unwrap();
-    let mut bob = user(9, "BOBPASSKEYbobpasskey");
+    let mut bob = User::new(9, "BOBPASSKEYbobpasskey");
     bob.enabled = false;
     bob.download_factor = 0.5;
     db.put_user(&bob).await.unwrap();
     alice.can_download = false;
     alice.upload_factor = 1.5;
     db.put_user(&alice).await.unwrap();
-    let stolen = db.put_user(&user(11, &alice.passkey)).await.unwrap_err();
+    let stolen = db
+        .put_user(&User::new(11, alice.passkey.clone()))
+        .await
+        .unwrap_err();
     assert!(matches!(stolen, Error::Conflict(_)), "{stolen}");
-    let bad = db.put_user(&user(12, "")).await.unwrap_err();
+    let bad = db.put_user(&User::new(12, "")).await.unwrap_err();
     assert!(matches!(bad, Error::Invalid(_)), "{bad}");
 
     // Torrents: keyed by v1 hash, with the site's id or the next free one.
-    let mut freeleech = torrent(Some(100), FREELEECH);
+    let mut freeleech = Torrent::new(Some(100), FREELEECH);
     freeleech.info_hash_v2 = Some(FREELEECH_V2);
     freeleech.download_factor = 0.0;
     freeleech.upload_factor = 2.0;
     assert_eq!(db.put_torrent(&freeleech).await.unwrap(), 100);
-    assert_eq!(db.put_torrent(&torrent(None, PLAIN)).await.unwrap(), 101);
-    let mut plain = torrent(None, PLAIN);
+    assert_eq!(
+        db.put_torrent(&Torrent::new(None, PLAIN)).await.unwrap(),
+        101
+    );
+    let mut plain = Torrent::new(None, PLAIN);
     plain.upload_factor = 3.0;
     assert_eq!(
         db.put_torrent(&plain).await.unwrap(),
@@ -87,9 +72,12 @@ async fn accounts_scenario(url: &str, dialect: Dialect) {
         "same hash, same id"
     );
     plain.id = Some(101);
-    let moved = db.put_torrent(&torrent(Some(5), PLAIN)).await.unwrap_err();
+    let moved = db
+        .put_torrent(&Torrent::new(Some(5), PLAIN))
+        .await
+        .unwrap_err();
     assert!(matches!(moved, Error::Conflict(_)), "{moved}");
-    let mut thief = torrent(None, [0x44; 20]);
+    let mut thief = Torrent::new(None, [0x44; 20]);
     thief.info_hash_v2 = Some(FREELEECH_V2);
     let stolen = db.put_torrent(&thief).await.unwrap_err();
     assert!(matches!(stolen, Error::Conflict(_)), "{stolen}");
@@ -270,8 +258,8 @@ async fn postgres_stopped_mid_run_fails_the_write_and_the_kept_batch_goes_in_aft
     };
     let url = server.create_database("shoal_outage");
     let db = Database::connect(&url).await.unwrap();
-    db.put_user(&user(1, "outagepasskey")).await.unwrap();
-    db.put_torrent(&torrent(Some(1), PLAIN)).await.unwrap();
+    db.put_user(&User::new(1, "outagepasskey")).await.unwrap();
+    db.put_torrent(&Torrent::new(Some(1), PLAIN)).await.unwrap();
     db.write(&[delta(1, PLAIN, 100, 200)]).await.unwrap();
 
     let mut finished = delta(1, PLAIN, 7, 3000);
