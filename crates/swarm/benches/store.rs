@@ -90,7 +90,7 @@ fn bench(c: &mut Criterion) {
     let mut out: Vec<CompactPeerV4> = Vec::with_capacity(200);
     for peer in 0..PEERS {
         out.clear();
-        store.announce_v4(&work.announce(peer, &mut rng), now, &mut out);
+        store.announce(&work.announce(peer, &mut rng), now, &mut out);
     }
     // The process's resident memory once the store is full (Linux), for layout changes
     // that trade memory for cache misses. The workload's own tables are in it too.
@@ -110,7 +110,7 @@ fn bench(c: &mut Criterion) {
     c.bench_function("announce, 1M torrents / 2M peers", |b| {
         b.iter(|| {
             out.clear();
-            let stats = store.announce_v4(&stream[i], now, &mut out);
+            let stats = store.announce(&stream[i], now, &mut out);
             i = (i + 1) & (STREAM - 1);
             (stats, out.len())
         })

@@ -52,7 +52,7 @@ fn main() {
         pid[..8].copy_from_slice(&n.to_le_bytes());
         pid[8..16].copy_from_slice(&rng.u64(..).to_le_bytes());
         out.clear();
-        store.announce_v4(
+        store.announce(
             &Announce {
                 info_hash: InfoHash(ih),
                 peer_id: PeerId(pid),

@@ -240,27 +240,7 @@ impl<X: PeerExt> Store<X> {
         }
     }
 
-    /// Records an IPv4 announce and writes up to `numwant` IPv4 peers into `out`.
-    pub fn announce_v4(
-        &self,
-        req: &Announce<CompactPeerV4>,
-        now: u32,
-        out: &mut impl PeerSink<CompactPeerV4>,
-    ) -> TorrentStats {
-        self.announce(req, now, out)
-    }
-
-    /// Records an IPv6 announce and writes up to `numwant` IPv6 peers into `out`.
-    pub fn announce_v6(
-        &self,
-        req: &Announce<CompactPeerV6>,
-        now: u32,
-        out: &mut impl PeerSink<CompactPeerV6>,
-    ) -> TorrentStats {
-        self.announce(req, now, out)
-    }
-
-    /// The announce, for either family.
+    /// Records an announce and writes up to `numwant` peers of its family into `out`.
     pub fn announce<A: Family>(
         &self,
         req: &Announce<A>,

@@ -35,7 +35,7 @@ fn ann(info: u8, peer: u32, left: u64, event: AnnounceEvent) -> Announce<Compact
 
 fn announce(store: &Store, a: &Announce<CompactPeerV4>) -> (TorrentStats, Vec<CompactPeerV4>) {
     let mut out = Vec::new();
-    let st = store.announce_v4(a, 10, &mut out);
+    let st = store.announce(a, 10, &mut out);
     (st, out)
 }
 
@@ -126,7 +126,7 @@ fn a_peer_is_its_address() {
     assert_eq!(st.leechers, 2);
     assert_eq!(peers, vec![v4(1)]);
     let mut out: Vec<(CompactPeerV4, PeerId)> = Vec::new();
-    store.announce_v4(&natted, 10, &mut out);
+    store.announce(&natted, 10, &mut out);
     assert_eq!(out, vec![(v4(1), pid(77))], "the peer id is updated");
 }
 
@@ -150,7 +150,7 @@ fn families_are_kept_apart() {
         numwant: 50,
     };
     let mut out6: Vec<CompactPeerV6> = Vec::new();
-    let st = store.announce_v6(&a6, 10, &mut out6);
+    let st = store.announce(&a6, 10, &mut out6);
     assert!(out6.is_empty(), "IPv6 announcer got {out6:?}");
     assert_eq!(st.leechers, 2, "stats count both families");
     let (_, out4) = announce(&store, &ann(1, 1, 100, AnnounceEvent::None));
@@ -159,7 +159,7 @@ fn families_are_kept_apart() {
     a6b.peer_id = pid(3);
     a6b.addr = CompactPeerV6::new(Ipv6Addr::LOCALHOST, 7001);
     let mut out6: Vec<CompactPeerV6> = Vec::new();
-    store.announce_v6(&a6b, 10, &mut out6);
+    store.announce(&a6b, 10, &mut out6);
     assert_eq!(out6, vec![a6.addr]);
 }
 
@@ -194,8 +194,8 @@ fn expiry_drops_silent_peers_and_empty_torrents() {
         ..StoreConfig::default()
     });
     let mut out: Vec<CompactPeerV4> = Vec::new();
-    store.announce_v4(&ann(1, 1, 1, AnnounceEvent::Started), 0, &mut out);
-    store.announce_v4(&ann(1, 2, 1, AnnounceEvent::Started), 80, &mut out);
+    store.announce(&ann(1, 1, 1, AnnounceEvent::Started), 0, &mut out);
+    store.announce(&ann(1, 2, 1, AnnounceEvent::Started), 80, &mut out);
     let r = store.clean(90);
     assert_eq!((r.peers_expired, r.peers, r.torrents), (0, 2, 1));
     let r = store.clean(150);
@@ -214,7 +214,7 @@ fn dictionary_sink_carries_peer_ids() {
     let store = Store::new(StoreConfig::default());
     announce(&store, &ann(1, 1, 1, AnnounceEvent::Started));
     let mut out: Vec<(CompactPeerV4, PeerId)> = Vec::new();
-    store.announce_v4(&ann(1, 2, 1, AnnounceEvent::Started), 0, &mut out);
+    store.announce(&ann(1, 2, 1, AnnounceEvent::Started), 0, &mut out);
     assert_eq!(out, vec![(v4(1), pid(1))]);
 }
 
