@@ -121,7 +121,7 @@ impl Tracker {
         let key = if clustered {
             let own = restored.key().unwrap_or_else(ConnectionIds::random_key);
             Some(cluster::ClusterNode::connection_id_key(
-                &config.cluster,
+                &cluster::settings(&config),
                 own,
             ))
         } else {
@@ -206,16 +206,15 @@ impl Tracker {
                 .context("spawning the cleaner")?
         };
         let sampler = Sampler::start(view)?;
-        let cluster = if clustered {
-            Some(cluster::ClusterNode::start(
-                &config.cluster,
-                (core.clone(), ws.clone()),
+        let cluster = match cluster::webtorrent(&ws) {
+            Some(front) => Some(cluster::ClusterNode::start(
+                cluster::settings(&config),
+                core.clone(),
+                front,
                 cluster_view.clone().unwrap_or_default(),
-                config.store.peer_ttl,
                 accounts.as_ref().map(|a| a.ledger.clone()),
-            )?)
-        } else {
-            None
+            )?),
+            None => None,
         };
         let writer = match accounts {
             Some(a) => Some(private::writer::Writer::start(

@@ -449,7 +449,7 @@ mod tests {
 
     fn announce(store: &Swarms, peer: u8) {
         let mut out: Vec<CompactPeerV4> = Vec::new();
-        store.announce(
+        store.announce_accounted(
             &Announce {
                 info_hash: InfoHash([1; 20]),
                 peer_id: PeerId([peer; 20]),
@@ -460,6 +460,7 @@ mod tests {
             },
             shoal_swarm::clock::now(),
             &mut out,
+            None,
         );
     }
 

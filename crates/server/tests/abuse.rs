@@ -250,7 +250,7 @@ fn a_dual_stack_socket_serves_ipv4_clients_as_ipv4_and_ipv6_replies_fit_1232_byt
     for i in 0..100u16 {
         let ip = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, i + 1);
         let mut out: Vec<CompactPeerV6> = Vec::new();
-        t.store().announce(
+        t.store().announce_accounted(
             &shoal_swarm::Announce {
                 info_hash: InfoHash([4; 20]),
                 peer_id: PeerId([100 + i as u8; 20]),
@@ -261,6 +261,7 @@ fn a_dual_stack_socket_serves_ipv4_clients_as_ipv4_and_ipv6_replies_fit_1232_byt
             },
             shoal_swarm::clock::now(),
             &mut out,
+            None,
         );
     }
     let v6: SocketAddr = format!("[::1]:{port}").parse().unwrap();

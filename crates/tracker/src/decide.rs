@@ -55,6 +55,28 @@ pub struct PeerAnnounce<'a, A> {
     pub now: u32,
 }
 
+impl<'a> PeerAnnounce<'a, ()> {
+    /// This announce, listed at `addr` (a front end builds the announce once, then picks
+    /// the address family).
+    #[inline]
+    pub fn at<A>(self, addr: A) -> PeerAnnounce<'a, A> {
+        PeerAnnounce {
+            protocol: self.protocol,
+            source: self.source,
+            credential: self.credential,
+            info_hash: self.info_hash,
+            peer_id: self.peer_id,
+            addr,
+            uploaded: self.uploaded,
+            downloaded: self.downloaded,
+            left: self.left,
+            event: self.event,
+            numwant: self.numwant,
+            now: self.now,
+        }
+    }
+}
+
 /// A scrape of one info hash.
 #[derive(Clone, Copy, Debug)]
 pub struct ScrapeOf<'a> {

@@ -91,20 +91,9 @@ impl Swarms {
         each!(self, s => s.raise_completed(info_hash, completed))
     }
 
-    /// An announce, not accounted (open mode, and private-mode announces that carry no
-    /// ticket: the policy did not account them).
-    #[inline]
-    pub fn announce<A: Family>(
-        &self,
-        req: &Announce<A>,
-        now: u32,
-        out: &mut impl PeerSink<A>,
-    ) -> TorrentStats {
-        each!(self, s => s.announce(req, now, out))
-    }
-
-    /// An announce with the accounting ticket the policy gave it, if any: recorded in the
-    /// announcer's slot or the ledger ([`Ledger::announce`]).
+    /// An announce with the accounting ticket the policy gave it, if any (private mode):
+    /// recorded in the announcer's slot or the ledger ([`Ledger::announce`]). Without a
+    /// ticket nothing is accounted.
     #[inline]
     pub fn announce_accounted<A: Family>(
         &self,

@@ -91,9 +91,9 @@ fn private_core(burst: u32) -> (Core, Arc<Ledger>) {
 
 /// What an announce reports: uploaded, downloaded, left, event.
 type Counters = (u64, u64, u64, AnnounceEvent);
-/// What an account gained: credited up and down, raw up and down, seeding and leeching
+/// What an account gained: credited up and down, raw up and down; seeding and leeching
 /// seconds, the snatch.
-type Gained = (u64, u64, u64, u64, u64, u64, bool);
+type Gained = ([u64; 4], (u64, u64, bool));
 
 /// One protocol's request shape.
 #[derive(Clone, Copy, Debug)]
@@ -117,6 +117,24 @@ struct Ask {
     credential: Option<&'static str>,
     peer_id: PeerId,
     source: IpAddr,
+}
+
+impl Ask {
+    fn key(self, credential: Option<&'static str>) -> Self {
+        Self { credential, ..self }
+    }
+    fn hash(self, info_hash: InfoHash) -> Self {
+        Self { info_hash, ..self }
+    }
+    fn client(self, peer_id: [u8; 20]) -> Self {
+        Self {
+            peer_id: PeerId(peer_id),
+            ..self
+        }
+    }
+    fn from(self, source: IpAddr) -> Self {
+        Self { source, ..self }
+    }
 }
 
 impl Default for Ask {
@@ -205,86 +223,62 @@ fn announce(
 fn every_refusal_for_every_shape() {
     let leeching = (0, 0, 1000, Started);
     let seeding = (0, 0, 0, Started);
+    let ask = Ask::default();
+    let blocked = IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3));
+    let blocked_mapped: IpAddr = "::ffff:10.1.2.3".parse().unwrap();
     let rows: [(&str, Ask, Counters, Stop); 9] = [
         (
             "no passkey",
-            Ask {
-                credential: None,
-                ..Ask::default()
-            },
+            ask.key(None),
             leeching,
             Stop::Refuse(PASSKEY_REQUIRED),
         ),
         (
             "unknown passkey",
-            Ask {
-                credential: Some("zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"),
-                ..Ask::default()
-            },
+            ask.key(Some(&KEY[1..])),
             leeching,
             Stop::Refuse(UNKNOWN_PASSKEY),
         ),
         (
             "disabled account",
-            Ask {
-                credential: Some(DISABLED),
-                ..Ask::default()
-            },
+            ask.key(Some(DISABLED)),
             leeching,
             Stop::Refuse(ACCOUNT_DISABLED),
         ),
         (
             "unregistered torrent",
-            Ask {
-                info_hash: UNKNOWN,
-                ..Ask::default()
-            },
+            ask.hash(UNKNOWN),
             leeching,
             Stop::Refuse(NOT_REGISTERED),
         ),
         (
-            "client not on the allow-list",
-            Ask {
-                peer_id: PeerId(*b"-XX0001-aaaaaaaaaaaa"),
-                ..Ask::default()
-            },
+            "client not allowed",
+            ask.client(*b"-XX0001-aaaaaaaaaaaa"),
             leeching,
             Stop::Refuse(CLIENT_NOT_ALLOWED),
         ),
         (
-            "a leecher who may not download",
-            Ask {
-                credential: Some(NO_DOWNLOAD),
-                ..Ask::default()
-            },
+            "leecher who may not download",
+            ask.key(Some(NO_DOWNLOAD)),
             leeching,
             Stop::Refuse(CANNOT_DOWNLOAD),
         ),
         (
-            "a torrent the access list denies",
-            Ask {
-                info_hash: DENIED,
-                ..Ask::default()
-            },
+            "torrent the access list denies",
+            ask.hash(DENIED),
             leeching,
             Stop::Refuse(NOT_ALLOWED),
         ),
+        // Before any passkey check.
         (
-            "a blocked source (before any passkey check)",
-            Ask {
-                source: IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)),
-                credential: None,
-                ..Ask::default()
-            },
+            "blocked source",
+            ask.from(blocked).key(None),
             leeching,
             Stop::Blocked,
         ),
         (
-            "a blocked source over IPv4-mapped IPv6",
-            Ask {
-                source: "::ffff:10.1.2.3".parse().unwrap(),
-                ..Ask::default()
-            },
+            "blocked source, IPv4-mapped",
+            ask.from(blocked_mapped),
             seeding,
             Stop::Blocked,
         ),
@@ -301,10 +295,7 @@ fn every_refusal_for_every_shape() {
             );
         }
         // The user who may not download still seeds (unless WebTorrent does not say).
-        let seeder = Ask {
-            credential: Some(NO_DOWNLOAD),
-            ..Ask::default()
-        };
+        let seeder = ask.key(Some(NO_DOWNLOAD));
         let seeded = announce(&core, shape, &seeder, seeding, 10);
         match shape {
             Shape::WsNoLeft => assert_eq!(seeded, Err(Stop::Refuse(CANNOT_DOWNLOAD))),
@@ -354,12 +345,12 @@ fn every_accounting_rule_for_every_shape() {
                 (100, 400, 600, Regular, 60),
                 (300, 1000, 0, Completed, 90),
             ],
-            (600, 500, 300, 1000, 0, 90, true),
+            ([600, 500, 300, 1000], (0, 90, true)),
         ),
         (
             "a first announce without started is only a baseline",
             &[(5000, 7000, 10, Regular, 0), (5100, 7010, 0, Regular, 30)],
-            (200, 5, 100, 10, 0, 30, false),
+            ([200, 5, 100, 10], (0, 30, false)),
         ),
         (
             "a lower counter without started counts nothing",
@@ -369,7 +360,7 @@ fn every_accounting_rule_for_every_shape() {
                 (900, 0, 10, Regular, 20),
                 (1100, 0, 10, Regular, 30),
             ],
-            (2200, 0, 1100, 0, 0, 30, false),
+            ([2200, 0, 1100, 0], (0, 30, false)),
         ),
         (
             "a new started opens a new session, counted from zero",
@@ -379,7 +370,7 @@ fn every_accounting_rule_for_every_shape() {
                 (0, 0, 0, Started, 100),
                 (50, 0, 0, Regular, 130),
             ],
-            (1100, 0, 550, 0, 50, 0, false),
+            ([1100, 0, 550, 0], (50, 0, false)),
         ),
         (
             "a repeated started is a retry",
@@ -388,7 +379,7 @@ fn every_accounting_rule_for_every_shape() {
                 (10, 0, 0, Started, 5),
                 (30, 0, 0, Regular, 10),
             ],
-            (60, 0, 30, 0, 10, 0, false),
+            ([60, 0, 30, 0], (10, 0, false)),
         ),
         (
             "completed twice is one snatch",
@@ -397,7 +388,7 @@ fn every_accounting_rule_for_every_shape() {
                 (0, 10, 0, Completed, 10),
                 (0, 10, 0, Completed, 20),
             ],
-            (0, 5, 0, 10, 10, 10, true),
+            ([0, 5, 0, 10], (10, 10, true)),
         ),
     ];
     for shape in [Shape::Udp, Shape::Http, Shape::Ws] {
@@ -418,16 +409,9 @@ fn every_accounting_rule_for_every_shape() {
             assert_eq!(sums.len(), 1, "{what} over {shape:?}: {sums:?}");
             let d = sums[0];
             assert_eq!((d.user_id, d.torrent_id), (1, 10));
-            let got = (
-                d.uploaded,
-                d.downloaded,
-                d.uploaded_raw,
-                d.downloaded_raw,
-                d.seed_seconds,
-                d.leech_seconds,
-                d.completed,
-            );
-            assert_eq!(got, want, "{what} over {shape:?}");
+            let bytes = [d.uploaded, d.downloaded, d.uploaded_raw, d.downloaded_raw];
+            let time = (d.seed_seconds, d.leech_seconds, d.completed);
+            assert_eq!((bytes, time), want, "{what} over {shape:?}");
         }
     }
 }

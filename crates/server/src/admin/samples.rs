@@ -135,7 +135,7 @@ mod tests {
         let mut out: Vec<CompactPeerV4> = Vec::new();
         for t in 1..=30u8 {
             for p in 0..t {
-                store.announce(
+                store.announce_accounted(
                     &Announce {
                         info_hash: InfoHash([t; 20]),
                         peer_id: PeerId([p; 20]),
@@ -146,6 +146,7 @@ mod tests {
                     },
                     0,
                     &mut out,
+                    None,
                 );
             }
         }

@@ -163,21 +163,21 @@ enum Reply {
     Limited,
 }
 
-/// The core's announce for `req` from `source`, listed at `addr`.
-fn announce_of<'a, A>(
+/// The core's announce for `req` from `source` (listed at an address of either family with
+/// [`PeerAnnounce::at`]).
+fn announce_of<'a>(
     req: &AnnounceRequest<'a>,
     source: IpAddr,
-    addr: A,
     numwant: usize,
     now: u32,
-) -> PeerAnnounce<'a, A> {
+) -> PeerAnnounce<'a, ()> {
     PeerAnnounce {
         protocol: Protocol::Http,
         source,
         credential: req.path_key,
         info_hash: req.info_hash,
         peer_id: req.peer_id,
-        addr,
+        addr: (),
         uploaded: req.uploaded,
         downloaded: req.downloaded,
         left: Some(req.left),
@@ -474,25 +474,14 @@ impl Handler {
         .to_canonical();
         let numwant = s.core.swarms().numwant(req.numwant);
         let (core, form) = (&*s.core, (req.compact, !req.no_peer_id));
+        let a = announce_of(&req, client_ip, numwant, now);
         let served = match ip {
             IpAddr::V4(v4) => {
-                let a = announce_of(
-                    &req,
-                    client_ip,
-                    CompactPeerV4::new(v4, req.port),
-                    numwant,
-                    now,
-                );
+                let a = a.at(CompactPeerV4::new(v4, req.port));
                 announce_in(core, &a, &mut self.v4, form)
             }
             IpAddr::V6(v6) => {
-                let a = announce_of(
-                    &req,
-                    client_ip,
-                    CompactPeerV6::new(v6, req.port),
-                    numwant,
-                    now,
-                );
+                let a = a.at(CompactPeerV6::new(v6, req.port));
                 announce_in(core, &a, &mut self.v6, form)
             }
         };

@@ -267,28 +267,15 @@ impl Handler {
         } else {
             ip
         };
+        let a = announce_of(r, ip, credential, numwant, now);
         let (stats, is_v4) = match peer_ip {
             IpAddr::V4(v4) => {
-                let a = announce_of(
-                    r,
-                    ip,
-                    credential,
-                    CompactPeerV4::new(v4, r.port),
-                    numwant,
-                    now,
-                );
+                let a = a.at(CompactPeerV4::new(v4, r.port));
                 (announce_in(&self.core, &a, &mut self.peers_v4), true)
             }
             IpAddr::V6(v6) => {
-                let numwant = numwant.min(V6_MAX_PEERS);
-                let a = announce_of(
-                    r,
-                    ip,
-                    credential,
-                    CompactPeerV6::new(v6, r.port),
-                    numwant,
-                    now,
-                );
+                let numwant = a.numwant.min(V6_MAX_PEERS);
+                let a = PeerAnnounce { numwant, ..a }.at(CompactPeerV6::new(v6, r.port));
                 (announce_in(&self.core, &a, &mut self.peers_v6), false)
             }
         };
@@ -345,22 +332,22 @@ impl Handler {
     }
 }
 
-/// The core's announce for `r` from `source`, listed at `addr` (either family).
-fn announce_of<'a, A>(
+/// The core's announce for `r` from `source` (listed at an address of either family with
+/// [`PeerAnnounce::at`]).
+fn announce_of<'a>(
     r: &AnnounceRequest,
     source: IpAddr,
     credential: Option<&'a str>,
-    addr: A,
     numwant: usize,
     now: Now,
-) -> PeerAnnounce<'a, A> {
+) -> PeerAnnounce<'a, ()> {
     PeerAnnounce {
         protocol: Protocol::Udp,
         source,
         credential,
         info_hash: r.info_hash,
         peer_id: r.peer_id,
-        addr,
+        addr: (),
         uploaded: r.uploaded,
         downloaded: r.downloaded,
         left: Some(r.left),

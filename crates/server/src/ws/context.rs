@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use shoal_swarm::webtorrent::WsStoreConfig;
 
-use super::cluster_link::WsLink;
 use super::registry::Registry;
 use crate::config::{Config, WsConfig};
+use shoal_cluster::WsLink;
 use shoal_tracker::Core;
 
 /// Settings of the WebTorrent front end, resolved from the config.

@@ -22,11 +22,11 @@ use shoal_proto::{AnnounceEvent, InfoHash};
 use shoal_swarm::webtorrent::{is_remote, ConnectionId, OfferTarget};
 use shoal_swarm::TorrentStats;
 
-use super::cluster_link::{Forwarded, Outgoing};
 use super::connection_peers::{ConnectionPeers, Pair};
 use super::context::WsContext;
 use super::registry::Delivery;
 use super::Text;
+use shoal_cluster::ws_link::{Forwarded, Outgoing};
 use shoal_tracker::{policy, PeerAnnounce, Protocol, ScrapeOf, Stop};
 
 /// A connection's own state, as the handler sees it.
@@ -443,11 +443,6 @@ fn scrape(
             }
         });
     } else {
-        if let Some(link) = &ctx.cluster {
-            for ih in info_hashes {
-                link.send(Outgoing::Scraped { info_hash: *ih });
-            }
-        }
         for ih in info_hashes {
             // Torrents the policy refuses are left out, like unknown ones would not be:
             // the client learns nothing about them. A drop drops the whole message.

@@ -16,7 +16,6 @@
 //! - [`connection_peers`]: the pairs a connection announced, bounded, oldest evicted.
 //! - [`registry`]: connection ids to outgoing queues; a full queue drops relays, not the connection.
 
-pub mod cluster_link;
 pub mod connection;
 pub mod connection_peers;
 pub mod context;

@@ -14,7 +14,7 @@ pub fn add_peer(
     left: u64,
 ) {
     let mut out: Vec<CompactPeerV4> = Vec::new();
-    store.announce(
+    store.announce_accounted(
         &Announce {
             info_hash,
             peer_id,
@@ -25,5 +25,6 @@ pub fn add_peer(
         },
         shoal_swarm::clock::now(),
         &mut out,
+        None,
     );
 }

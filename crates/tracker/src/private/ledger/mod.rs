@@ -191,15 +191,23 @@ impl Ledger {
     /// than one).
     pub fn record(&self, a: &AccountedAnnounce) -> Recorded {
         let key = PeerKey::new(a.user_id, a.torrent_id, a.peer_id);
-        for _ in 0..FOLLOW {
-            match self.try_record(a, &key) {
-                Ok(recorded) => return recorded,
-                Err(at) => self.unslot(&at, &key),
-            }
-        }
         // Still in a slot after following it (announces racing over two addresses): this
         // one sets no baseline and is not counted; the slot keeps the client's record.
-        deferred(a, true)
+        self.in_map(&key, |key| self.try_record(a, key))
+            .unwrap_or_else(|| deferred(a, true))
+    }
+
+    /// Runs `step` on `key`'s record in the map, taking the record back from its slot
+    /// first each time `step` finds it there; `None` if it is still in a slot after
+    /// [`FOLLOW`] tries.
+    fn in_map<T>(&self, key: &PeerKey, step: impl Fn(&PeerKey) -> Result<T, SlotAt>) -> Option<T> {
+        for _ in 0..FOLLOW {
+            match step(key) {
+                Ok(done) => return Some(done),
+                Err(at) => self.unslot(&at, key),
+            }
+        }
+        None
     }
 
     fn try_record(&self, a: &AccountedAnnounce, key: &PeerKey) -> Result<Recorded, SlotAt> {

@@ -10,7 +10,7 @@ use crate::private::credit::PeerRecord;
 
 use super::map::{Kept, PeerEntry, PeerKey, Sums};
 use super::slots::SlotAt;
-use super::{Ledger, FOLLOW};
+use super::Ledger;
 
 /// A client's record as an announce to this node left it, for the other nodes of a cluster
 /// (see [`Ledger::share_records`]): with it, a client whose next announce reaches another
@@ -101,13 +101,8 @@ impl Ledger {
     /// back to the map first.
     pub fn adopt(&self, shared: &SharedRecord) -> bool {
         let key = PeerKey::new(shared.user_id, shared.torrent_id, shared.peer_id);
-        for _ in 0..FOLLOW {
-            match self.try_adopt(shared, &key) {
-                Ok(changed) => return changed,
-                Err(at) => self.unslot(&at, &key),
-            }
-        }
-        false
+        self.in_map(&key, |key| self.try_adopt(shared, key))
+            .unwrap_or(false)
     }
 
     pub(super) fn try_adopt(&self, shared: &SharedRecord, key: &PeerKey) -> Result<bool, SlotAt> {
