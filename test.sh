@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone on Debian with a Rust toolchain:
 #   ./test.sh
-# Installs python3-libtorrent and a font if missing (apt-get, needs root or sudo), builds the
+# Installs python3-libtorrent and a font if missing (apt-get, needs root or sudo), runs the
+# house checks (tests/house: no source file over 600 lines before its tests), builds the
 # release binaries, runs the Rust tests, then the real-client tests against the release
 # shoal binary (tests/real_clients/run.sh), and every fuzz target for a short time
 # (fuzz/run.sh; SHOAL_FUZZ_SECONDS each, 20 by default) where the nightly toolchain and
@@ -24,6 +25,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+
+step "tests/house/file_lengths.sh (no source file over 600 lines before its tests)"
+tests/house/file_lengths.sh
 
 step "cargo build --release --workspace"
 cargo build --release --workspace
