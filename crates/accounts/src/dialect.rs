@@ -62,8 +62,8 @@ impl Dialect {
         self.upsert_rows(table, columns, key, set, 1)
     }
 
-    /// [`Dialect::upsert`] for `rows` rows in one statement (binds: each row's columns in
-    /// turn).
+    /// `Dialect::upsert` (private) for `rows` rows in one statement (binds: each row's
+    /// columns in turn).
     pub fn upsert_rows(
         self,
         table: &str,

@@ -2,10 +2,11 @@
 //! per second, per tracker CPU-second and error rate of each run, and the medians that
 //! the tracker-workers table and the history take from them.
 //!
-//! shoal-bench's own runs ([`Run`]) and other generators' ([`GeneratorRun`]) carry these
-//! figures in different shapes; the tier table and the history want the same three, so
-//! they are read here once. Other generators do not count failed requests the same way,
-//! so their error rate is left unknown rather than guessed.
+//! shoal-bench's own runs ([`Run`](super::results::Run)) and other generators'
+//! ([`GeneratorRun`](super::results::GeneratorRun)) carry these figures in different
+//! shapes; the tier table and the history want the same three, so they are read here once.
+//! Other generators do not count failed requests the same way, so their error rate is left
+//! unknown rather than guessed.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
