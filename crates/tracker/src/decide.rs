@@ -14,17 +14,18 @@
 //! Nothing is left to the caller but writing the answer: a refusal comes back as a [`Stop`]
 //! that says how to answer it.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use shoal_proto::ws::OfferId;
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+use shoal_swarm::journal::AnyAddr;
 use shoal_swarm::webtorrent::{
     ConnectionId, OfferTarget, WebTorrentStore, WsAnnounce, WsAnnounceOutcome,
 };
 use shoal_swarm::{Announce, Family, PeerSink, TorrentStats};
 
 use crate::policy::Policy;
-use crate::private::AccountedAnnounce;
+use crate::private::{AccountedAnnounce, PeerLog};
 use crate::request::{Action, Counters, Protocol, Request, Verdict};
 use crate::swarms::Swarms;
 
@@ -38,6 +39,8 @@ pub struct PeerAnnounce<'a, A> {
     pub source: IpAddr,
     /// The passkey presented (HTTP's path, UDP's BEP 41 URL data, the WebSocket path).
     pub credential: Option<&'a str>,
+    /// The client's `User-Agent`, where the protocol carries one (HTTP).
+    pub agent: Option<&'a str>,
     pub info_hash: InfoHash,
     pub peer_id: PeerId,
     /// The address the peer is listed under (may differ from `source` where the
@@ -64,6 +67,7 @@ impl<'a> PeerAnnounce<'a, ()> {
             protocol: self.protocol,
             source: self.source,
             credential: self.credential,
+            agent: self.agent,
             info_hash: self.info_hash,
             peer_id: self.peer_id,
             addr,
@@ -129,6 +133,8 @@ pub struct Core {
     policy: Policy,
     swarms: Swarms,
     webtorrent: WebTorrentStore,
+    /// Each client's latest state, for a site schema that keeps a row per client.
+    peers: Option<PeerLog>,
 }
 
 impl Core {
@@ -137,7 +143,22 @@ impl Core {
             policy,
             swarms,
             webtorrent,
+            peers: None,
         }
+    }
+
+    /// This core, also keeping each private client's latest state ([`PeerLog`]) for a site
+    /// schema that writes a row per client.
+    pub fn with_peer_log(self) -> Self {
+        Self {
+            peers: Some(PeerLog::default()),
+            ..self
+        }
+    }
+
+    /// The clients' latest states, when kept.
+    pub fn peer_log(&self) -> Option<&PeerLog> {
+        self.peers.as_ref()
     }
 
     /// The rules (reloads and the admin API's edits go here).
@@ -196,9 +217,13 @@ impl Core {
             left: a.left.unwrap_or(u64::MAX),
             numwant: a.numwant,
         };
-        Ok(self
+        let stats = self
             .swarms
-            .announce_accounted(&announce, a.now, out, ticket.as_ref()))
+            .announce_accounted(&announce, a.now, out, ticket.as_ref());
+        if let (Some(log), Some(t)) = (&self.peers, &ticket) {
+            log.note(t, a.protocol, Some(socket(a.addr.any())), a.agent, a.left);
+        }
+        Ok(stats)
     }
 
     /// A WebTorrent announce from connection `conn`: decided, stored (offers go to at most
@@ -234,6 +259,9 @@ impl Core {
         );
         if let Some(t) = &ticket {
             self.swarms.record_elsewhere(t);
+            if let Some(log) = &self.peers {
+                log.note(t, a.protocol, None, a.agent, a.left);
+            }
         }
         Ok(outcome)
     }
@@ -272,5 +300,13 @@ impl Core {
             },
             &mut None::<AccountedAnnounce>,
         )
+    }
+}
+
+/// A store address as a socket address.
+fn socket(addr: AnyAddr) -> SocketAddr {
+    match addr {
+        AnyAddr::V4(a) => a.addr().into(),
+        AnyAddr::V6(a) => a.addr().into(),
     }
 }

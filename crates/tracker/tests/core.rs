@@ -164,6 +164,7 @@ fn announce_of<A>(
         protocol,
         source: ask.source,
         credential: ask.credential,
+        agent: None,
         info_hash: ask.info_hash,
         peer_id: ask.peer_id,
         addr,

@@ -79,6 +79,7 @@ struct HeaderFacts<'a> {
     ws_key: Option<&'a [u8]>,
     accepts_gzip: bool,
     has_body: bool,
+    user_agent: Option<&'a str>,
 }
 
 fn has_token(value: &[u8], token: &str) -> bool {
@@ -122,6 +123,8 @@ fn facts<'a>(headers: &'a [httparse::Header<'a>]) -> HeaderFacts<'a> {
             f.ws_key = Some(h.value);
         } else if name.eq_ignore_ascii_case(b"accept-encoding") {
             f.accepts_gzip |= accepts_gzip(h.value);
+        } else if name.eq_ignore_ascii_case(b"user-agent") {
+            f.user_agent = std::str::from_utf8(h.value).ok();
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             f.has_body = true;
         } else if name.eq_ignore_ascii_case(b"content-length") {
@@ -167,6 +170,7 @@ enum Reply {
 /// [`PeerAnnounce::at`]).
 fn announce_of<'a>(
     req: &AnnounceRequest<'a>,
+    agent: Option<&'a str>,
     source: IpAddr,
     numwant: usize,
     now: u32,
@@ -175,6 +179,7 @@ fn announce_of<'a>(
         protocol: Protocol::Http,
         source,
         credential: req.path_key,
+        agent,
         info_hash: req.info_hash,
         peer_id: req.peer_id,
         addr: (),
@@ -360,7 +365,7 @@ impl Handler {
         let (action, reply) = match parse_target(path.as_bytes()) {
             Ok(Target::Announce { key, query }) => {
                 let reply = match &client_ip {
-                    Ok(ip) => self.announce(query, key, *ip),
+                    Ok(ip) => self.announce(query, key, f.user_agent, *ip),
                     Err(e) => {
                         write_failure(&mut self.body, e.to_string().as_bytes());
                         Reply::Failed
@@ -457,7 +462,13 @@ impl Handler {
     }
 
     /// Writes an announce response (or failure) into `self.body`.
-    fn announce(&mut self, query: &[u8], path_key: Option<&str>, client_ip: IpAddr) -> Reply {
+    fn announce(
+        &mut self,
+        query: &[u8],
+        path_key: Option<&str>,
+        agent: Option<&str>,
+        client_ip: IpAddr,
+    ) -> Reply {
         let req = match AnnounceRequest::parse(query, path_key) {
             Ok(r) => r,
             Err(e) => {
@@ -474,7 +485,7 @@ impl Handler {
         .to_canonical();
         let numwant = s.core.swarms().numwant(req.numwant);
         let (core, form) = (&*s.core, (req.compact, !req.no_peer_id));
-        let a = announce_of(&req, client_ip, numwant, now);
+        let a = announce_of(&req, agent, client_ip, numwant, now);
         let served = match ip {
             IpAddr::V4(v4) => {
                 let a = a.at(CompactPeerV4::new(v4, req.port));

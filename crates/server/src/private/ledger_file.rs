@@ -19,7 +19,8 @@
 //! peers u64   | per peer:  user u64, torrent u64, peer id [20], uploaded u64, downloaded u64,
 //!             |            seconds since its last announce u32, flags u8 (1 seeding, 2 started)
 //! pending u64 | per sum:   user u64, torrent u64, uploaded, downloaded, uploaded raw,
-//!             |            downloaded raw, seed seconds, leech seconds (u64 each), completed u8
+//!             |            downloaded raw, seed seconds, leech seconds (u64 each), completed u8,
+//!             |            seconds since the snatch u32 (u32::MAX: none; not in version 1)
 //! id length u8, id bytes (the unsure batch's; length 0: none) | its sums u64 | sums as above
 //! ```
 
@@ -33,9 +34,11 @@ use shoal_tracker::private::credit::{Delta, PeerRecord};
 use shoal_tracker::private::ledger::SavedPeer;
 
 const MAGIC: &[u8; 8] = b"SHOALLDG";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const PEER_BYTES: usize = 8 + 8 + 20 + 8 + 8 + 4 + 1;
-const DELTA_BYTES: usize = 8 * 8 + 1;
+/// A sum's bytes in version 1 (the snatch's age came with version 2).
+const DELTA_BYTES_V1: usize = 8 * 8 + 1;
+const DELTA_BYTES: usize = DELTA_BYTES_V1 + 4;
 
 /// What the file carries.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -76,14 +79,14 @@ impl LedgerFile {
             b.extend_from_slice(&now.saturating_sub(r.seen).to_le_bytes());
             b.push(u8::from(r.seeding) | (u8::from(r.started) << 1));
         }
-        write_sums(&mut b, &self.pending);
+        write_sums(&mut b, &self.pending, now);
         let (id, unsure) = match &self.unsure {
             Some((id, sums)) => (id.as_bytes(), sums.as_slice()),
             None => (&b""[..], &[][..]),
         };
         b.push(u8::try_from(id.len()).context("a batch id over 255 bytes")?);
         b.extend_from_slice(id);
-        write_sums(&mut b, unsure);
+        write_sums(&mut b, unsure, now);
         let tmp = path.with_extension("ledger.tmp");
         let mut f =
             std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
@@ -105,8 +108,14 @@ impl LedgerFile {
 
     fn parse(bytes: &[u8], now: u32, unix: u64) -> anyhow::Result<Self> {
         let mut r = Reader(bytes);
-        if r.take(8)? != MAGIC || r.u32()? != VERSION {
-            bail!("not a shoal ledger file of version {VERSION}");
+        if r.take(8)? != MAGIC {
+            bail!("not a shoal ledger file");
+        }
+        // Version 1's file (written by a build before the snatch's time was kept) is read
+        // too, so that an upgrade keeps what the old process could not write.
+        let version = r.u32()?;
+        if !(1..=VERSION).contains(&version) {
+            bail!("a shoal ledger file of version {version}, not 1 to {VERSION}");
         }
         let downtime = unix.saturating_sub(r.u64()?);
         let n = r.count(PEER_BYTES)?;
@@ -130,10 +139,15 @@ impl LedgerFile {
                 },
             });
         }
-        let pending = read_sums(&mut r)?;
+        let sums_at = Sums {
+            version,
+            now,
+            downtime,
+        };
+        let pending = read_sums(&mut r, &sums_at)?;
         let id_len = usize::from(r.take(1)?[0]);
         let id = std::str::from_utf8(r.take(id_len)?)?.to_string();
-        let sums = read_sums(&mut r)?;
+        let sums = read_sums(&mut r, &sums_at)?;
         let unsure = (!id.is_empty()).then_some((id, sums));
         if !r.0.is_empty() {
             bail!("{} bytes after the last record", r.0.len());
@@ -146,7 +160,7 @@ impl LedgerFile {
     }
 }
 
-fn write_sums(b: &mut Vec<u8>, sums: &[Delta]) {
+fn write_sums(b: &mut Vec<u8>, sums: &[Delta], now: u32) {
     b.extend_from_slice(&(sums.len() as u64).to_le_bytes());
     for d in sums {
         for v in [
@@ -162,11 +176,24 @@ fn write_sums(b: &mut Vec<u8>, sums: &[Delta]) {
             b.extend_from_slice(&v.to_le_bytes());
         }
         b.push(u8::from(d.completed));
+        let age = d.completed_at.map_or(u32::MAX, |at| now.saturating_sub(at));
+        b.extend_from_slice(&age.to_le_bytes());
     }
 }
 
-fn read_sums(r: &mut Reader<'_>) -> anyhow::Result<Vec<Delta>> {
-    let n = r.count(DELTA_BYTES)?;
+/// How the sums of a file read: its version, and the clocks to date a snatch by.
+struct Sums {
+    version: u32,
+    now: u32,
+    downtime: u64,
+}
+
+fn read_sums(r: &mut Reader<'_>, at: &Sums) -> anyhow::Result<Vec<Delta>> {
+    let n = r.count(if at.version == 1 {
+        DELTA_BYTES_V1
+    } else {
+        DELTA_BYTES
+    })?;
     let mut sums = Vec::with_capacity(n);
     for _ in 0..n {
         let mut v = [0u64; 8];
@@ -183,6 +210,19 @@ fn read_sums(r: &mut Reader<'_>) -> anyhow::Result<Vec<Delta>> {
             seed_seconds: v[6],
             leech_seconds: v[7],
             completed: r.take(1)?[0] != 0,
+            completed_at: match at.version {
+                1 => None,
+                _ => match r.u32()? {
+                    u32::MAX => None,
+                    age => {
+                        let age = u64::from(age).saturating_add(at.downtime);
+                        Some(
+                            at.now
+                                .saturating_sub(u32::try_from(age).unwrap_or(u32::MAX)),
+                        )
+                    }
+                },
+            },
         });
     }
     Ok(sums)
@@ -244,6 +284,7 @@ mod tests {
                 seed_seconds: 9,
                 leech_seconds: 10,
                 completed: true,
+                completed_at: Some(95),
                 ..Delta::new(7, 9)
             }],
             unsure: Some(("0123456789abcdef-1".into(), vec![Delta::new(8, 9)])),
@@ -261,13 +302,38 @@ mod tests {
         // Loaded 30 s later by a process whose clock says 3: the peer is 40 s old, so its
         // record says it was seen at 0 (saturating), not in the future.
         let loaded = LedgerFile::load(&path, 3, 5_030).unwrap().unwrap();
-        assert_eq!(loaded.pending, saved.pending);
         assert_eq!(loaded.unsure, saved.unsure);
         assert_eq!(loaded.peers[0].record.seen, 0);
+        assert_eq!(loaded.pending[0].completed_at, Some(0));
         let loaded = LedgerFile::load(&path, 1_000, 5_030).unwrap().unwrap();
         let mut expected = saved.peers[0];
         expected.record.seen = 1_000 - 40;
         assert_eq!(loaded.peers, vec![expected]);
+        // The snatch was 5 s old at the save, and 30 s went by.
+        let mut pending = saved.pending.clone();
+        pending[0].completed_at = Some(1_000 - 35);
+        assert_eq!(loaded.pending, pending);
+    }
+
+    /// A file of version 1 (no snatch times), as the build before this one wrote it at
+    /// shutdown, is read: an upgrade loses none of the sums it carries.
+    #[test]
+    fn a_version_1_file_is_read() {
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&5_000u64.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&1u64.to_le_bytes());
+        for v in [7u64, 9, 5, 6, 7, 8, 9, 10] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.push(1);
+        b.push(0);
+        b.extend_from_slice(&0u64.to_le_bytes());
+        let file = LedgerFile::parse(&b, 100, 5_000).unwrap();
+        let mut want = sample().pending;
+        want[0].completed_at = None;
+        assert_eq!((file.pending, file.unsure), (want, None));
     }
 
     #[test]

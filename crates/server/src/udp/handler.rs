@@ -345,6 +345,8 @@ fn announce_of<'a>(
         protocol: Protocol::Udp,
         source,
         credential,
+        // BEP 15 carries no user agent.
+        agent: None,
         info_hash: r.info_hash,
         peer_id: r.peer_id,
         addr: (),

@@ -230,6 +230,7 @@ fn announce(
         protocol: Protocol::Ws,
         source: conn.source,
         credential: conn.credential.as_deref(),
+        agent: None,
         info_hash: a.info_hash,
         peer_id: a.peer_id,
         addr: (),

@@ -102,6 +102,8 @@ pub struct Delta {
     pub leech_seconds: u64,
     /// A snatch: the user completed this torrent (at most once per user and torrent).
     pub completed: bool,
+    /// When the snatch was announced (the store's coarse clock), with `completed`.
+    pub completed_at: Option<u32>,
 }
 
 impl Delta {
@@ -128,6 +130,7 @@ impl Delta {
             seed_seconds,
             leech_seconds,
             completed,
+            completed_at: _,
         } = *self;
         (uploaded | downloaded | uploaded_raw | downloaded_raw | seed_seconds | leech_seconds) == 0
             && !completed
@@ -147,6 +150,20 @@ impl Delta {
         self.seed_seconds = self.seed_seconds.saturating_add(other.seed_seconds);
         self.leech_seconds = self.leech_seconds.saturating_add(other.leech_seconds);
         self.completed |= other.completed;
+        self.completed_at = match (self.completed_at, other.completed_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// The snatch of one account, announced at `at`.
+    #[inline]
+    pub fn snatch(user_id: u64, torrent_id: u64, at: u32) -> Self {
+        Self {
+            completed: true,
+            completed_at: Some(at),
+            ..Self::new(user_id, torrent_id)
+        }
     }
 }
 

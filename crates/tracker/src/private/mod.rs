@@ -92,6 +92,7 @@
 pub mod credit;
 pub mod ledger;
 pub mod members;
+pub mod peers;
 
 pub use credit::{AccountedAnnounce, Delta, PeerRecord};
 pub use ledger::{
@@ -99,6 +100,7 @@ pub use ledger::{
     SlotStore,
 };
 pub use members::{Member, Members, Registered, Roster};
+pub use peers::{PeerLog, PeerState};
 
 #[cfg(test)]
 mod tests;

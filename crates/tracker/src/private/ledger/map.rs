@@ -110,6 +110,7 @@ impl Sums {
             seed_seconds: u64::from(self.seed_seconds),
             leech_seconds: u64::from(self.leech_seconds),
             completed: false,
+            completed_at: None,
         }
     }
 }
@@ -157,10 +158,8 @@ impl Shard {
         entry: &mut PeerEntry,
         delta: &Delta,
     ) {
-        if delta.completed {
-            let mut snatch = Delta::new(delta.user_id, delta.torrent_id);
-            snatch.completed = true;
-            add_pending(pending, &snatch);
+        if let (true, Some(at)) = (delta.completed, delta.completed_at) {
+            add_pending(pending, &Delta::snatch(delta.user_id, delta.torrent_id, at));
         }
         let before = entry.unwritten.is_empty();
         entry.unwritten.add(delta);
@@ -196,12 +195,22 @@ pub(super) enum Kept {
 }
 
 /// The snatch rule, the one place it is written: a `completed` is the snatch of its account
-/// the first time that account completes, and never again.
+/// the first time that account completes, and never again. Marks `delta` (announce `a`'s)
+/// as the snatch, at the announce's time, when it is one.
 #[inline]
-pub(super) fn snatch(snatched: &mut HashSet<Account, Hasher>, a: &AccountedAnnounce) -> bool {
-    a.event == AnnounceEvent::Completed
+pub(super) fn snatch(
+    snatched: &mut HashSet<Account, Hasher>,
+    a: &AccountedAnnounce,
+    delta: &mut Delta,
+) -> bool {
+    let first = a.event == AnnounceEvent::Completed
         && snatched.insert(Account {
             user_id: a.user_id,
             torrent_id: a.torrent_id,
-        })
+        });
+    if first {
+        delta.completed = true;
+        delta.completed_at = Some(a.now);
+    }
+    first
 }

@@ -264,7 +264,7 @@ impl Ledger {
                     return Ok(deferred(a, true));
                 }
                 let mut delta = credit(Some(&entry.record), a, gap);
-                delta.completed = snatch(snatched, a);
+                snatch(snatched, a, &mut delta);
                 entry.record = PeerRecord::after(Some(&entry.record), a);
                 self.share(shared, &key, entry.record, false);
                 Shard::add_to(dirty, pending, entry, &delta);
@@ -279,7 +279,7 @@ impl Ledger {
                     return Ok(deferred(a, false));
                 }
                 let mut delta = credit(None, a, gap);
-                delta.completed = snatch(snatched, a);
+                snatch(snatched, a, &mut delta);
                 let record = PeerRecord::after(None, a);
                 self.share(shared, &key, record, false);
                 let Kept::Entry(entry) = new.insert(Kept::Entry(PeerEntry {

@@ -277,11 +277,8 @@ impl Ledger {
             let key = PeerKey::new(a.user_id, a.torrent_id, a.peer_id);
             let mut guard = self.shard(&key.account).lock();
             let shard = &mut *guard;
-            if snatch(&mut shard.snatched, a) {
-                delta.completed = true;
-                let mut snatch = Delta::new(a.user_id, a.torrent_id);
-                snatch.completed = true;
-                shard.add(&snatch);
+            if snatch(&mut shard.snatched, a, &mut delta) {
+                shard.add(&Delta::snatch(a.user_id, a.torrent_id, a.now));
             }
             self.share(&mut shard.shared, &key, record, false);
         }
