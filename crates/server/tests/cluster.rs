@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::redis::RedisCluster;
 use common::{temp_dir, Ann, Client, Shoal};
-use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_cluster::feed::versions_key;
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_server::{Config, Tracker};
 
 /// Exchange interval of every node in this test (milliseconds).
