@@ -47,9 +47,12 @@ pub struct PeerState {
     pub announces: u32,
 }
 
+/// One lock's worth of the log: entries by (user, torrent, peer id).
+type Shard = Mutex<HashMap<(u64, u64, PeerId), PeerState, Hasher>>;
+
 /// The log: one entry per client with announces since the last drain.
 pub struct PeerLog {
-    shards: Box<[Mutex<HashMap<(u64, u64, PeerId), PeerState, Hasher>>]>,
+    shards: Box<[Shard]>,
     hasher: Hasher,
 }
 

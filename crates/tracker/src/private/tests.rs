@@ -618,7 +618,11 @@ fn simulate(
                     e.leech_seconds += secs
                 }
             }
-            e.completed |= completed;
+            // The account's first `completed` is its snatch, dated by that announce.
+            if completed && !e.completed {
+                e.completed = true;
+                e.completed_at = Some(now);
+            }
         };
         match step {
             Step::Transfer { up, down } => {
