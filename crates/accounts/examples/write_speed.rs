@@ -75,6 +75,7 @@ async fn main() {
                 seed_seconds: 1,
                 leech_seconds: 0,
                 completed: false,
+                ..Delta::default()
             })
             .collect();
         let (cpu, t) = (cpu_seconds(), Instant::now());

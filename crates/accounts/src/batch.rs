@@ -122,6 +122,7 @@ mod tests {
             seed_seconds: 2,
             leech_seconds: 3,
             completed,
+            ..Delta::default()
         }
     }
 

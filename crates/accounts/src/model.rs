@@ -86,8 +86,10 @@ pub struct Loaded {
 
 /// What one user did on one torrent since the last write: the unit of a write batch.
 ///
-/// Bytes are already multiplied by the user's and the torrent's factors: the database adds
-/// what it is given. A batch may hold several deltas for the same user and torrent.
+/// `uploaded` and `downloaded` are already multiplied by the user's and the torrent's
+/// factors (what the user is credited and charged): the database adds what it is given.
+/// The `_raw` bytes are what really moved. A batch may hold several deltas for the same user
+/// and torrent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Delta {
     pub user_id: i64,
@@ -95,11 +97,49 @@ pub struct Delta {
     pub torrent: InfoHashBytes,
     pub uploaded: u64,
     pub downloaded: u64,
+    pub uploaded_raw: u64,
+    pub downloaded_raw: u64,
     pub seed_seconds: u64,
     pub leech_seconds: u64,
     /// The user completed (snatched) the torrent. Counted once per user and torrent, however
     /// often it is written.
     pub completed: bool,
+    /// When the snatch was announced (Unix seconds), with `completed`.
+    pub completed_at: Option<u64>,
+}
+
+/// One client's state at its last announce (for schemas that keep a row per client: a
+/// user's client on one torrent, by peer id).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerRow {
+    pub user_id: i64,
+    /// The torrent's v1 info hash.
+    pub torrent: InfoHashBytes,
+    pub peer_id: [u8; 20],
+    /// `udp`, `http` or `ws`.
+    pub protocol: &'static str,
+    /// Where other peers reach it; `None` for a WebRTC peer.
+    pub addr: Option<std::net::SocketAddr>,
+    /// Its `User-Agent`, where its protocol carries one.
+    pub agent: Option<String>,
+    /// Its reported totals (of its current session) and what it has left (`None`: a
+    /// WebTorrent client that did not say).
+    pub uploaded: u64,
+    pub downloaded: u64,
+    pub left: Option<u64>,
+    pub seeder: bool,
+    /// False once it said `stopped`.
+    pub active: bool,
+    /// Its last announce (Unix seconds), and how many it made since the last write.
+    pub announced_at: u64,
+    pub announces: u32,
+}
+
+/// One write: the accounts' sums, and for schemas that keep them the clients' rows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Accounting<'a> {
+    pub sums: &'a [Delta],
+    pub peers: &'a [PeerRow],
 }
 
 /// What [`write`](crate::Database::write) did with a batch that it committed.

@@ -9,7 +9,8 @@ mod servers;
 use std::time::{Duration, Instant};
 
 use shoal_accounts::{
-    ClientPrefix, Database, Delta, Dialect, Error, InfoHashBytes, Torrent, User, Written,
+    Accounting, ClientPrefix, Database, Delta, Dialect, Error, InfoHashBytes, PeerRow, Schema,
+    Torrent, User, Written,
 };
 
 const FREELEECH: InfoHashBytes = [0x11; 20];
@@ -229,6 +230,47 @@ async fn sqlite_file_is_created_with_its_schema_and_keeps_the_accounts() {
     assert!(!path.exists());
     accounts_scenario(&format!("sqlite://{}", path.display()), Dialect::Sqlite).await;
     assert!(path.exists());
+}
+
+/// shoal's own schema through the seam every site schema implements: it loads what
+/// `load` loads, keeps no per-client rows, and writes the sums of a batch (raw bytes and
+/// the snatch's time ride along; its tables keep the credited sums and the snatch).
+#[tokio::test]
+async fn shoal_schema_through_the_seam() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("seam.db").display());
+    let db = Database::connect(&url).await.unwrap();
+    db.put_user(&User::new(5, "0123456789abcdef0123456789abcdef"))
+        .await
+        .unwrap();
+    db.put_torrent(&Torrent::new(Some(3), PLAIN)).await.unwrap();
+    let schema: &dyn Schema = &db;
+    assert_eq!((schema.name(), schema.keeps_peers()), ("shoal", false));
+    let loaded = schema.load().await.unwrap();
+    assert_eq!((loaded.users.len(), loaded.torrents.len()), (1, 1));
+    let sums = [Delta {
+        uploaded: 200,
+        uploaded_raw: 100,
+        completed: true,
+        completed_at: Some(1_700_000_000),
+        ..delta(5, PLAIN, 200, 0)
+    }];
+    let peers = [PeerRow {
+        user_id: 5,
+        torrent: PLAIN,
+        protocol: "udp",
+        ..PeerRow::default()
+    }];
+    let batch = Accounting {
+        sums: &sums,
+        peers: &peers,
+    };
+    let w = schema.write(Some("seam-1"), batch).await.unwrap();
+    assert_eq!((w.applied, w.new_snatches), (1, 1));
+    let stats = db.user_stats(5).await.unwrap().unwrap();
+    assert_eq!(stats.uploaded, 200);
+    let w = schema.write(Some("seam-1"), batch).await.unwrap();
+    assert!(w.already_written);
 }
 
 #[tokio::test]

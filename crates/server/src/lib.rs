@@ -116,7 +116,11 @@ impl Tracker {
             }
         };
         let webtorrent = WebTorrentStore::new(ws::WsSettings::from_config(&config).store);
-        let core = Arc::new(Core::new(policy, store, webtorrent));
+        let mut core = Core::new(policy, store, webtorrent);
+        if let Some(log) = accounts.as_ref().and_then(|a| a.peer_log()) {
+            core = core.with_peer_log(log.clone());
+        }
+        let core = Arc::new(core);
         let shutdown = Arc::new(AtomicBool::new(false));
         let key = if clustered {
             let own = restored.key().unwrap_or_else(ConnectionIds::random_key);

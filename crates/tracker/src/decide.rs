@@ -15,6 +15,7 @@
 //! that says how to answer it.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use shoal_proto::ws::OfferId;
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
@@ -134,7 +135,7 @@ pub struct Core {
     swarms: Swarms,
     webtorrent: WebTorrentStore,
     /// Each client's latest state, for a site schema that keeps a row per client.
-    peers: Option<PeerLog>,
+    peers: Option<Arc<PeerLog>>,
 }
 
 impl Core {
@@ -147,18 +148,18 @@ impl Core {
         }
     }
 
-    /// This core, also keeping each private client's latest state ([`PeerLog`]) for a site
-    /// schema that writes a row per client.
-    pub fn with_peer_log(self) -> Self {
+    /// This core, also noting each private client's latest state into `log`, for a site
+    /// schema that writes a row per client (the database side drains it).
+    pub fn with_peer_log(self, log: Arc<PeerLog>) -> Self {
         Self {
-            peers: Some(PeerLog::default()),
+            peers: Some(log),
             ..self
         }
     }
 
     /// The clients' latest states, when kept.
     pub fn peer_log(&self) -> Option<&PeerLog> {
-        self.peers.as_ref()
+        self.peers.as_deref()
     }
 
     /// The rules (reloads and the admin API's edits go here).

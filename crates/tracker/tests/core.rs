@@ -466,3 +466,56 @@ fn open_mode_serves_every_shape_without_accounts() {
     }
     assert!(core.swarms().ledger().is_none());
 }
+
+/// With a peer log (a schema that keeps a row per client), every private announce notes
+/// its client's latest state, with what each protocol carries: UDP and HTTP an address, HTTP
+/// a user agent, WebTorrent neither; refused announces note nothing.
+#[test]
+fn the_peer_log_keeps_each_clients_latest_state_per_shape() {
+    let (core, _) = private_core(1000);
+    let log = Arc::new(shoal_tracker::private::PeerLog::default());
+    let core = core.with_peer_log(log.clone());
+    let v6 = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
+    let http = Ask::default().from(v6).client(*b"-qB4650-httphttphttp");
+    let ws = Ask::default().client(*b"-qB4650-wswswswswsws");
+    announce(&core, Shape::Udp, &Ask::default(), (0, 0, 10, Started), 1).unwrap();
+    announce(&core, Shape::Udp, &Ask::default(), (5, 6, 4, Regular), 2).unwrap();
+    let at = CompactPeerV6::new(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1), 6881);
+    let mut a = announce_of(Shape::Http, &http, at, (1, 2, 0, Started), 3);
+    a.agent = Some("qBittorrent/4.6.5");
+    core.announce(&a, &mut Vec::<CompactPeerV6>::new()).unwrap();
+    announce(&core, Shape::Ws, &ws, (0, 0, 3, Stopped), 4).unwrap();
+    let refused = Ask::default().key(None).client(*b"-qB4650-refusedrefus");
+    assert!(announce(&core, Shape::Udp, &refused, (0, 0, 1, Started), 5).is_err());
+    let mut states = log.drain();
+    states.sort_by_key(|s| s.announced);
+    assert_eq!(states.len(), 3, "{states:?}");
+    let (udp, http, ws) = (&states[0], &states[1], &states[2]);
+    assert_eq!(
+        (
+            udp.protocol,
+            udp.announces,
+            udp.uploaded,
+            udp.downloaded,
+            udp.left
+        ),
+        (Protocol::Udp, 2, 5, 6, Some(4))
+    );
+    assert_eq!(udp.addr, Some("192.0.2.1:6881".parse().unwrap()));
+    assert_eq!(
+        (udp.seeder, udp.active, udp.agent.as_deref()),
+        (false, true, None)
+    );
+    assert_eq!(
+        (http.addr, http.agent.as_deref(), http.seeder),
+        (
+            Some("[2001:db8::1]:6881".parse().unwrap()),
+            Some("qBittorrent/4.6.5"),
+            true
+        )
+    );
+    assert_eq!(
+        (ws.protocol, ws.addr, ws.active, ws.left),
+        (Protocol::Ws, None, false, Some(3))
+    );
+}

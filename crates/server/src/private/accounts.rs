@@ -24,7 +24,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use parking_lot::Mutex;
-use shoal_accounts::{ClientPrefix, Database, Loaded, Torrent, User, UserStats, Written};
+use shoal_accounts::{
+    Accounting, ClientPrefix, Database, Loaded, PeerRow, Schema, Torrent, User, UserStats, Written,
+};
 use shoal_proto::InfoHash;
 use shoal_swarm::clock;
 
@@ -33,10 +35,16 @@ use crate::config::Config;
 use shoal_tracker::private::credit::Delta;
 use shoal_tracker::private::ledger::{Ledger, LedgerConfig};
 use shoal_tracker::private::members::{Member, Members, Registered, Roster};
+use shoal_tracker::private::{PeerLog, PeerState};
 
 /// The bound on one database operation: a write during an outage fails after this and is
 /// retried at the next flush, rather than holding the writer.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Unix seconds of a time on the store's coarse clock.
+fn unix_of(at: u32) -> u64 {
+    clock::unix_now().saturating_sub(u64::from(clock::now().saturating_sub(at)))
+}
 
 /// What the announce path needs of a user row.
 fn member(u: &User) -> Member {
@@ -89,7 +97,13 @@ pub struct Flushed {
 /// The database, the tables in force and the ledger, with everything that changes them.
 pub struct Accounts {
     runtime: tokio::runtime::Runtime,
+    /// shoal's own schema: the admin API's edits go here.
     db: Database,
+    /// The schema in force, through the seam every site schema implements: the members are
+    /// loaded and the accounting written through it.
+    schema: Arc<dyn Schema>,
+    /// Each client's latest state, when the schema keeps a row per client.
+    peers: Option<Arc<PeerLog>>,
     pub members: Arc<Members>,
     pub ledger: Arc<Ledger>,
     editing: Mutex<()>,
@@ -120,8 +134,9 @@ impl Accounts {
             .block_on(Database::connect(&url))
             .context("opening the private tracker's database")?
             .with_operation_timeout(OPERATION_TIMEOUT);
+        let schema: Arc<dyn Schema> = Arc::new(db.clone());
         let loaded = runtime
-            .block_on(db.load())
+            .block_on(schema.load())
             .context("loading users, torrents and clients")?;
         let members = Arc::new(Members::new(
             &roster(&loaded),
@@ -159,6 +174,8 @@ impl Accounts {
         let accounts = Self {
             runtime,
             db,
+            peers: schema.keeps_peers().then(|| Arc::new(PeerLog::default())),
+            schema,
             members,
             ledger,
             editing: Mutex::new(()),
@@ -280,8 +297,8 @@ impl Accounts {
     /// Loads everything from the database again and puts it in force at once.
     pub fn reload(&self) -> Result<(usize, usize, usize), shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
-        let loaded = self.run(async move { db.load().await })?;
+        let schema = self.schema.clone();
+        let loaded = self.run(async move { schema.load().await })?;
         self.members.replace(&roster(&loaded));
         self.publish_counts();
         Ok(self.members.counts())
@@ -300,7 +317,7 @@ impl Accounts {
     pub fn flush(&self) -> Result<Flushed, shoal_accounts::Error> {
         let mut unsure = self.unsure.lock();
         if let Some((id, batch)) = unsure.take() {
-            match self.write(&id, &batch) {
+            match self.write(&id, &batch, &[]) {
                 Ok(_) => {}
                 Err(e) => {
                     *unsure = Some((id, batch));
@@ -309,8 +326,14 @@ impl Accounts {
             }
         }
         let batch = self.ledger.drain();
+        let peers = self
+            .peers
+            .as_ref()
+            .map(|log| log.drain())
+            .unwrap_or_default();
         let id = format!("{:016x}{:016x}", clock::unix_now(), fastrand::u64(..));
-        match self.write(&id, &batch) {
+        let rows: Vec<PeerRow> = peers.iter().filter_map(|p| self.peer_row(p)).collect();
+        match self.write(&id, &batch, &rows) {
             Ok(written) => {
                 if self.restored_file.swap(false, Ordering::Relaxed) {
                     if let Some(path) = &self.ledger_file {
@@ -323,6 +346,11 @@ impl Accounts {
                 })
             }
             Err(e) => {
+                // The sums are written again alone, under their id; the clients' states go
+                // back to the log (a newer state of a client wins) for the next batch.
+                if let Some(log) = &self.peers {
+                    log.restore(peers);
+                }
                 *unsure = Some((id, batch));
                 Err(e)
             }
@@ -330,12 +358,22 @@ impl Accounts {
     }
 
     /// One batch under its id, with the metrics of the attempt.
-    fn write(&self, id: &str, batch: &[Delta]) -> Result<Written, shoal_accounts::Error> {
-        let rows: Vec<shoal_accounts::Delta> =
+    fn write(
+        &self,
+        id: &str,
+        batch: &[Delta],
+        peers: &[PeerRow],
+    ) -> Result<Written, shoal_accounts::Error> {
+        let sums: Vec<shoal_accounts::Delta> =
             batch.iter().filter_map(|d| self.row_of(d)).collect();
-        let db = self.db.clone();
-        let id = id.to_string();
-        let result = self.run(async move { db.write_batch(Some(&id), &rows).await });
+        let (schema, id, peers) = (self.schema.clone(), id.to_string(), peers.to_vec());
+        let result = self.run(async move {
+            let batch = Accounting {
+                sums: &sums,
+                peers: &peers,
+            };
+            schema.write(Some(&id), batch).await
+        });
         let label = if result.is_ok() { "ok" } else { "error" };
         metrics::counter!("shoal_private_flushes_total", "result" => label).increment(1);
         if let Ok(written) = &result {
@@ -372,10 +410,39 @@ impl Accounts {
             torrent: hash.0,
             uploaded: d.uploaded,
             downloaded: d.downloaded,
+            uploaded_raw: d.uploaded_raw,
+            downloaded_raw: d.downloaded_raw,
             seed_seconds: d.seed_seconds,
             leech_seconds: d.leech_seconds,
             completed: d.completed,
+            completed_at: d.completed_at.map(unix_of),
         })
+    }
+
+    /// The database row of a client's latest state (`None` for an unknown torrent id).
+    fn peer_row(&self, p: &PeerState) -> Option<PeerRow> {
+        let hash = self.members.torrent_hash(p.torrent_id as i64)?;
+        Some(PeerRow {
+            user_id: p.user_id as i64,
+            torrent: hash.0,
+            peer_id: p.peer_id.0,
+            protocol: p.protocol.label(),
+            addr: p.addr,
+            agent: p.agent.as_deref().map(String::from),
+            uploaded: p.uploaded,
+            downloaded: p.downloaded,
+            left: p.left,
+            seeder: p.seeder,
+            active: p.active,
+            announced_at: unix_of(p.announced),
+            announces: p.announces,
+        })
+    }
+
+    /// Each client's latest state, when the schema in force keeps a row per client (the
+    /// core notes every private announce into it).
+    pub fn peer_log(&self) -> Option<&Arc<PeerLog>> {
+        self.peers.as_ref()
     }
 
     /// At shutdown, after the front ends stopped: one last flush, then the ledger file with
