@@ -88,16 +88,18 @@ impl Call {
         let w = &self.writes;
         let mut out =
             Vec::with_capacity(w.peers.len() * 64 + w.completed.len() * 25 + w.clients.len() * 58);
-        let peer =
-            |&(&(info_hash, endpoint), &value): &(&PeerKey, &Option<PeerValue>)| Record::Peer {
-                info_hash,
-                endpoint,
-                value,
-            };
-        let webtorrent =
-            |r: &(&PeerKey, &Option<PeerValue>)| matches!(r.0 .1, Endpoint::WebTorrent(_));
-        for r in w.peers.iter().filter(|r| !webtorrent(r)) {
-            peer(&r).write(&mut out);
+        let peers = |webtorrent: bool| {
+            w.peers
+                .iter()
+                .filter(move |(k, _)| matches!(k.1, Endpoint::WebTorrent(_)) == webtorrent)
+                .map(|(&(info_hash, endpoint), &value)| Record::Peer {
+                    info_hash,
+                    endpoint,
+                    value,
+                })
+        };
+        for r in peers(false) {
+            r.write(&mut out);
         }
         for (&info_hash, &total) in &w.completed {
             Record::Completed { info_hash, total }.write(&mut out);
@@ -111,8 +113,8 @@ impl Call {
             }
             .write(&mut out);
         }
-        for r in w.peers.iter().filter(webtorrent) {
-            peer(&r).write(&mut out);
+        for r in peers(true) {
+            r.write(&mut out);
         }
         out
     }

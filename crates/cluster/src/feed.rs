@@ -141,21 +141,33 @@ pub enum Record {
     },
 }
 
+// The kind byte each record of a log entry starts with (`feed.lua` reads the same numbers).
+/// An IPv4 peer announced: its address (6 bytes), then a [`PeerValue`].
 const SET_V4: u8 = 1;
+/// An IPv6 peer announced: its address (18 bytes), then a [`PeerValue`].
 const SET_V6: u8 = 2;
+/// An IPv4 peer left: its address alone.
 const DEL_V4: u8 = 3;
+/// An IPv6 peer left: its address alone.
 const DEL_V6: u8 = 4;
+/// The node's completed total of a torrent: 4 bytes after the info hash.
 const COMPLETED: u8 = 5;
+/// A private-mode client's record: 36 bytes of field (no info hash), then a [`ClientValue`].
 const SET_CLIENT: u8 = 6;
+/// A client record taken out of the node's hash: its field alone.
 const DEL_CLIENT: u8 = 7;
+/// A WebTorrent peer announced: its peer id (20 bytes), then a [`PeerValue`].
 const SET_WEBTORRENT: u8 = 8;
+/// A WebTorrent peer left: its peer id alone.
 const DEL_WEBTORRENT: u8 = 9;
-const VALUE_LEN: usize = 25;
+
 /// A client field after the 20 bytes every field starts with (36 in all).
 const CLIENT_FIELD_REST: usize = 16;
-const CLIENT_VALUE_LEN: usize = 21;
 
 impl ClientValue {
+    /// Bytes of the value as a hash holds it.
+    const LEN: usize = 21;
+
     /// Appends the value as a hash holds it.
     pub fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.uploaded.to_be_bytes());
@@ -165,7 +177,7 @@ impl ClientValue {
     }
 
     fn read(v: &[u8]) -> Option<Self> {
-        if v.len() != CLIENT_VALUE_LEN || v[20] > 7 {
+        if v.len() != ClientValue::LEN || v[20] > 7 {
             return None;
         }
         Some(Self {
@@ -180,6 +192,9 @@ impl ClientValue {
 }
 
 impl PeerValue {
+    /// Bytes of the value as a hash holds it.
+    const LEN: usize = 25;
+
     /// Appends the value as a hash holds it.
     pub fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.expires.to_be_bytes());
@@ -188,7 +203,7 @@ impl PeerValue {
     }
 
     fn read(v: &[u8]) -> Option<Self> {
-        if v.len() != VALUE_LEN {
+        if v.len() != PeerValue::LEN {
             return None;
         }
         Some(Self {
@@ -269,9 +284,9 @@ impl Record {
                 _ => return None,
             };
             let value_len = match kind {
-                SET_V4 | SET_V6 | SET_WEBTORRENT => VALUE_LEN,
+                SET_V4 | SET_V6 | SET_WEBTORRENT => PeerValue::LEN,
                 COMPLETED => 4,
-                SET_CLIENT => CLIENT_VALUE_LEN,
+                SET_CLIENT => ClientValue::LEN,
                 _ => 0,
             };
             let end = 20 + addr_len + value_len;

@@ -5,7 +5,7 @@
 //! path: the front ends answer from the stores, which are at most an interval or two
 //! behind the other nodes.
 //!
-//! Calls of one round run concurrently (at most [`IN_FLIGHT`]), each bounded by the link's
+//! Calls of one round run concurrently (at most `IN_FLIGHT`), each bounded by the link's
 //! timeout, and beside them the WebTorrent relay's list commands and the heartbeat: a
 //! master that is down costs one wait a round, not three in a row. A failed call's writes
 //! wait for the next round ([`Exchange::retry`]). Redis unreachable at start: the node
