@@ -11,6 +11,7 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::time::Duration;
 
+use common::store::add_peer;
 use common::{http, temp_dir, Ann, Client};
 use serde_json::Value;
 use shoal_proto::udp::{Request, TransactionId, PROTOCOL_ID};
@@ -249,19 +250,13 @@ fn a_dual_stack_socket_serves_ipv4_clients_as_ipv4_and_ipv6_replies_fit_1232_byt
     // 100 IPv6 peers, then an IPv6 client asking for as many as it may.
     for i in 0..100u16 {
         let ip = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, i + 1);
-        let mut out: Vec<CompactPeerV6> = Vec::new();
-        t.store().announce_accounted(
-            &shoal_swarm::Announce {
-                info_hash: InfoHash([4; 20]),
-                peer_id: PeerId([100 + i as u8; 20]),
-                addr: CompactPeerV6::new(ip, 1000 + i),
-                event: AnnounceEvent::Started,
-                left: 1,
-                numwant: 0,
-            },
-            shoal_swarm::clock::now(),
-            &mut out,
-            None,
+        let addr = CompactPeerV6::new(ip, 1000 + i);
+        add_peer(
+            t.store(),
+            InfoHash([4; 20]),
+            PeerId([100 + i as u8; 20]),
+            addr,
+            1,
         );
     }
     let v6: SocketAddr = format!("[::1]:{port}").parse().unwrap();

@@ -133,15 +133,6 @@ impl PeerLog {
             }
         }
     }
-
-    /// Entries waiting for a drain.
-    pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
@@ -191,7 +182,7 @@ mod tests {
         );
         let mut states = log.drain();
         states.sort_by_key(|s| s.peer_id.0[0]);
-        assert!(log.is_empty());
+        assert!(log.drain().is_empty());
         assert_eq!(states.len(), 2);
         let (a, b) = (&states[0], &states[1]);
         assert_eq!(
