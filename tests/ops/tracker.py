@@ -272,9 +272,9 @@ def websockets(http_addr, ws_limit, other_node=None):
     if "offer" not in relayed:
         fail(f"no offer relayed: {relayed}")
     if other_node:
-        # The other node reads a torrent's remote peers once it has local activity on it:
-        # its first announce finds none; after an exchange (1 s there) the second finds the
-        # first node's peers, and its offer goes through that node's Redis inbox.
+        # The other node reads every node's WebTorrent peers each exchange round (1 s
+        # there): its first announce may come before the round and find none; the second
+        # finds the first node's peers, and its offer goes through that node's Redis inbox.
         c = WebSocket(other_node, "/announce")
         for _ in range(2):
             ws_announce(c, 3, 7003, offers=1)

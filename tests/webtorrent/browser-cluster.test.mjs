@@ -18,9 +18,9 @@
 // and the leecher's cannot cross (when the two pages offered to each other at once, here,
 // the connection often failed and came only at a later announce, or not within the test),
 // and the transfer shows the leecher's offer relayed to node A and the seeder's answer
-// relayed back. B's reply to a page's first announce of a torrent that only another node
-// serves lists nobody (B reads the torrent from Redis after that announce), so the transfer
-// comes with the leecher's second announce, 5 s later.
+// relayed back. Every node reads every WebTorrent peer from Redis each exchange round, so
+// B may already list the seeder at the leecher's first announce; if that announce came
+// before the round, the transfer comes with the leecher's second announce, 5 s later.
 //
 // Run through run-browser.sh (`./run-browser.sh browser-cluster.test.mjs`): WebRTC needs the
 // private network namespace it makes; Redis and the nodes run inside it. Everything started

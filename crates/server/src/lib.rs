@@ -10,9 +10,10 @@
 //! ([`udp`], [`http`], [`ws`]) their sockets, workers and settings, turning bytes into the
 //! core's requests and its outcomes back into bytes; the core (one, shared) the policy and
 //! the swarm stores; [`private`] the accounts database and its writer; [`state`] the
-//! snapshot file and its writer; [`cluster`] the Redis exchange; [`admin`] its listener,
-//! token and status-page samples, reading the rest through one narrow
-//! [`admin::TrackerView`]; [`reload`] the steps SIGHUP and the admin API run.
+//! snapshot file and its writer; [`cluster`] the wiring of the Redis exchange
+//! (`shoal-cluster`); [`admin`] its listener, token and status-page samples, reading the
+//! rest through one narrow [`admin::TrackerView`]; [`reload`] the steps SIGHUP and the
+//! admin API run.
 //! [`Tracker::start`] only wires them together. A peer that announced over UDP or HTTP is
 //! visible to both (within its address family).
 
