@@ -16,6 +16,7 @@
 //! - `remote`: peers that another node of a cluster serves.
 
 mod offers;
+mod pending;
 mod remote;
 mod torrent;
 

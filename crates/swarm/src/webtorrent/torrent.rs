@@ -8,7 +8,7 @@
 use indexmap::IndexMap;
 use shoal_proto::PeerId;
 
-use super::offers::Pending;
+use super::pending::Pending;
 use super::ConnectionId;
 use crate::sharded::Hasher;
 use crate::TorrentStats;

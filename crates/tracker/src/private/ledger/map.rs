@@ -1,16 +1,15 @@
 //! The ledger's map: its keys (an account, a client of an account), what it keeps of a
-//! client ([`PeerEntry`]: the record and its unwritten sums) and one lock's worth of it
-//! ([`Shard`]), with the one place the snatch rule is written ([`snatch`]).
+//! client ([`PeerEntry`]: the record and its unwritten sums, or where else it is:
+//! [`SlotAt`]) and one lock's worth of it ([`Shard`], with the records kept for the other
+//! nodes: [`SharedRecord`]), and the one place the snatch rule is written ([`snatch`]).
 
 use std::collections::{HashMap, HashSet};
 
-use shoal_proto::{AnnounceEvent, PeerId};
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+use shoal_swarm::journal::AnyAddr;
 use shoal_swarm::sharded::Hasher;
 
 use crate::private::credit::{AccountedAnnounce, Delta, PeerRecord};
-
-use super::sharing::SharedRecord;
-use super::slots::SlotAt;
 
 /// One (user, torrent) account.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -213,4 +212,25 @@ pub(super) fn snatch(
         delta.completed_at = Some(a.now);
     }
     first
+}
+
+/// A swarm slot: the torrent (its swarm's info hash) and the peer's address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotAt {
+    pub info_hash: InfoHash,
+    pub addr: AnyAddr,
+}
+
+/// A client's record as an announce to this node left it, for the other nodes of a cluster
+/// (see [`Ledger::share_records`]): with it, a client whose next announce reaches another
+/// node is compared there with this announce, as it would have been here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedRecord {
+    pub user_id: u64,
+    pub torrent_id: u64,
+    pub peer_id: PeerId,
+    /// The record after the announce (`seen` on this process's coarse clock).
+    pub record: PeerRecord,
+    /// The announce was `stopped`: the client's session ended and its record is gone.
+    pub ended: bool,
 }

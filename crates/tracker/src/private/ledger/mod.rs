@@ -61,9 +61,9 @@ use shoal_swarm::sharded::Hasher;
 use crate::private::credit::{credit, AccountedAnnounce, Delta, PeerRecord};
 
 use map::{add_pending, snatch, Account, Kept, PeerEntry, PeerKey, Shard, Sums};
+pub use map::{SharedRecord, SlotAt};
 pub use saved::SavedPeer;
-pub use sharing::SharedRecord;
-pub use slots::{SlotAt, SlotRecord, SlotState, SlotStore};
+pub use slots::{SlotRecord, SlotState, SlotStore};
 
 /// Tunables of the ledger.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

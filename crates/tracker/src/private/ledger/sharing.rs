@@ -4,27 +4,10 @@
 
 use std::sync::atomic::Ordering;
 
-use shoal_proto::PeerId;
-
 use crate::private::credit::PeerRecord;
 
-use super::map::{Kept, PeerEntry, PeerKey, Sums};
-use super::slots::SlotAt;
+use super::map::{Kept, PeerEntry, PeerKey, SharedRecord, SlotAt, Sums};
 use super::Ledger;
-
-/// A client's record as an announce to this node left it, for the other nodes of a cluster
-/// (see [`Ledger::share_records`]): with it, a client whose next announce reaches another
-/// node is compared there with this announce, as it would have been here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SharedRecord {
-    pub user_id: u64,
-    pub torrent_id: u64,
-    pub peer_id: PeerId,
-    /// The record after the announce (`seen` on this process's coarse clock).
-    pub record: PeerRecord,
-    /// The announce was `stopped`: the client's session ended and its record is gone.
-    pub ended: bool,
-}
 
 impl SharedRecord {
     /// Whether this record comes after `current`: a later announce by more than

@@ -9,15 +9,8 @@ use shoal_swarm::{Announce, ExtSlot, Family, PeerExt, PeerSink, Store, TorrentSt
 
 use crate::private::credit::{credit, AccountedAnnounce, Delta, PeerRecord};
 
-use super::map::{snatch, Account, Kept, PeerEntry, PeerKey};
+use super::map::{snatch, Account, Kept, PeerEntry, PeerKey, SlotAt};
 use super::{Ledger, Recorded};
-
-/// A swarm slot: the torrent (its swarm's info hash) and the peer's address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SlotAt {
-    pub info_hash: InfoHash,
-    pub addr: AnyAddr,
-}
 
 /// What a private store's peer slot keeps beside the store's own: the client's accounting
 /// record, when the slot holds it (see [`Ledger::announce`]).
