@@ -13,7 +13,7 @@
 # the first contender, so each report's "against each contender" table gives its ratio to
 # the landed build (medians, and round by round: min / median / max).
 set -euo pipefail
-BASE=${BASE:?the landed build's shoal binary}
+BASE=${BASE:?BASE: the landed build, its shoal binary}
 NEW=${NEW:-target/release/shoal}
 BENCH=${BENCH:-target/release/shoal-bench}
 OUT=${1:-/tmp/core-compare}
