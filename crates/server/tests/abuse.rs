@@ -4,6 +4,8 @@
 //! dual stack (IPv4 clients of a dual-stack UDP socket are IPv4 peers, IPv6 replies stay
 //! within 1,232 bytes, requests counted per family).
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::io::{Read, Write};

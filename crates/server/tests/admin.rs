@@ -1,6 +1,8 @@
 //! The admin API, every call, against an in-process tracker: the token, the figures it
 //! reports, and access-list edits that take effect on the next announce and persist.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::net::SocketAddr;

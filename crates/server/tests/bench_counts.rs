@@ -2,6 +2,8 @@
 //! counted must equal what the tracker's counters (the ones `/metrics` exports) say it
 //! answered, within 1%.
 
+#![forbid(unsafe_code)]
+
 use std::time::Duration;
 
 use clap::Parser;

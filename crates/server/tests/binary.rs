@@ -1,5 +1,7 @@
 //! The real `shoal` binary: what an operator types and sees.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

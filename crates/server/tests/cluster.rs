@@ -7,6 +7,8 @@
 //! in private mode, a client whose announces alternate between two nodes is credited once
 //! for every byte it reported. Real clients over the same setup: tests/real_clients.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::net::SocketAddr;

@@ -12,6 +12,8 @@
 //! with the reason, unless `SHOAL_SKIP_REAL_SERVERS=1` is set: then it says it skipped
 //! and passes. HAProxy is stopped by PID when the test ends (also when it fails).
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::io::{Read, Write};

@@ -5,6 +5,8 @@
 //! garbage). Responses are decoded with shoal-proto's strict bencode reader and must be
 //! canonical (tests/common/bencode.rs).
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::io::{Read, Write};

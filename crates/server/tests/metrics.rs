@@ -2,6 +2,8 @@
 //! binary: the recorder is process-wide, so one tracker at a time here (the tests take
 //! [`ONE_AT_A_TIME`]) means exact figures.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::net::SocketAddr;

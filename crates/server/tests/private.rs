@@ -4,6 +4,8 @@
 //! snatch once); admin API edits taking effect on the next announce; and a restart that
 //! loses and doubles nothing. Real clients over the same paths: tests/real_clients.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::io::{Read, Write};

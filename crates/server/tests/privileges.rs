@@ -2,6 +2,8 @@
 //! its chroot and still writes its snapshot there. As another user, asking for a user it
 //! cannot become fails the start with a clear error. Runs the real binary.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

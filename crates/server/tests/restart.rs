@@ -1,6 +1,8 @@
 //! Restart: a tracker stopped with SIGTERM and started again serves the same swarms, and a
 //! damaged snapshot never keeps it from starting. Runs the real binary.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::collections::HashSet;

@@ -1,5 +1,7 @@
 //! The UDP tracker over real loopback sockets, started in-process on port 0.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};

@@ -2,6 +2,8 @@
 //! ports (`SO_REUSEPORT`), the first is stopped with SIGTERM, and the second merges its
 //! final snapshot. Counts lost responses and checks that no peer is lost. Runs the binary.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::sync::atomic::{AtomicU8, Ordering};

@@ -3,6 +3,8 @@
 //! arrive on it, as in production), and the clients are tokio-tungstenite connections
 //! speaking the JSON the reference client speaks (tests/common/ws.rs).
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::net::SocketAddr;

@@ -13,6 +13,8 @@
 //!
 //! `cargo bench -p shoal-server --bench ledger`
 
+#![forbid(unsafe_code)]
+
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 

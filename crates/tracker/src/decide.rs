@@ -218,11 +218,14 @@ impl Core {
             left: a.left.unwrap_or(u64::MAX),
             numwant: a.numwant,
         };
+        // Where the peer log (when kept) says the client is, read before the store changes
+        // so that the call goes down only: policy, store, accounting.
+        let noted = self.peers.as_deref().map(|log| (log, socket(a.addr.any())));
         let stats = self
             .swarms
             .announce_accounted(&announce, a.now, out, ticket.as_ref());
-        if let (Some(log), Some(t)) = (&self.peers, &ticket) {
-            log.note(t, a.protocol, Some(socket(a.addr.any())), a.agent, a.left);
+        if let (Some((log, addr)), Some(t)) = (noted, &ticket) {
+            log.note(t, a.protocol, Some(addr), a.agent, a.left);
         }
         Ok(stats)
     }

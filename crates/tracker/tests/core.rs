@@ -3,6 +3,8 @@
 //! from IPv4, an HTTP announce from IPv6, a WebTorrent announce that may not say what it
 //! has left).
 
+#![forbid(unsafe_code)]
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::sync::Arc;
