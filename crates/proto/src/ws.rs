@@ -86,10 +86,16 @@ pub struct Announce<'a> {
 }
 
 impl Announce<'_> {
-    /// Seeders have nothing left, or just said they completed.
+    /// Seeders have nothing left, or just said they completed ([`seeds`]).
     pub fn is_seeder(&self) -> bool {
-        self.left == Some(0) || self.event == AnnounceEvent::Completed
+        seeds(self.left, self.event)
     }
+}
+
+/// Whether a WebTorrent peer that says it has `left` bytes left (`None`: it did not say)
+/// and announces `event` is a seeder: nothing left, or it just said it completed.
+pub fn seeds(left: Option<u64>, event: AnnounceEvent) -> bool {
+    left == Some(0) || event == AnnounceEvent::Completed
 }
 
 /// One WebRTC offer to be relayed to some other peer of the swarm.

@@ -494,6 +494,17 @@ impl Config {
         }
     }
 
+    /// The WebTorrent store's settings (`[store]`, and `[ws]`'s offer limits).
+    pub fn ws_store_config(&self) -> shoal_swarm::webtorrent::WsStoreConfig {
+        shoal_swarm::webtorrent::WsStoreConfig {
+            shards: self.store.shards,
+            peer_ttl: self.store.peer_ttl,
+            torrent_ttl: self.store.torrent_ttl,
+            offer_max_age: self.ws.offer_max_age,
+            max_pending_offers: self.ws.max_pending_offers,
+        }
+    }
+
     /// The snapshot file; `None` when snapshots are off (`state.file` empty).
     pub fn state_file(&self) -> Option<&Path> {
         set(&self.state.file)

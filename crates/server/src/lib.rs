@@ -116,7 +116,7 @@ impl Tracker {
                 (Swarms::Open(store), restored)
             }
         };
-        let webtorrent = WebTorrentStore::new(ws::WsSettings::from_config(&config).store);
+        let webtorrent = WebTorrentStore::new(config.ws_store_config());
         let mut core = Core::new(policy, store, webtorrent);
         if let Some(log) = accounts.as_ref().and_then(|a| a.peer_log()) {
             core = core.with_peer_log(log.clone());
@@ -468,6 +468,6 @@ pub(crate) fn open_core(config: &Config, policy: Policy) -> Arc<Core> {
     Arc::new(Core::new(
         policy,
         Swarms::Open(Store::new(config.store_config())),
-        WebTorrentStore::new(ws::WsSettings::from_config(config).store),
+        WebTorrentStore::new(config.ws_store_config()),
     ))
 }

@@ -17,7 +17,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use shoal_proto::ws::OfferId;
+use shoal_proto::ws::{seeds, OfferId};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_swarm::journal::AnyAddr;
 use shoal_swarm::webtorrent::{
@@ -104,19 +104,21 @@ pub enum Stop {
     Blocked,
 }
 
-impl Stop {
-    /// The policy's verdict as a stop (`None`: admitted).
-    #[inline]
-    fn of(verdict: Verdict) -> Option<Self> {
-        match verdict {
-            Verdict::Admit | Verdict::AdmitAs(_) => None,
-            Verdict::Refuse(reason) => Some(Stop::Refuse(reason)),
-            Verdict::Drop => Some(Stop::Drop),
-            Verdict::Limited => Some(Stop::Limited),
-            Verdict::Blocked => Some(Stop::Blocked),
-        }
+/// The swarm the policy's `verdict` serves a request for `asked` from, or why it is not
+/// served.
+#[inline]
+fn served(verdict: Verdict, asked: &InfoHash) -> Result<InfoHash, Stop> {
+    match verdict {
+        Verdict::Admit => Ok(*asked),
+        Verdict::AdmitAs(swarm) => Ok(swarm),
+        Verdict::Refuse(reason) => Err(Stop::Refuse(reason)),
+        Verdict::Drop => Err(Stop::Drop),
+        Verdict::Limited => Err(Stop::Limited),
+        Verdict::Blocked => Err(Stop::Blocked),
     }
+}
 
+impl Stop {
     /// The verdict this stop came from (the front ends' counters are kept per verdict).
     pub fn verdict(self) -> Verdict {
         match self {
@@ -155,11 +157,6 @@ impl Core {
             peers: Some(log),
             ..self
         }
-    }
-
-    /// The clients' latest states, when kept.
-    pub fn peer_log(&self) -> Option<&PeerLog> {
-        self.peers.as_deref()
     }
 
     /// The rules (reloads and the admin API's edits go here).
@@ -206,10 +203,10 @@ impl Core {
         out: &mut impl PeerSink<A>,
     ) -> Result<TorrentStats, Stop> {
         let mut ticket = None;
-        let verdict = self.policy.decide(&Self::request(a), &mut ticket);
-        let Some(swarm) = verdict.swarm(&a.info_hash) else {
-            return Err(Stop::of(verdict).unwrap_or(Stop::Drop));
-        };
+        let swarm = served(
+            self.policy.decide(&Self::request(a), &mut ticket),
+            &a.info_hash,
+        )?;
         let announce = Announce {
             info_hash: swarm,
             peer_id: a.peer_id,
@@ -244,17 +241,17 @@ impl Core {
         takes_offers: impl Fn(ConnectionId) -> bool,
     ) -> Result<WsAnnounceOutcome, Stop> {
         let mut ticket = None;
-        let verdict = self.policy.decide(&Self::request(a), &mut ticket);
-        if let Some(stop) = Stop::of(verdict) {
-            return Err(stop);
-        }
+        served(
+            self.policy.decide(&Self::request(a), &mut ticket),
+            &a.info_hash,
+        )?;
         let outcome = self.webtorrent.announce_to(
             &WsAnnounce {
                 info_hash: a.info_hash,
                 peer_id: a.peer_id,
                 conn,
                 event: a.event,
-                seeder: a.left == Some(0) || a.event == AnnounceEvent::Completed,
+                seeder: seeds(a.left, a.event),
             },
             offers,
             a.now,
@@ -274,20 +271,15 @@ impl Core {
     /// from.
     #[inline]
     pub fn scrape(&self, s: &ScrapeOf<'_>) -> Result<TorrentStats, Stop> {
-        let verdict = self.scrape_verdict(s);
-        match verdict.swarm(s.info_hash) {
-            Some(swarm) => Ok(self.swarms.scrape(&swarm)),
-            None => Err(Stop::of(verdict).unwrap_or(Stop::Drop)),
-        }
+        let swarm = served(self.scrape_verdict(s), s.info_hash)?;
+        Ok(self.swarms.scrape(&swarm))
     }
 
     /// One info hash of a WebTorrent scrape: the WebTorrent swarm's figures.
     #[inline]
     pub fn scrape_webrtc(&self, s: &ScrapeOf<'_>) -> Result<TorrentStats, Stop> {
-        match Stop::of(self.scrape_verdict(s)) {
-            Some(stop) => Err(stop),
-            None => Ok(self.webtorrent.scrape(s.info_hash)),
-        }
+        served(self.scrape_verdict(s), s.info_hash)?;
+        Ok(self.webtorrent.scrape(s.info_hash))
     }
 
     #[inline]

@@ -144,18 +144,6 @@ pub enum Verdict {
     Blocked,
 }
 
-impl Verdict {
-    /// The swarm to serve `asked` from, if admitted.
-    #[inline]
-    pub fn swarm(self, asked: &InfoHash) -> Option<InfoHash> {
-        match self {
-            Verdict::Admit => Some(*asked),
-            Verdict::AdmitAs(swarm) => Some(swarm),
-            Verdict::Refuse(_) | Verdict::Drop | Verdict::Limited | Verdict::Blocked => None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

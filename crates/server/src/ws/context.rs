@@ -8,8 +8,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_swarm::webtorrent::WsStoreConfig;
-
 use super::registry::Registry;
 use crate::config::{Config, WsConfig};
 use shoal_cluster::WsLink;
@@ -24,8 +22,6 @@ pub struct WsSettings {
     pub send_timeout: Duration,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
-    /// The WebTorrent store's tunables.
-    pub store: WsStoreConfig,
 }
 
 impl WsSettings {
@@ -36,13 +32,6 @@ impl WsSettings {
             send_timeout: Duration::from_secs(ws.send_timeout),
             ping_interval: Duration::from_secs(ws.ping_interval.max(1)),
             idle_timeout: Duration::from_secs(ws.idle_timeout),
-            store: WsStoreConfig {
-                shards: config.store.shards,
-                peer_ttl: config.store.peer_ttl,
-                torrent_ttl: config.store.torrent_ttl,
-                offer_max_age: ws.offer_max_age,
-                max_pending_offers: ws.max_pending_offers,
-            },
         }
     }
 }

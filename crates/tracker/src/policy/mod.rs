@@ -146,10 +146,10 @@ impl Policy {
         self.private.is_some()
     }
 
-    /// Decides one request: the rules in order, the first refusal or drop wins. (The
-    /// accounting ticket of an admitted private announce is dropped: see [`Policy::decide`].)
-    #[inline]
-    pub fn check(&self, req: &Request<'_>) -> Verdict {
+    /// Decides one request, dropping an admitted private announce's accounting ticket:
+    /// for this crate's tests of the rules only (the core calls [`Policy::decide`]).
+    #[cfg(test)]
+    fn check(&self, req: &Request<'_>) -> Verdict {
         self.decide(req, &mut None)
     }
 

@@ -10,6 +10,7 @@
 //! overwrites its client's entry under one shard lock (the entry is the latest state, not a
 //! history), and the database writer drains the entries changed since its last write.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::net::SocketAddr;
@@ -82,31 +83,48 @@ impl PeerLog {
         left: Option<u64>,
     ) {
         let key = (a.user_id, a.torrent_id, a.peer_id);
-        let hash = self.hasher.hash_one(key);
-        let mut shard = self.shards[hash as usize & (self.shards.len() - 1)].lock();
-        let announces = shard.get(&key).map_or(0, |s| s.announces);
-        let agent = match shard.get_mut(&key).and_then(|s| s.agent.take()) {
-            Some(kept) if Some(&*kept) == agent => Some(kept),
-            _ => agent.map(Box::from),
+        let state = PeerState {
+            user_id: a.user_id,
+            torrent_id: a.torrent_id,
+            peer_id: a.peer_id,
+            protocol,
+            addr,
+            agent: None,
+            uploaded: a.uploaded,
+            downloaded: a.downloaded,
+            left,
+            seeder: a.left == 0 || a.event == AnnounceEvent::Completed,
+            active: a.event != AnnounceEvent::Stopped,
+            announced: a.now,
+            announces: 1,
         };
-        shard.insert(
-            key,
-            PeerState {
-                user_id: a.user_id,
-                torrent_id: a.torrent_id,
-                peer_id: a.peer_id,
-                protocol,
-                addr,
-                agent,
-                uploaded: a.uploaded,
-                downloaded: a.downloaded,
-                left,
-                seeder: a.left == 0 || a.event == AnnounceEvent::Completed,
-                active: a.event != AnnounceEvent::Stopped,
-                announced: a.now,
-                announces: announces.saturating_add(1),
-            },
-        );
+        match self.shard(&key).lock().entry(key) {
+            Entry::Occupied(mut e) => {
+                let old = e.get_mut();
+                // The same agent as last time keeps its allocation.
+                let agent = match old.agent.take() {
+                    Some(kept) if Some(&*kept) == agent => Some(kept),
+                    _ => agent.map(Box::from),
+                };
+                let announces = old.announces.saturating_add(1);
+                *old = PeerState {
+                    agent,
+                    announces,
+                    ..state
+                };
+            }
+            Entry::Vacant(e) => {
+                e.insert(PeerState {
+                    agent: agent.map(Box::from),
+                    ..state
+                });
+            }
+        }
+    }
+
+    /// The shard of `key`'s entry.
+    fn shard(&self, key: &(u64, u64, PeerId)) -> &Shard {
+        &self.shards[self.hasher.hash_one(key) as usize & (self.shards.len() - 1)]
     }
 
     /// Takes every entry, leaving none (the batch of one database write).
@@ -123,12 +141,13 @@ impl PeerLog {
     pub fn restore(&self, states: Vec<PeerState>) {
         for s in states {
             let key = (s.user_id, s.torrent_id, s.peer_id);
-            let hash = self.hasher.hash_one(key);
-            let mut shard = self.shards[hash as usize & (self.shards.len() - 1)].lock();
-            match shard.get_mut(&key) {
-                Some(newer) => newer.announces = newer.announces.saturating_add(s.announces),
-                None => {
-                    shard.insert(key, s);
+            match self.shard(&key).lock().entry(key) {
+                Entry::Occupied(mut newer) => {
+                    let newer = newer.get_mut();
+                    newer.announces = newer.announces.saturating_add(s.announces);
+                }
+                Entry::Vacant(e) => {
+                    e.insert(s);
                 }
             }
         }
