@@ -478,19 +478,9 @@ fn private_announce(at: SocketAddr, key: &str, peer: u8, port: u16, up: u64, eve
 #[test]
 fn pending_accounts_count_the_sums_in_swarm_slots_and_in_the_map() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    const TOKEN: &str = "metrics-pending-token";
+    use common::private::TOKEN;
     let dir = temp_dir("metrics-pending");
-    let mut c = Config::ephemeral();
-    c.udp.listen.clear();
-    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.workers = 1;
-    c.state.file = dir.join("shoal.state");
-    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.admin.token = TOKEN.into();
-    c.private.enabled = true;
-    // Only the API's flush writes.
-    c.private.flush_interval = 3600;
-    let t = Tracker::start(c).unwrap();
+    let t = Tracker::start(common::private::config(&dir)).unwrap();
     let (front, admin) = (t.http_addrs()[0], t.admin_addrs()[0]);
     let api = |method, path: &str, body: &str| {
         let (status, text) = common::http_with_body(admin, method, path, Some(TOKEN), body);

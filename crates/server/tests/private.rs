@@ -10,30 +10,15 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use common::bencode::Fields;
+use common::private::{config, TOKEN};
 use common::{http, http_with_body, temp_dir, ws as wsc, Ann, Client};
 use serde_json::{json, Value};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_server::{Config, Tracker};
-
-const TOKEN: &str = "private-mode-test-token";
-
-fn config(dir: &Path) -> Config {
-    let mut c = Config::ephemeral();
-    c.udp.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.workers = 1;
-    c.state.file = dir.join("shoal.state");
-    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.admin.token = TOKEN.into();
-    c.private.enabled = true;
-    // Long enough that only the API's flush writes, so each test decides when.
-    c.private.flush_interval = 3600;
-    c
-}
 
 struct Site {
     tracker: Tracker,
