@@ -5,6 +5,8 @@
 //! - [`model`]: the site's rows as shoal holds them (groups, users, torrents, peers, the
 //!   lists), as loaded at start and as the site's control calls send them.
 //! - [`config`]: the knobs, with UNIT3D-Announce's defaults.
+//! - [`site`]: the site in memory ([`Site`]), as loaded and as the control calls change it.
+//! - [`rates`]: how often a user received peer lists (decaying counts).
 //!
 //! The arrows point down: `shoal-server` -> this crate -> `shoal-tracker`, `shoal-accounts`.
 
@@ -12,5 +14,8 @@
 
 pub mod config;
 pub mod model;
+pub mod rates;
+pub mod site;
 
 pub use config::Unit3dConfig;
+pub use site::Site;

@@ -29,9 +29,9 @@ use shoal_proto::bencode::{write_failure, write_scrape, AnnounceResponse, Peers,
 use shoal_proto::common::Action;
 use shoal_proto::http::{parse_scrape, parse_target, AnnounceRequest, RequestError, Target};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use shoal_swarm::{Family, PeerSink, TorrentStats};
+use shoal_swarm::{Family, PeerSink};
 use shoal_tracker::fixed_counter::FixedCounter;
-use shoal_tracker::{policy, Core, PeerAnnounce, Protocol, ScrapeOf, Stop, Verdict};
+use shoal_tracker::{policy, Answer, Core, PeerAnnounce, Protocol, ScrapeOf, Stop, Verdict};
 
 use super::context::HttpContext;
 use super::full_scrape::Document;
@@ -237,7 +237,7 @@ fn announce_in<'b, A: Listed>(
     a: &PeerAnnounce<'_, A>,
     lists: &'b mut PeerLists<A>,
     (compact, with_ids): (bool, bool),
-) -> Result<(TorrentStats, Peers<'b>), Stop>
+) -> Result<(Answer, Peers<'b>), Stop>
 where
     Vec<A>: PeerSink<A>,
     Vec<(A, PeerId)>: PeerSink<A>,
@@ -496,18 +496,20 @@ impl Handler {
                 announce_in(core, &a, &mut self.v6, form)
             }
         };
-        let (st, peers) = match served {
+        let (answer, peers) = match served {
             Ok(served) => served,
             Err(stop) => return self.not_served(stop),
         };
+        let st = answer.stats;
         self.body.clear();
         AnnounceResponse {
-            interval: s.settings.interval,
+            interval: answer.interval.unwrap_or(s.settings.interval),
             min_interval: s.settings.min_interval,
             complete: st.seeders,
             incomplete: st.leechers,
             downloaded: st.completed,
             peers,
+            warning: answer.warning,
         }
         .write(&mut self.body);
         Reply::Served
