@@ -7,14 +7,19 @@
 //! - [`config`]: the knobs, with UNIT3D-Announce's defaults.
 //! - [`site`]: the site in memory ([`Site`]), as loaded and as the control calls change it.
 //! - [`rates`]: how often a user received peer lists (decaying counts).
+//! - [`rules`]: UNIT3D's announce rules, as the core's `SiteRules`.
+//! - [`batch`]: one write to the site's tables, from the ledger's sums and the site's
+//!   pending changes.
 //!
 //! The arrows point down: `shoal-server` -> this crate -> `shoal-tracker`, `shoal-accounts`.
 
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod config;
 pub mod model;
 pub mod rates;
+pub mod rules;
 pub mod site;
 
 pub use config::Unit3dConfig;
