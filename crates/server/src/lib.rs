@@ -73,6 +73,49 @@ pub struct Tracker {
     cluster: Option<cluster::ClusterNode>,
 }
 
+/// The settings a UNIT3D site's rules put in force: its numwant, its interval (the answer's
+/// own is drawn between its minimum and maximum) and its flush interval.
+fn unit3d_settings(config: &mut Config) {
+    let u = &config.unit3d;
+    config.announce.default_numwant = u.numwant_default;
+    config.announce.max_numwant = u.numwant_max.min(config::UDP_MAX_NUMWANT);
+    config.announce.min_interval = u.announce_min;
+    config.announce.interval = u.announce_max;
+    config.private.flush_interval = u.flush_interval;
+}
+
+/// Lists the site's active, visible peers (read from its `peers` table) in the swarm store,
+/// so that a switch-over or a restart resumes the swarms.
+fn list_site_peers(core: &Core, site: &shoal_unit3d::Site) {
+    let expires = shoal_swarm::clock::now().saturating_add(core.swarms().config().peer_ttl);
+    let peers = site.listed_peers();
+    for (info_hash, peer_id, addr, seeder) in &peers {
+        let hash = shoal_proto::InfoHash(*info_hash);
+        let (peer_id, seeder) = (shoal_proto::PeerId(*peer_id), *seeder);
+        match addr {
+            SocketAddr::V4(a) => core.swarms().upsert_remote(
+                &hash,
+                shoal_swarm::Peer {
+                    peer_id,
+                    addr: shoal_proto::CompactPeerV4::new(*a.ip(), a.port()),
+                    expires,
+                    seeder,
+                },
+            ),
+            SocketAddr::V6(a) => core.swarms().upsert_remote(
+                &hash,
+                shoal_swarm::Peer {
+                    peer_id,
+                    addr: shoal_proto::CompactPeerV6::new(*a.ip(), a.port()),
+                    expires,
+                    seeder,
+                },
+            ),
+        }
+    }
+    tracing::info!("UNIT3D site: {} peers listed from its table", peers.len());
+}
+
 impl Tracker {
     /// Starts every configured front end. Returns once all sockets are bound, so the
     /// caller can read the addresses (port 0 resolved) right away.
@@ -82,6 +125,9 @@ impl Tracker {
         // Before any front end starts, so their facade metrics are recorded.
         admin::metrics::install();
         let mut config = config;
+        if config.private.unit3d() {
+            unit3d_settings(&mut config);
+        }
         let accounts = if config.private.enabled {
             // A document of every torrent for every client is no private tracker's.
             config.http.full_scrape = false;
@@ -120,6 +166,12 @@ impl Tracker {
         let mut core = Core::new(policy, store, webtorrent);
         if let Some(log) = accounts.as_ref().and_then(|a| a.peer_log()) {
             core = core.with_peer_log(log.clone());
+        }
+        if let Some(a) = &accounts {
+            if let Some(site) = a.site() {
+                list_site_peers(&core, site);
+                core = core.with_site(site.clone(), a.members.clone());
+            }
         }
         let core = Arc::new(core);
         let shutdown = Arc::new(AtomicBool::new(false));

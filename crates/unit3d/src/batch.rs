@@ -9,6 +9,7 @@
 //! sums, the torrents' figures now and their balance.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 
 use shoal_accounts::Delta;
 
@@ -138,6 +139,20 @@ impl Site {
             return false;
         };
         self.groups.read().get(&group).is_some_and(|g| g.is_immune)
+    }
+
+    /// Sweeps silent peers ([`Site::expire`]) when `peer_expiry_interval` has passed since
+    /// the last sweep (the writer asks before every write).
+    pub fn sweep_if_due(&self, now: i64) {
+        let last = self.last_sweep.load(Ordering::Relaxed);
+        if now - last >= self.config.peer_expiry_interval as i64
+            && self
+                .last_sweep
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.expire(now);
+        }
     }
 
     /// The periodic sweep: clients silent for `active_peer_ttl` become inactive (no longer

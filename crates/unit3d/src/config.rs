@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `[unit3d]`: the rules UNIT3D sites live by, as numbers.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Unit3dConfig {
     /// Seconds between two writes to the site's tables (`FLUSH_INTERVAL`).
@@ -44,9 +44,9 @@ pub struct Unit3dConfig {
     /// How many peer lists with seeders a user may receive: pairs of (window in seconds,
     /// lists), each counted with exponential decay over its window. Past any of them the
     /// user's leechers are sent leechers only until the count decays.
-    pub seed_list_rate_limits: Vec<(f64, f64)>,
+    pub seed_list_rate_limits: Vec<(u32, u32)>,
     /// The same for peer lists with leechers (sent to seeders).
-    pub leech_list_rate_limits: Vec<(f64, f64)>,
+    pub leech_list_rate_limits: Vec<(u32, u32)>,
     /// Donors (`users.is_donor`) are credited at least this upload and charged at most
     /// this download, in percent (100 and 100: no advantage).
     pub donor_upload_factor: u8,
@@ -72,8 +72,8 @@ impl Default for Unit3dConfig {
             max_peers_per_torrent_per_user: 3,
             blacklisted_ports: default_blacklisted_ports(),
             refuse_system_ports: true,
-            seed_list_rate_limits: vec![(60.0, 10.0), (3600.0, 120.0)],
-            leech_list_rate_limits: vec![(60.0, 10.0), (3600.0, 120.0)],
+            seed_list_rate_limits: vec![(60, 10), (3600, 120)],
+            leech_list_rate_limits: vec![(60, 10), (3600, 120)],
             donor_upload_factor: 100,
             donor_download_factor: 100,
             lifetime_upload_factor: 100,
@@ -89,6 +89,31 @@ fn default_blacklisted_ports() -> Vec<u16> {
 }
 
 impl Unit3dConfig {
+    /// Checks the values that would make the rules meaningless.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.flush_interval == 0 {
+            anyhow::bail!("unit3d.flush_interval must be at least 1 (seconds)");
+        }
+        if self.announce_min > self.announce_max {
+            anyhow::bail!("unit3d.announce_min must not exceed unit3d.announce_max");
+        }
+        if self.numwant_default > self.numwant_max {
+            anyhow::bail!("unit3d.numwant_default must not exceed unit3d.numwant_max");
+        }
+        for (window, max) in self
+            .seed_list_rate_limits
+            .iter()
+            .chain(&self.leech_list_rate_limits)
+        {
+            if *window == 0 || *max == 0 {
+                anyhow::bail!(
+                    "unit3d rate limits are [window seconds > 0, lists >= 1] pairs, not [{window}, {max}]"
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Whether announces from `port` are refused.
     pub fn port_refused(&self, port: u16) -> bool {
         (self.refuse_system_ports && port < 1024) || self.blacklisted_ports.contains(&port)

@@ -8,6 +8,8 @@
 //! - [`site`]: the site in memory ([`Site`]), as loaded and as the control calls change it.
 //! - [`rates`]: how often a user received peer lists (decaying counts).
 //! - [`rules`]: UNIT3D's announce rules, as the core's `SiteRules`.
+//! - [`db`]: the site's database: the check that it is UNIT3D's, the load, the writes.
+//! - [`schema`]: [`schema::Unit3dSchema`], the site's tables behind the core's seam.
 //! - [`batch`]: one write to the site's tables, from the ledger's sums and the site's
 //!   pending changes.
 //!
@@ -17,9 +19,11 @@
 
 pub mod batch;
 pub mod config;
+pub mod db;
 pub mod model;
 pub mod rates;
 pub mod rules;
+pub mod schema;
 pub mod site;
 
 pub use config::Unit3dConfig;

@@ -32,15 +32,15 @@ pub struct Rates {
 
 impl Rates {
     /// Empty counts for `limits` (window seconds, lists).
-    pub fn new(limits: &[(f64, f64)]) -> Self {
+    pub fn new(limits: &[(u32, u32)]) -> Self {
         Self {
             rates: limits
                 .iter()
-                .filter(|(window, _)| *window > 0.0)
+                .filter(|(window, _)| *window > 0)
                 .map(|&(window, max_count)| Rate {
                     count: 0.0,
-                    max_count,
-                    window,
+                    max_count: f64::from(max_count),
+                    window: f64::from(window),
                     updated_at: 0.0,
                 })
                 .collect(),
@@ -69,7 +69,7 @@ mod tests {
 
     #[test]
     fn a_burst_is_stopped_and_the_count_decays_over_the_window() {
-        let mut r = Rates::new(&[(60.0, 3.0), (3600.0, 100.0)]);
+        let mut r = Rates::new(&[(60, 3), (3600, 100)]);
         for _ in 0..3 {
             assert!(r.allows(1000.0));
             r.tick(1000.0);

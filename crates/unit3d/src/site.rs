@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -77,6 +78,8 @@ pub struct Site {
     pub(crate) pending: Mutex<Pending>,
     /// `You already have N peers on this torrent. Ignoring.`, with the configured N.
     pub(crate) peers_limit_reason: &'static str,
+    /// When silent peers were last swept (Unix seconds).
+    pub(crate) last_sweep: AtomicI64,
 }
 
 /// Unix seconds now.
@@ -129,6 +132,7 @@ impl Site {
             personal: data.personal_freeleech.into_iter().collect(),
             featured: data.featured.into_iter().collect(),
             pending: Mutex::new(Pending::default()),
+            last_sweep: AtomicI64::new(unix_now()),
         };
         for u in data.users {
             site.put_user(u);
