@@ -122,7 +122,8 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
         announce(http, 1, 10, 7, 22, (0, 0, 10), "started", Some(AGENT)).contains("Illegal port.")
     );
     // An info hash the site does not know: refused and recorded.
-    assert!(refused(1, 99, Some(AGENT)).contains("failure reason"));
+    assert!(refused(1, 99, Some(AGENT)).contains("InfoHash not found."));
+    assert!(refused(42, 10, Some(AGENT)).contains("Passkey does not exist."));
 
     // alice downloads 600 bytes of torrent 10 and 300 of the free torrent 14.
     announce(http, 1, 10, 1, 51413, (0, 600, 400), "", Some(AGENT));

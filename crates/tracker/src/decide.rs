@@ -298,13 +298,18 @@ impl Core {
         ticket: &mut Option<AccountedAnnounce>,
     ) -> Result<InfoHash, Stop> {
         let served = served(self.policy.decide(&Self::request(a), ticket), &a.info_hash);
-        if let (Err(Stop::Refuse(NOT_REGISTERED)), Some(site)) = (&served, &self.site) {
-            let user = a.credential.and_then(|key| site.members.user(key));
-            if let Some(user) = user {
-                site.rules.unregistered(user.id as u64, &a.info_hash, a.now);
+        match (served, &self.site) {
+            (Err(Stop::Refuse(reason)), Some(site)) => {
+                if reason == NOT_REGISTERED {
+                    let user = a.credential.and_then(|key| site.members.user(key));
+                    if let Some(user) = user {
+                        site.rules.unregistered(user.id as u64, &a.info_hash, a.now);
+                    }
+                }
+                Err(Stop::Refuse(site.rules.reason(reason)))
             }
+            (served, _) => served,
         }
-        served
     }
 
     /// What the site's rules (if any) grant the announce the policy admitted with

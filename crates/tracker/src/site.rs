@@ -76,4 +76,10 @@ pub trait SiteRules: Send + Sync {
 
     /// An announce by `user_id` of an info hash no registered torrent has.
     fn unregistered(&self, user_id: u64, info_hash: &InfoHash, now: u32);
+
+    /// The text the site's clients know for one of the private rule's refusals
+    /// ([`crate::policy::private_rule::REFUSALS`]); the rule's own by default.
+    fn reason(&self, private_rule_reason: &'static str) -> &'static str {
+        private_rule_reason
+    }
 }

@@ -28,6 +28,7 @@
 use std::net::SocketAddr;
 
 use shoal_proto::{AnnounceEvent, InfoHash as Hash};
+use shoal_tracker::policy::private_rule;
 use shoal_tracker::site::{Admission, Asked, Refusal, SiteRules};
 use shoal_tracker::Protocol;
 
@@ -374,5 +375,17 @@ impl SiteRules for Site {
 
     fn unregistered(&self, user_id: u64, info_hash: &Hash, _now: u32) {
         self.note_unregistered(user_id as u32, &info_hash.0);
+    }
+
+    /// UNIT3D-Announce's texts for the refusals the private rule makes.
+    fn reason(&self, private_rule_reason: &'static str) -> &'static str {
+        match private_rule_reason {
+            private_rule::PASSKEY_REQUIRED => "Invalid passkey.",
+            private_rule::UNKNOWN_PASSKEY => {
+                "Passkey does not exist. Please re-download the .torrent file."
+            }
+            private_rule::NOT_REGISTERED => "InfoHash not found.",
+            other => other,
+        }
     }
 }
