@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{http_with_body, temp_dir, Ann, Client};
+use common::{http_with_body, temp_dir, ws as wsc, Ann, Client};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_server::{Config, Tracker};
 
@@ -150,6 +150,18 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
         ..ann
     };
     udp.announce_reporting(&ann, 250, 0, Some(&url)).unwrap();
+    // bob again, now from a browser over WebTorrent, the passkey in the
+    // WebSocket URL's path: one user is one account on every protocol.
+    let reply = rt.block_on(async {
+        let mut c = wsc::connect_to(http, &format!("/announce/{}", passkey(2))).await;
+        wsc::request(
+            &mut c,
+            wsc::announce(info_hash(15), pid(22).0, Some(0), "started"),
+        )
+        .await
+    });
+    assert!(reply["failure reason"].is_null(), "{reply}");
+    assert_eq!(reply["complete"], 1, "{reply}");
     flush(&tracker);
 
     // Unsigned columns read as signed numbers.
@@ -183,7 +195,11 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
     // users: what was credited.
     assert_eq!(n("select downloaded from users where id = 1"), 600);
     assert_eq!(n("select uploaded from users where id = 5"), 250);
-    // peers: one row per client, over both protocols.
+    // peers: one row per client, over every protocol (the WebRTC peer without a port).
+    assert_eq!(
+        n("select count(*) from peers where user_id = 2 and torrent_id = 15 and port = 0"),
+        1
+    );
     assert_eq!(n("select count(*) from peers where torrent_id = 10"), 3);
     assert_eq!(
         n("select count(*) from peers where torrent_id = 10 and seeder = 1"),
