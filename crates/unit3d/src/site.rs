@@ -14,7 +14,7 @@
 //! rarely and are read under read locks. What the next write takes ([`Pending`]) is one
 //! mutex held for a set insert.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
@@ -42,11 +42,13 @@ pub struct UserState {
 /// A client's key on its torrent: (user id, peer id).
 pub type ClientKey = (u32, [u8; 20]);
 
-/// A torrent and its clients.
+/// A torrent and its clients, ordered by (user, peer id): a user's clients on the torrent
+/// are one range (the rules look at them on every announce; a walk over all the torrent's
+/// clients would cost a popular torrent's every announce its whole swarm).
 #[derive(Clone, Debug)]
 pub struct TorrentState {
     pub torrent: Torrent,
-    pub clients: HashMap<ClientKey, Peer>,
+    pub clients: BTreeMap<ClientKey, Peer>,
 }
 
 /// What the next write to the site's tables takes.
@@ -263,7 +265,7 @@ impl Site {
                     t.id,
                     TorrentState {
                         torrent: t,
-                        clients: HashMap::new(),
+                        clients: BTreeMap::new(),
                     },
                 );
             }
