@@ -203,11 +203,19 @@ impl Tracker {
         let http = if config.http.listen.is_empty() && config.https.listen.is_empty() {
             None
         } else {
+            let site_api = match accounts.as_ref().and_then(|a| a.site()) {
+                Some(site) => Some(Arc::new(http::site_call::SiteApi::new(
+                    site.clone(),
+                    config.private.site_key()?,
+                ))),
+                None => None,
+            };
             Some(http::HttpFrontEnd::start(
                 &config,
                 core.clone(),
                 ws.clone(),
                 shutdown.clone(),
+                site_api,
             )?)
         };
 

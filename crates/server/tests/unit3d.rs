@@ -235,6 +235,53 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
         1
     );
     assert_eq!(n("select seeders from torrents where id = 10"), 3);
+
+    // The site's control calls, on the same listener: a user and a torrent added through
+    // them are served at once.
+    let key = "k".repeat(32);
+    let call = |method: &str, path: &str, body: &str| {
+        http_with_body(http, method, &format!("/announce/{key}{path}"), None, body)
+    };
+    let (status, _) = call(
+        "PUT",
+        "/users",
+        r#"{"id":6,"group_id":1,"passkey":"00000000000000000000000000000006","can_download":true,"is_donor":false,"is_lifetime":false,"num_seeding":0,"num_leeching":0}"#,
+    );
+    assert_eq!(status, 200);
+    let hash: String = info_hash(30).iter().map(|b| format!("{b:02x}")).collect();
+    let (status, _) = call(
+        "PUT",
+        "/torrents",
+        &format!(
+            r#"{{"id":30,"status":1,"info_hash":"{hash}","is_deleted":false,"seeders":0,"leechers":0,"times_completed":0,"download_factor":100,"upload_factor":100}}"#
+        ),
+    );
+    assert_eq!(status, 200);
+    let served = announce(http, 6, 30, 6, 51430, (0, 0, 0), "started", Some(AGENT));
+    assert!(served.contains("8:completei1e"), "{served}");
+    let (status, body) = call("GET", "/torrents/30", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"seeders\":1"), "{body}");
+    // A malformed body is a 400 that says why; a wrong key changes nothing.
+    let (status, body) = call("PUT", "/users", r#"{"id":"seven"}"#);
+    assert_eq!(status, 400, "{body}");
+    let wrong = format!("/announce/{}/users", "w".repeat(32));
+    let (status, _) = http_with_body(
+        http,
+        "DELETE",
+        &wrong,
+        None,
+        r#"{"id":6,"passkey":"00000000000000000000000000000006"}"#,
+    );
+    assert_eq!(status, 403);
+    let again = announce(http, 6, 30, 6, 51430, (0, 0, 0), "", Some(AGENT));
+    assert!(
+        again.contains("8:complete"),
+        "user 6 is still there: {again}"
+    );
+    let (status, body) = call("GET", "/stats", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("announce_responses_per_1s"), "{body}");
     drop(tracker);
     std::fs::remove_dir_all(dir).ok();
 }

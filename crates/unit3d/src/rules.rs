@@ -404,6 +404,7 @@ impl SiteRules for Site {
             }
         }
         let gets_peers = warning.is_none() && !stopped && self.take_list(user, seeder, now as f64);
+        self.stats.announce_response();
         let (min, max) = (self.config.announce_min, self.config.announce_max);
         Ok(Admission {
             download_factor: f64::from(down) / 100.0,

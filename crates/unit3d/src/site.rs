@@ -28,6 +28,7 @@ use shoal_tracker::private::{Member, Members, Registered};
 use crate::config::Unit3dConfig;
 use crate::model::{Group, InfoHash, Peer, SiteData, Torrent, User};
 use crate::rates::Rates;
+use crate::stats::Stats;
 
 /// A user and what the rules count for them.
 #[derive(Clone, Debug)]
@@ -82,6 +83,8 @@ pub struct Site {
     pub(crate) peers_limit_reason: &'static str,
     /// When silent peers were last swept (Unix seconds).
     pub(crate) last_sweep: AtomicI64,
+    /// Requests and announce responses per second, for the site's `GET /stats`.
+    pub stats: Stats,
 }
 
 /// Unix seconds now.
@@ -135,6 +138,7 @@ impl Site {
             featured: data.featured.into_iter().collect(),
             pending: Mutex::new(Pending::default()),
             last_sweep: AtomicI64::new(unix_now()),
+            stats: Stats::new(),
         };
         for u in data.users {
             site.put_user(u);
