@@ -160,6 +160,9 @@ impl Site {
     /// active, visible clients make (a table left by another announce server may disagree
     /// with the torrents' columns; the clients are the truth).
     fn restore_peers(&self, peers: Vec<Peer>) {
+        for mut t in self.torrents.iter_mut() {
+            (t.torrent.seeders, t.torrent.leechers) = (0, 0);
+        }
         let mut counts: HashMap<u32, (u32, u32)> = HashMap::new();
         for p in peers {
             let Some(mut t) = self.torrents.get_mut(&p.torrent_id) else {
