@@ -248,12 +248,10 @@ impl Site {
 
     /// Adds or replaces a torrent, keeping the clients it has.
     pub fn put_torrent(&self, t: Torrent) {
+        // The hash names this torrent from now on; a torrent that had it before (a deleted
+        // upload the site replaced) stays readable by id, with its clients.
         self.members.put_torrent(registered(&t));
-        if let Some(old) = self.ids.insert(t.info_hash, t.id) {
-            if old != t.id {
-                self.torrents.remove(&old);
-            }
-        }
+        self.ids.insert(t.info_hash, t.id);
         match self.torrents.get_mut(&t.id) {
             Some(mut state) => {
                 let (seeders, leechers) = (state.torrent.seeders, state.torrent.leechers);
