@@ -257,6 +257,7 @@ impl Site {
                 let (seeders, leechers) = (state.torrent.seeders, state.torrent.leechers);
                 if state.torrent.info_hash != t.info_hash {
                     self.ids.remove(&state.torrent.info_hash);
+                    self.members.remove_torrent(&Hash(state.torrent.info_hash));
                 }
                 // The figures are the tracker's: what its clients make.
                 state.torrent = Torrent {
