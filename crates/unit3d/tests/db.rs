@@ -15,7 +15,7 @@ use shoal_unit3d::model::{
     User, UserUpdate,
 };
 use sqlx::Row;
-use unit3d_site::{hex, info_hash, insert_site_rows, passkey, Site};
+use unit3d_site::{hex, info_hash, passkey, Site};
 
 /// 2023-11-14 22:13:20 UTC.
 const T0: i64 = 1_700_000_000;
@@ -24,6 +24,13 @@ async fn connected(site: &Site) -> Unit3dDb {
     let mut db = Unit3dDb::connect(&site.url).await.expect("connect");
     db.check().await.expect("UNIT3D's tables");
     db
+}
+
+/// A database with the site's rows, and shoal's connection to it; `None` when skipped.
+async fn site_and_db(name: &str) -> Option<(Site, Unit3dDb)> {
+    let site = Site::with_rows(name).await?;
+    let db = connected(&site).await;
+    Some((site, db))
 }
 
 fn peer(user_id: u32, torrent_id: u32, n: u8) -> Peer {
@@ -66,38 +73,17 @@ async fn check_names_every_table_of_a_database_that_is_not_unit3d() {
     site.run("create table users (id int unsigned not null primary key)")
         .await;
     let mut db = Unit3dDb::connect(&site.url).await.unwrap();
-    let Err(Error::Missing(missing)) = db.check().await else {
-        panic!("a database without UNIT3D's tables passed the check");
-    };
-    let users: Vec<String> = [
-        "group_id",
-        "passkey",
-        "can_download",
-        "is_donor",
-        "is_lifetime",
-        "uploaded",
-        "downloaded",
-        "deleted_at",
-    ]
-    .iter()
-    .map(|c| format!("column users.{c}"))
-    .collect();
-    let mut expected = vec!["table groups".to_string()];
-    expected.extend(users);
-    expected.extend(
-        [
-            "torrents",
-            "peers",
-            "history",
-            "blacklist_clients",
-            "freeleech_tokens",
-            "personal_freeleeches",
-            "featured_torrents",
-            "unregistered_info_hashes",
-        ]
-        .map(|t| format!("table {t}")),
+    let e = db.check().await.unwrap_err();
+    assert!(matches!(e, Error::Missing(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "missing in the site's database: table groups, column users.group_id, \
+         column users.passkey, column users.can_download, column users.is_donor, \
+         column users.is_lifetime, column users.uploaded, column users.downloaded, \
+         column users.deleted_at, table torrents, table peers, table history, \
+         table blacklist_clients, table freeleech_tokens, table personal_freeleeches, \
+         table featured_torrents, table unregistered_info_hashes"
     );
-    assert_eq!(missing, expected);
 }
 
 #[tokio::test]
@@ -121,10 +107,9 @@ async fn check_names_a_dropped_column_and_a_dropped_key() {
 
 #[tokio::test]
 async fn load_reads_what_the_site_inserted() {
-    let Some(site) = Site::tables("load").await else {
+    let Some(site) = Site::with_rows("load").await else {
         return;
     };
-    insert_site_rows(&site).await;
     let seeder = format!("0x{}", hex(b"-TR4050-aaaaaaaaaaaa"));
     let leecher = format!("0x{}", hex(b"-qB4620-bbbbbbbbbbbb"));
     let gone = format!("0x{}", hex(b"-DE2110-cccccccccccc"));
@@ -178,22 +163,15 @@ async fn load_reads_what_the_site_inserted() {
         download_factor,
         upload_factor,
     };
+    // As inserted above: created at 22:00:00, last announced at 22:10:00 unless said.
     let peer = |user_id, torrent_id, id: &[u8; 20], ip: &str, port, agent: &str| Peer {
-        user_id,
-        torrent_id,
         peer_id: *id,
         ip: ip.parse().unwrap(),
         port,
         agent: agent.into(),
-        uploaded: 0,
-        downloaded: 0,
-        left: 1000,
-        seeder: false,
-        active: true,
-        visible: true,
-        connectable: false,
         created_at: T0 - 800,
         updated_at: T0 - 200,
+        ..peer(user_id, torrent_id, 0)
     };
     let mut peers = vec![
         Peer {
@@ -202,21 +180,49 @@ async fn load_reads_what_the_site_inserted() {
             seeder: true,
             connectable: true,
             updated_at: T0,
-            ..peer(1, 10, b"-TR4050-aaaaaaaaaaaa", "192.0.2.7", 51413, "Transmission/4.0.5")
+            ..peer(
+                1,
+                10,
+                b"-TR4050-aaaaaaaaaaaa",
+                "192.0.2.7",
+                51413,
+                "Transmission/4.0.5",
+            )
         },
         Peer {
             downloaded: 300,
             left: 700,
             updated_at: T0,
-            ..peer(2, 10, b"-qB4620-bbbbbbbbbbbb", "2001:db8::7", 6881, "qBittorrent/4.6.2")
+            ..peer(
+                2,
+                10,
+                b"-qB4620-bbbbbbbbbbbb",
+                "2001:db8::7",
+                6881,
+                "qBittorrent/4.6.2",
+            )
         },
         Peer {
             active: false,
-            ..peer(1, 14, b"-DE2110-cccccccccccc", "198.51.100.1", 6882, "Deluge/2.1.1")
+            ..peer(
+                1,
+                14,
+                b"-DE2110-cccccccccccc",
+                "198.51.100.1",
+                6882,
+                "Deluge/2.1.1",
+            )
         },
         Peer {
             visible: false,
-            ..peer(1, 15, b"-lt0D80-dddddddddddd", "198.51.100.2", 6883, "Deluge/2.1.1")
+            ..peer(
+                1,
+                15,
+                b"-lt0D80-dddddddddddd",
+                "198.51.100.2",
+                6883,
+                "Deluge/2.1.1",
+            )
         },
     ];
     let mut loaded_peers = data.peers.clone();
@@ -260,16 +266,15 @@ async fn load_reads_what_the_site_inserted() {
 
 /// Reads back the columns shoal writes in `peers`, by (user, torrent, last peer-id byte).
 async fn peer_rows(site: &Site) -> Vec<String> {
-    let rows = sqlx::query(
-        "select user_id, torrent_id, peer_id, inet6_ntoa(ip) as ip, port, agent, uploaded, \
+    let rows = site
+        .rows(
+            "select user_id, torrent_id, peer_id, inet6_ntoa(ip) as ip, port, agent, uploaded, \
              downloaded, `left`, seeder, active, visible, connectable, \
              cast(unix_timestamp(created_at) as signed) as created, \
              cast(unix_timestamp(updated_at) as signed) as updated \
-         from peers order by user_id, torrent_id, peer_id",
-    )
-    .fetch_all(&site.pool)
-    .await
-    .unwrap();
+             from peers order by user_id, torrent_id, peer_id",
+        )
+        .await;
     rows.iter()
         .map(|r| {
             let peer_id: Vec<u8> = r.get("peer_id");
@@ -298,17 +303,16 @@ async fn peer_rows(site: &Site) -> Vec<String> {
 
 /// Reads back `history`, by (user, torrent); times relative to `T0`.
 async fn history_rows(site: &Site) -> Vec<String> {
-    let rows = sqlx::query(
-        "select user_id, torrent_id, agent, uploaded, actual_uploaded, client_uploaded, \
+    let rows = site
+        .rows(
+            "select user_id, torrent_id, agent, uploaded, actual_uploaded, client_uploaded, \
              downloaded, actual_downloaded, client_downloaded, seeder, active, seedtime, \
              immune, cast(unix_timestamp(created_at) as signed) as created, \
              cast(unix_timestamp(updated_at) as signed) as updated, \
              cast(unix_timestamp(completed_at) as signed) as completed \
-         from history order by user_id, torrent_id",
-    )
-    .fetch_all(&site.pool)
-    .await
-    .unwrap();
+             from history order by user_id, torrent_id",
+        )
+        .await;
     rows.iter()
         .map(|r| {
             let completed: Option<i64> = r.get("completed");
@@ -339,10 +343,9 @@ async fn history_rows(site: &Site) -> Vec<String> {
 /// Users' totals and torrents' figures, and the unregistered hashes.
 async fn totals(site: &Site) -> Vec<String> {
     let mut out = Vec::new();
-    for r in sqlx::query("select id, uploaded, downloaded from users order by id")
-        .fetch_all(&site.pool)
+    for r in site
+        .rows("select id, uploaded, downloaded from users order by id")
         .await
-        .unwrap()
     {
         out.push(format!(
             "user {} up {} down {}",
@@ -351,13 +354,12 @@ async fn totals(site: &Site) -> Vec<String> {
             r.get::<u64, _>("downloaded")
         ));
     }
-    for r in sqlx::query(
-        "select id, seeders, leechers, times_completed, balance from torrents \
-         where seeders + leechers + times_completed > 0 or balance is not null order by id",
-    )
-    .fetch_all(&site.pool)
-    .await
-    .unwrap()
+    for r in site
+        .rows(
+            "select id, seeders, leechers, times_completed, balance from torrents \
+             where seeders + leechers + times_completed > 0 or balance is not null order by id",
+        )
+        .await
     {
         out.push(format!(
             "torrent {} seeders {} leechers {} completed {} balance {:?}",
@@ -368,14 +370,13 @@ async fn totals(site: &Site) -> Vec<String> {
             r.get::<Option<i64>, _>("balance")
         ));
     }
-    for r in sqlx::query(
-        "select user_id, info_hash, cast(unix_timestamp(created_at) as signed) as created, \
+    for r in site
+        .rows(
+            "select user_id, info_hash, cast(unix_timestamp(created_at) as signed) as created, \
              cast(unix_timestamp(updated_at) as signed) as updated \
-         from unregistered_info_hashes order by user_id, info_hash",
-    )
-    .fetch_all(&site.pool)
-    .await
-    .unwrap()
+             from unregistered_info_hashes order by user_id, info_hash",
+        )
+        .await
     {
         let hash: Vec<u8> = r.get("info_hash");
         out.push(format!(
@@ -387,6 +388,15 @@ async fn totals(site: &Site) -> Vec<String> {
         ));
     }
     out
+}
+
+/// Every row `write` changes, as the three readers above show them.
+async fn snapshot(site: &Site) -> [Vec<String>; 3] {
+    [
+        peer_rows(site).await,
+        history_rows(site).await,
+        totals(site).await,
+    ]
 }
 
 /// The first of two batches: alice seeds 10, bob leeches it, alice's client on 14 starts.
@@ -535,11 +545,9 @@ fn second_batch() -> Batch {
 
 #[tokio::test]
 async fn write_leaves_the_exact_rows_across_two_batches() {
-    let Some(site) = Site::tables("write").await else {
+    let Some((site, db)) = site_and_db("write").await else {
         return;
     };
-    insert_site_rows(&site).await;
-    let db = connected(&site).await;
     let written = db.write(&first_batch()).await.unwrap();
     assert_eq!(
         written,
@@ -610,11 +618,9 @@ async fn write_leaves_the_exact_rows_across_two_batches() {
 
 #[tokio::test]
 async fn rows_of_users_and_torrents_the_site_removed_are_left_out() {
-    let Some(site) = Site::tables("removed").await else {
+    let Some((site, db)) = site_and_db("removed").await else {
         return;
     };
-    insert_site_rows(&site).await;
-    let db = connected(&site).await;
     // The site purges torrent 14 (its peers and history go with it, by their keys).
     site.run("delete from torrents where id = 14").await;
     let mut batch = first_batch();
@@ -639,23 +645,25 @@ async fn rows_of_users_and_torrents_the_site_removed_are_left_out() {
     assert_eq!(written.skipped, 6, "{written:?}");
     assert_eq!((written.peers, written.history), (2, 2));
     assert_eq!(site.number("select count(*) from peers").await, 2);
-    assert_eq!(site.number("select count(*) from users where id = 99").await, 0);
-    assert_eq!(site.number("select count(*) from torrents where id = 14").await, 0);
+    assert_eq!(
+        site.number("select count(*) from users where id = 99")
+            .await,
+        0
+    );
+    assert_eq!(
+        site.number("select count(*) from torrents where id = 14")
+            .await,
+        0
+    );
 }
 
 #[tokio::test]
 async fn a_batch_that_fails_halfway_changes_nothing() {
-    let Some(site) = Site::tables("fails_halfway").await else {
+    let Some((site, db)) = site_and_db("fails_halfway").await else {
         return;
     };
-    insert_site_rows(&site).await;
-    let db = connected(&site).await;
     db.write(&first_batch()).await.unwrap();
-    let before = (
-        peer_rows(&site).await,
-        history_rows(&site).await,
-        totals(&site).await,
-    );
+    let before = snapshot(&site).await;
     // Alice's seed time is one second short of what the column holds: the history upsert,
     // after the peers and before the users, fails in strict mode.
     site.run("update history set seedtime = 18446744073709551614 where user_id = 1")
@@ -664,39 +672,28 @@ async fn a_batch_that_fails_halfway_changes_nothing() {
     let e = db.write(&second_batch()).await.unwrap_err();
     assert!(matches!(e, Error::Query(_)), "{e}");
     assert!(e.to_string().contains("out of range"), "{e}");
-    assert_eq!(peer_rows(&site).await, before.0);
-    assert_eq!(history_rows(&site).await, before_seedtime);
-    assert_eq!(totals(&site).await, before.2);
+    let after = snapshot(&site).await;
+    assert_eq!(after[0], before[0]);
+    assert_eq!(after[1], before_seedtime);
+    assert_eq!(after[2], before[2]);
 }
 
 #[tokio::test]
 async fn a_batch_while_the_server_is_stopped_fails_then_writes_once_it_is_back() {
-    let Some(site) = Site::tables_alone("server_stopped").await else {
+    let Some(site) = Site::with_rows_alone("server_stopped").await else {
         return;
     };
-    insert_site_rows(&site).await;
     let db = connected(&site)
         .await
         .with_operation_timeout(Duration::from_secs(10));
     db.write(&first_batch()).await.unwrap();
-    let before = (
-        peer_rows(&site).await,
-        history_rows(&site).await,
-        totals(&site).await,
-    );
+    let before = snapshot(&site).await;
     site.server.stop_mariadb().unwrap();
     let failed = db.write(&second_batch()).await;
     site.server.start_mariadb().unwrap();
     let e = failed.unwrap_err();
-    assert!(
-        matches!(e, Error::Query(_) | Error::TimedOut(_)),
-        "{e:?}"
-    );
-    let after = (
-        peer_rows(&site).await,
-        history_rows(&site).await,
-        totals(&site).await,
-    );
+    assert!(matches!(e, Error::Query(_) | Error::TimedOut(_)), "{e:?}");
+    let after = snapshot(&site).await;
     assert_eq!(after, before);
     db.write(&second_batch()).await.unwrap();
     assert_eq!(
@@ -708,10 +705,9 @@ async fn a_batch_while_the_server_is_stopped_fails_then_writes_once_it_is_back()
 
 #[tokio::test]
 async fn large_batches_go_in_chunks_of_a_thousand_rows() {
-    let Some(site) = Site::tables("chunks").await else {
+    let Some(site) = Site::with_rows("chunks").await else {
         return;
     };
-    insert_site_rows(&site).await;
     // 60 more users and 50 more torrents: 3,000 history rows, 2,500 peers.
     let users: Vec<String> = (100..160)
         .map(|id| {
@@ -722,7 +718,12 @@ async fn large_batches_go_in_chunks_of_a_thousand_rows() {
         })
         .collect();
     let torrents: Vec<String> = (100..150)
-        .map(|id| format!("({id}, 't{id}', '', 't{id}', 1, 1, 1, 0x{})", hex(&[id as u8; 20])))
+        .map(|id| {
+            format!(
+                "({id}, 't{id}', '', 't{id}', 1, 1, 1, 0x{})",
+                hex(&[id as u8; 20])
+            )
+        })
         .collect();
     site.run(&format!(
         "insert into users (id, username, email, password, passkey, group_id, rsskey) \
@@ -753,19 +754,18 @@ async fn large_batches_go_in_chunks_of_a_thousand_rows() {
     // BEGIN, 2 look-ups, 3 peer and 3 history statements, COMMIT.
     assert_eq!(written.statements, 10, "{written:?}");
     assert_eq!((written.peers, written.history), (2500, 3000));
-    assert_eq!(site.number("select count(*) from peers").await, 2500);
-    assert_eq!(
-        site.number("select cast(sum(uploaded) as signed) from history").await,
-        6000
-    );
+    let peers = site.number("select count(*) from peers").await;
+    let credited = site
+        .number("select cast(sum(uploaded) as signed) from history")
+        .await;
+    assert_eq!((peers, credited), (2500, 6000));
 }
 
 #[tokio::test]
 async fn agents_are_cut_to_the_columns_length_as_found() {
-    let Some(site) = Site::tables("agent_width").await else {
+    let Some(site) = Site::with_rows("agent_width").await else {
         return;
     };
-    insert_site_rows(&site).await;
     site.run("alter table peers modify agent varchar(16) not null")
         .await;
     let db = connected(&site).await;
@@ -779,5 +779,8 @@ async fn agents_are_cut_to_the_columns_length_as_found() {
         .fetch_all(&site.pool)
         .await
         .unwrap();
-    assert!(history.iter().all(|a| a == "qBittorrent/4.6.2"), "{history:?}");
+    assert!(
+        history.iter().all(|a| a == "qBittorrent/4.6.2"),
+        "{history:?}"
+    );
 }

@@ -121,8 +121,10 @@ async fn read_all(conn: &mut MySqlConnection) -> Result<SiteData, Error> {
         Ok(id(row, "user_id")?.zip(id(row, "torrent_id")?))
     })
     .await?;
-    let personal_freeleech =
-        each(conn, "personal_freeleeches", PERSONAL, |row| id(row, "user_id")).await?;
+    let personal_freeleech = each(conn, "personal_freeleeches", PERSONAL, |row| {
+        id(row, "user_id")
+    })
+    .await?;
     let featured = each(conn, "featured_torrents", FEATURED, |row| {
         id(row, "torrent_id")
     })
@@ -306,10 +308,7 @@ mod tests {
         let IpAddr::V6(mapped) = mapped else {
             unreachable!()
         };
-        assert_eq!(
-            address(&mapped.octets()),
-            Some("10.0.0.2".parse().unwrap())
-        );
+        assert_eq!(address(&mapped.octets()), Some("10.0.0.2".parse().unwrap()));
         assert_eq!(address(&[1, 2, 3, 4, 5, 6, 7]), None);
         assert_eq!(address(&[]), None);
     }

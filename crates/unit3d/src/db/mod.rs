@@ -230,10 +230,7 @@ mod tests {
 
     #[test]
     fn missing_names_each_table_and_column() {
-        let e = Error::Missing(vec![
-            "table peers".into(),
-            "column history.seedtime".into(),
-        ]);
+        let e = Error::Missing(vec!["table peers".into(), "column history.seedtime".into()]);
         assert_eq!(
             e.to_string(),
             "missing in the site's database: table peers, column history.seedtime"

@@ -193,12 +193,11 @@ fn missing(found: &Found, keys: &HashMap<(String, String), HashSet<String>>) -> 
 
 /// The agent columns' lengths as found; UNIT3D's where a column is not text.
 fn widths(found: &Found) -> Widths {
-    let width = |table: &str, default: usize| {
-        match found.get(&(table.to_owned(), "agent".to_owned())) {
+    let width =
+        |table: &str, default: usize| match found.get(&(table.to_owned(), "agent".to_owned())) {
             Some(&w) if w > 0 => w,
             _ => default,
-        }
-    };
+        };
     let default = Widths::default();
     Widths {
         peers_agent: width("peers", default.peers_agent),

@@ -150,9 +150,13 @@ pub(super) async fn run(
     let torrents = existing(conn, "torrents", torrent_ids(batch), &mut written).await?;
     let known = |user: u32, torrent: u32| users.contains(&user) && torrents.contains(&torrent);
 
-    written.peers_deleted = in_chunks(conn, &DELETE_PEERS, &batch.peer_deletions, &mut written, |q, d| {
-        q.bind(d.0).bind(d.1).bind(d.2.to_vec())
-    })
+    written.peers_deleted = in_chunks(
+        conn,
+        &DELETE_PEERS,
+        &batch.peer_deletions,
+        &mut written,
+        |q, d| q.bind(d.0).bind(d.1).bind(d.2.to_vec()),
+    )
     .await?;
 
     let peers: Vec<&Peer> = batch
@@ -237,12 +241,18 @@ pub(super) async fn run(
         .iter()
         .filter(|u| users.contains(&u.user_id))
         .collect();
-    in_chunks(conn, &UPSERT_UNREGISTERED, &unregistered, &mut written, |q, u| {
-        q.bind(u.user_id)
-            .bind(u.info_hash.to_vec())
-            .bind(timestamp(u.at))
-            .bind(timestamp(u.at))
-    })
+    in_chunks(
+        conn,
+        &UPSERT_UNREGISTERED,
+        &unregistered,
+        &mut written,
+        |q, u| {
+            q.bind(u.user_id)
+                .bind(u.info_hash.to_vec())
+                .bind(timestamp(u.at))
+                .bind(timestamp(u.at))
+        },
+    )
     .await?;
     written.unregistered = unregistered.len();
     written.skipped += batch.unregistered.len() - unregistered.len();
