@@ -11,7 +11,8 @@
 //!   routes and bodies), transport-free: the HTTP front end hands each call to it.
 //! - [`stats`]: requests and announce responses per second, as the site's `GET /stats` reads them.
 //! - [`rules`]: UNIT3D's announce rules, as the core's `SiteRules`.
-//! - [`db`]: the site's database: the check that it is UNIT3D's, the load, the writes.
+//! - [`db`]: the site's database (MariaDB or MySQL): the check that UNIT3D's tables are
+//!   there, the load at start, the batched writes.
 //! - [`schema`]: [`schema::Unit3dSchema`], the site's tables behind the core's seam.
 //! - [`batch`]: one write to the site's tables, from the ledger's sums and the site's
 //!   pending changes.
