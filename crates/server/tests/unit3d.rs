@@ -8,13 +8,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use common::{http_with_body, temp_dir, ws as wsc, Ann, Client};
+use common::{http_with_body, http_with_headers, temp_dir, ws as wsc, Ann, Client};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
-use shoal_server::{Config, Tracker};
+use shoal_server::Tracker;
 
 #[path = "../../unit3d/tests/unit3d_site/mod.rs"]
 mod unit3d_site;
@@ -53,18 +51,9 @@ fn announce(
         enc(&info_hash(torrent)),
         enc(&pid(peer).0),
     );
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let agent = agent.map_or(String::new(), |a| format!("User-Agent: {a}\r\n"));
-    write!(
-        s,
-        "GET {target} HTTP/1.1\r\nHost: x\r\n{agent}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    String::from_utf8_lossy(&raw[at..]).into_owned()
+    let (_, body) = http_with_headers(addr, "GET", &target, &agent, b"");
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 fn flush(tracker: &Tracker) {
@@ -82,14 +71,7 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
     };
     rt.block_on(insert_site_rows(&site));
     let dir = temp_dir("unit3d-e2e");
-    let mut c = Config::ephemeral();
-    c.udp.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.workers = 1;
-    c.state.file = dir.join("shoal.state");
-    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.admin.token = TOKEN.into();
-    c.private.enabled = true;
+    let mut c = common::private_config(&dir, TOKEN);
     c.private.schema = "unit3d".into();
     c.private.database = site.url.clone();
     c.private.site_api_key = "k".repeat(32);

@@ -209,25 +209,16 @@ fn blacklisted_prefixes_and_ports_are_refused() {
 #[test]
 fn groups_and_download_rights() {
     let s = site();
-    assert_eq!(
-        refused(&s, asked(6, 10, 1, 10, STARTED)),
-        GROUP_BANNED.reason
-    );
-    s.put_user(user(6, 3));
-    assert_eq!(
-        refused(&s, asked(6, 10, 1, 10, STARTED)),
-        GROUP_VALIDATING.reason
-    );
-    s.put_user(user(6, 4));
-    assert_eq!(
-        refused(&s, asked(6, 10, 1, 10, STARTED)),
-        GROUP_DISABLED.reason
-    );
-    s.put_user(user(6, 99));
-    assert_eq!(
-        refused(&s, asked(6, 10, 1, 10, STARTED)),
-        GROUP_NOT_FOUND.reason
-    );
+    // User 6 is banned; then moved to each other refused group, then to none.
+    for (group, refusal) in [
+        (2, GROUP_BANNED),
+        (3, GROUP_VALIDATING),
+        (4, GROUP_DISABLED),
+        (99, GROUP_NOT_FOUND),
+    ] {
+        s.put_user(user(6, group));
+        assert_eq!(refused(&s, asked(6, 10, 1, 10, STARTED)), refusal.reason);
+    }
     // A user who may not download keeps seeding.
     assert_eq!(
         refused(&s, asked(7, 10, 1, 10, STARTED)),
