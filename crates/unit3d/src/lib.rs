@@ -7,15 +7,21 @@
 //! - [`config`]: the knobs, with UNIT3D-Announce's defaults.
 //! - [`site`]: the site in memory ([`Site`]), as loaded and as the control calls change it.
 //! - [`rates`]: how often a user received peer lists (decaying counts).
+//! - [`api`]: the site's control calls under `/announce/<site key>/` (UNIT3D-Announce's
+//!   routes and bodies), transport-free: the HTTP front end hands each call to it.
+//! - [`stats`]: requests and announce responses per second, as the site's `GET /stats` reads them.
 //!
 //! The arrows point down: `shoal-server` -> this crate -> `shoal-tracker`, `shoal-accounts`.
 
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod config;
 pub mod model;
 pub mod rates;
 pub mod site;
+pub mod stats;
 
 pub use config::Unit3dConfig;
 pub use site::Site;
+pub use stats::Stats;
