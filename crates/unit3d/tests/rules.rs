@@ -445,6 +445,43 @@ fn a_batch_joins_the_ledgers_sums_with_the_clients_and_goes_back_when_a_write_fa
 }
 
 #[test]
+fn sums_written_after_their_clients_keep_the_rows_client_state() {
+    let s = site();
+    admit(&s, asked(1, 10, 1, 10, STARTED)).unwrap();
+    let sums = |uploaded| {
+        [Delta {
+            uploaded,
+            uploaded_raw: uploaded,
+            user_id: 1,
+            torrent: [10; 20],
+            ..Delta::default()
+        }]
+    };
+    // A write fails: the clients go back, the ledger's sums are written again first.
+    let failed = s.take_batch(&sums(50));
+    s.put_back(&failed);
+    let mut a = asked(1, 10, 1, 0, NONE);
+    a.uploaded = 80;
+    admit(&s, a).unwrap();
+    let retried = s.take_batch(&sums(50));
+    assert_eq!(retried.peers.len(), 1, "the retry takes the clients");
+    // The sums of the announce made meanwhile come next, without their client.
+    let next = s.take_batch(&sums(30));
+    assert!(next.peers.is_empty());
+    let h = &next.history[0];
+    assert_eq!(
+        (
+            h.agent.as_str(),
+            h.client_uploaded,
+            h.seeder,
+            h.active,
+            h.actual_uploaded
+        ),
+        (AGENT, 80, true, true, 30)
+    );
+}
+
+#[test]
 fn silent_clients_become_inactive_then_are_forgotten() {
     let s = site();
     admit(&s, asked(1, 10, 1, 10, STARTED)).unwrap();
