@@ -61,6 +61,8 @@ from libtorrent_private_accounting import Scenario, options  # noqa: E402
 from libtorrent_private_postgres import outage  # noqa: E402
 from lt_swarm import REPO, Results, log, write_payload  # noqa: E402
 
+import libtorrent as lt  # noqa: E402  (lt_swarm explains when it cannot be imported)
+
 FIXTURE = os.path.join(REPO, "crates/unit3d/tests/fixtures/unit3d.sql")
 SCENARIOS = ["http", "udp", "freeleech", "refusals", "outage", "restart"]
 AGENT = "libtorrent/2.0.8.0"  # python3-libtorrent's User-Agent (settings user_agent)
@@ -339,6 +341,23 @@ def set_limits(swarm, names, rate):
         h.set_upload_limit(rate)
 
 
+def wait_done(swarm, names, timeout_s):
+    """Waits for these clients to seed, watching where each one's peers came from (a
+    finished client drops its seeds, so each is watched until all are done)."""
+    sources = {name: set() for name in names}
+
+    def done():
+        seeding = True
+        for name in names:
+            h = swarm.handle(name)
+            sources[name].update(p.source for p in h.get_peer_info())
+            st = h.status()
+            seeding = seeding and st.is_seeding and st.state == lt.torrent_status.seeding
+        return seeding
+
+    return swarm.wait(done, timeout_s), sources
+
+
 def restart(res, tracker, s, newcomer_id, newcomer_key):
     """SIGTERM in the middle of a transfer, then a start on the tables alone."""
     label, site, tid, args = s.label, s.site, s.torrent_id, s.args
@@ -400,12 +419,12 @@ def restart(res, tracker, s, newcomer_id, newcomer_key):
         if not reannounce(swarm, CLIENTS, "after the restart", res):
             return
         swarm.handle("leecher").set_download_limit(0)
+        finished, sources = wait_done(swarm, ("leecher", "newcomer"), args.timeout)
         for name in ("leecher", "newcomer"):
-            finished, sources = swarm.wait_done(name, args.timeout)
             swarm.check_bytes(name, f"restart: {name} downloads the file and its bytes equal the seed's", finished)
-            swarm.check_sources(f"restart: {name}'s peers came from the tracker", sources)
-            if not finished:
-                return
+            swarm.check_sources(f"restart: {name}'s peers came from the tracker", sources[name])
+        if not finished:
+            return
         stopped = swarm.stop(["seeder", "leecher", "newcomer"])
         if not res.check("restart: the stopped announces of the three clients are answered", stopped is not None):
             return
