@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 use admin::{AdminServer, AdminToken, Sampler, TrackerView};
 use anyhow::Context;
 use reload::Reload;
+use shoal_proto::{CompactPeerV4, CompactPeerV6};
 use shoal_swarm::webtorrent::WebTorrentStore;
 use shoal_swarm::{PeerExt, Store};
 use shoal_tracker::policy::{Policy, PrivateRule};
@@ -90,30 +91,30 @@ fn list_site_peers(core: &Core, site: &shoal_unit3d::Site) {
     let expires = shoal_swarm::clock::now().saturating_add(core.swarms().config().peer_ttl);
     let peers = site.listed_peers();
     for (info_hash, peer_id, addr, seeder) in &peers {
-        let hash = shoal_proto::InfoHash(*info_hash);
-        let (peer_id, seeder) = (shoal_proto::PeerId(*peer_id), *seeder);
+        let at = (shoal_proto::InfoHash(*info_hash), *seeder, expires);
+        let peer_id = shoal_proto::PeerId(*peer_id);
         match addr {
-            SocketAddr::V4(a) => core.swarms().upsert_remote(
-                &hash,
-                shoal_swarm::Peer {
-                    peer_id,
-                    addr: shoal_proto::CompactPeerV4::new(*a.ip(), a.port()),
-                    expires,
-                    seeder,
-                },
-            ),
-            SocketAddr::V6(a) => core.swarms().upsert_remote(
-                &hash,
-                shoal_swarm::Peer {
-                    peer_id,
-                    addr: shoal_proto::CompactPeerV6::new(*a.ip(), a.port()),
-                    expires,
-                    seeder,
-                },
-            ),
+            SocketAddr::V4(a) => list(core, at, peer_id, CompactPeerV4::new(*a.ip(), a.port())),
+            SocketAddr::V6(a) => list(core, at, peer_id, CompactPeerV6::new(*a.ip(), a.port())),
         }
     }
     tracing::info!("UNIT3D site: {} peers listed from its table", peers.len());
+}
+
+/// One of the site's peers, listed in the store as a peer another node knows.
+fn list<A: shoal_swarm::Family>(
+    core: &Core,
+    (info_hash, seeder, expires): (shoal_proto::InfoHash, bool, u32),
+    peer_id: shoal_proto::PeerId,
+    addr: A,
+) {
+    let peer = shoal_swarm::Peer {
+        peer_id,
+        addr,
+        expires,
+        seeder,
+    };
+    core.swarms().upsert_remote(&info_hash, peer);
 }
 
 impl Tracker {
@@ -203,11 +204,19 @@ impl Tracker {
         let http = if config.http.listen.is_empty() && config.https.listen.is_empty() {
             None
         } else {
+            let site_api = match accounts.as_ref().and_then(|a| a.site()) {
+                Some(site) => Some(Arc::new(http::site_call::SiteApi::new(
+                    site.clone(),
+                    config.private.site_key()?,
+                ))),
+                None => None,
+            };
             Some(http::HttpFrontEnd::start(
                 &config,
                 core.clone(),
                 ws.clone(),
                 shutdown.clone(),
+                site_api,
             )?)
         };
 

@@ -8,13 +8,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use common::{http_with_body, temp_dir, Ann, Client};
+use common::{http_with_body, http_with_headers, temp_dir, ws as wsc, Ann, Client};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
-use shoal_server::{Config, Tracker};
+use shoal_server::Tracker;
 
 #[path = "../../unit3d/tests/unit3d_site/mod.rs"]
 mod unit3d_site;
@@ -53,18 +51,9 @@ fn announce(
         enc(&info_hash(torrent)),
         enc(&pid(peer).0),
     );
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let agent = agent.map_or(String::new(), |a| format!("User-Agent: {a}\r\n"));
-    write!(
-        s,
-        "GET {target} HTTP/1.1\r\nHost: x\r\n{agent}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    String::from_utf8_lossy(&raw[at..]).into_owned()
+    let (_, body) = http_with_headers(addr, "GET", &target, &agent, b"");
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 fn flush(tracker: &Tracker) {
@@ -82,14 +71,7 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
     };
     rt.block_on(insert_site_rows(&site));
     let dir = temp_dir("unit3d-e2e");
-    let mut c = Config::ephemeral();
-    c.udp.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.workers = 1;
-    c.state.file = dir.join("shoal.state");
-    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.admin.token = TOKEN.into();
-    c.private.enabled = true;
+    let mut c = common::private_config(&dir, TOKEN);
     c.private.schema = "unit3d".into();
     c.private.database = site.url.clone();
     c.private.site_api_key = "k".repeat(32);
@@ -150,6 +132,18 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
         ..ann
     };
     udp.announce_reporting(&ann, 250, 0, Some(&url)).unwrap();
+    // bob again, now from a browser over WebTorrent, the passkey in the
+    // WebSocket URL's path: one user is one account on every protocol.
+    let reply = rt.block_on(async {
+        let mut c = wsc::connect_to(http, &format!("/announce/{}", passkey(2))).await;
+        wsc::request(
+            &mut c,
+            wsc::announce(info_hash(15), pid(22).0, Some(0), "started"),
+        )
+        .await
+    });
+    assert!(reply["failure reason"].is_null(), "{reply}");
+    assert_eq!(reply["complete"], 1, "{reply}");
     flush(&tracker);
 
     // Unsigned columns read as signed numbers.
@@ -183,7 +177,11 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
     // users: what was credited.
     assert_eq!(n("select downloaded from users where id = 1"), 600);
     assert_eq!(n("select uploaded from users where id = 5"), 250);
-    // peers: one row per client, over both protocols.
+    // peers: one row per client, over every protocol (the WebRTC peer without a port).
+    assert_eq!(
+        n("select count(*) from peers where user_id = 2 and torrent_id = 15 and port = 0"),
+        1
+    );
     assert_eq!(n("select count(*) from peers where torrent_id = 10"), 3);
     assert_eq!(
         n("select count(*) from peers where torrent_id = 10 and seeder = 1"),
@@ -219,6 +217,53 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
         1
     );
     assert_eq!(n("select seeders from torrents where id = 10"), 3);
+
+    // The site's control calls, on the same listener: a user and a torrent added through
+    // them are served at once.
+    let key = "k".repeat(32);
+    let call = |method: &str, path: &str, body: &str| {
+        http_with_body(http, method, &format!("/announce/{key}{path}"), None, body)
+    };
+    let (status, _) = call(
+        "PUT",
+        "/users",
+        r#"{"id":6,"group_id":1,"passkey":"00000000000000000000000000000006","can_download":true,"is_donor":false,"is_lifetime":false,"num_seeding":0,"num_leeching":0}"#,
+    );
+    assert_eq!(status, 200);
+    let hash: String = info_hash(30).iter().map(|b| format!("{b:02x}")).collect();
+    let (status, _) = call(
+        "PUT",
+        "/torrents",
+        &format!(
+            r#"{{"id":30,"status":1,"info_hash":"{hash}","is_deleted":false,"seeders":0,"leechers":0,"times_completed":0,"download_factor":100,"upload_factor":100}}"#
+        ),
+    );
+    assert_eq!(status, 200);
+    let served = announce(http, 6, 30, 6, 51430, (0, 0, 0), "started", Some(AGENT));
+    assert!(served.contains("8:completei1e"), "{served}");
+    let (status, body) = call("GET", "/torrents/30", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"seeders\":1"), "{body}");
+    // A malformed body is a 400 that says why; a wrong key changes nothing.
+    let (status, body) = call("PUT", "/users", r#"{"id":"seven"}"#);
+    assert_eq!(status, 400, "{body}");
+    let wrong = format!("/announce/{}/users", "w".repeat(32));
+    let (status, _) = http_with_body(
+        http,
+        "DELETE",
+        &wrong,
+        None,
+        r#"{"id":6,"passkey":"00000000000000000000000000000006"}"#,
+    );
+    assert_eq!(status, 403);
+    let again = announce(http, 6, 30, 6, 51430, (0, 0, 0), "", Some(AGENT));
+    assert!(
+        again.contains("8:complete"),
+        "user 6 is still there: {again}"
+    );
+    let (status, body) = call("GET", "/stats", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("announce_responses_per_1s"), "{body}");
     drop(tracker);
     std::fs::remove_dir_all(dir).ok();
 }

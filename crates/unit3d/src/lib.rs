@@ -7,8 +7,12 @@
 //! - [`config`]: the knobs, with UNIT3D-Announce's defaults.
 //! - [`site`]: the site in memory ([`Site`]), as loaded and as the control calls change it.
 //! - [`rates`]: how often a user received peer lists (decaying counts).
+//! - [`api`]: the site's control calls under `/announce/<site key>/` (UNIT3D-Announce's
+//!   routes and bodies), transport-free: the HTTP front end hands each call to it.
+//! - [`stats`]: requests and announce responses per second, as the site's `GET /stats` reads them.
 //! - [`rules`]: UNIT3D's announce rules, as the core's `SiteRules`.
-//! - [`db`]: the site's database: the check that it is UNIT3D's, the load, the writes.
+//! - [`db`]: the site's database (MariaDB or MySQL): the check that UNIT3D's tables are
+//!   there, the load at start, the batched writes.
 //! - [`schema`]: [`schema::Unit3dSchema`], the site's tables behind the core's seam.
 //! - [`batch`]: one write to the site's tables, from the ledger's sums and the site's
 //!   pending changes.
@@ -17,6 +21,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod batch;
 pub mod config;
 pub mod db;
@@ -25,6 +30,8 @@ pub mod rates;
 pub mod rules;
 pub mod schema;
 pub mod site;
+pub mod stats;
 
 pub use config::Unit3dConfig;
 pub use site::Site;
+pub use stats::Stats;

@@ -89,6 +89,43 @@ fn agent_of(a: &Asked<'_>) -> String {
     }
 }
 
+/// Whether the agent column `kept` already says what `agent_of(a)` would (no new string).
+fn same_agent(a: &Asked<'_>, kept: &str) -> bool {
+    match a.agent {
+        Some(agent) => agent == kept,
+        None => kept
+            .strip_prefix("shoal/")
+            .is_some_and(|p| p == a.protocol.label()),
+    }
+}
+
+/// What the rules need of a client's previous state.
+#[derive(Clone, Copy)]
+struct Prior {
+    active: bool,
+    visible: bool,
+    seeder: bool,
+    updated_at: i64,
+}
+
+impl Prior {
+    fn of(p: &Peer) -> Self {
+        Self {
+            active: p.active,
+            visible: p.visible,
+            seeder: p.seeder,
+            updated_at: p.updated_at,
+        }
+    }
+}
+
+/// Whether `hay` contains `needle` (lower case), ASCII case ignored, without a copy.
+fn contains_lower(hay: &str, needle: &str) -> bool {
+    hay.as_bytes()
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
 /// The HTTP checks of the user agent.
 fn check_agent(a: &Asked<'_>) -> Result<(), Refusal> {
     if a.protocol != Protocol::Http {
@@ -98,8 +135,7 @@ fn check_agent(a: &Asked<'_>) -> Result<(), Refusal> {
     if agent.len() > 64 {
         return Err(USER_AGENT_TOO_LONG);
     }
-    let lower = agent.to_ascii_lowercase();
-    if NOT_CLIENTS.iter().any(|w| lower.contains(w)) {
+    if NOT_CLIENTS.iter().any(|w| contains_lower(agent, w)) {
         return Err(NOT_A_CLIENT);
     }
     Ok(())
@@ -268,11 +304,12 @@ impl SiteRules for Site {
         };
         let (up, down) = self.factors(&who, user, &t);
         let key = (user, a.peer_id.0);
-        let old = t.clients.get(&key).cloned();
+        let old = t.clients.get(&key).map(Prior::of);
         let (ip, port) = match a.addr {
             Some(addr) => (addr.ip(), addr.port()),
             None => (a.source, 0),
         };
+        let mine = (user, [0; 20])..=(user, [0xff; 20]);
         let (before, after, visible);
         if stopped {
             let Some(old) = t.clients.get_mut(&key) else {
@@ -286,13 +323,13 @@ impl SiteRules for Site {
             after = (0, 0);
             visible = false;
         } else {
-            if old.as_ref().is_none_or(|o| !o.active) {
-                let mine = t
+            if old.is_none_or(|o| !o.active) {
+                let others = t
                     .clients
-                    .iter()
-                    .filter(|((u, id), p)| *u == user && *id != a.peer_id.0 && p.active)
+                    .range(mine.clone())
+                    .filter(|((_, id), p)| *id != a.peer_id.0 && p.active)
                     .count();
-                if mine >= self.config.max_peers_per_torrent_per_user as usize {
+                if others >= self.config.max_peers_per_torrent_per_user as usize {
                     return Err(Refusal {
                         reason: self.peers_limit_reason,
                         label: "peers_per_torrent_per_user",
@@ -300,42 +337,48 @@ impl SiteRules for Site {
                 }
             }
             let slots_full = !seeder && who.slots.is_some_and(|s| s <= who.num_leeching);
-            let was_visible_leecher = old
-                .as_ref()
-                .is_some_and(|o| o.active && o.visible && !o.seeder);
+            let was_visible_leecher = old.is_some_and(|o| o.active && o.visible && !o.seeder);
             visible = was_visible_leecher || seeder || !slots_full;
-            let peer = Peer {
+            let p = t.clients.entry(key).or_insert_with(|| Peer {
                 user_id: user,
                 torrent_id: tid,
                 peer_id: a.peer_id.0,
                 ip,
                 port,
                 agent: agent_of(a),
-                uploaded: a.uploaded,
-                downloaded: a.downloaded,
-                left: a.left.unwrap_or(0),
-                seeder,
-                active: true,
-                visible,
+                uploaded: 0,
+                downloaded: 0,
+                left: 0,
+                seeder: false,
+                active: false,
+                visible: false,
                 connectable: false,
-                created_at: old.as_ref().map_or(now, |o| o.created_at),
+                created_at: now,
                 updated_at: now,
-            };
-            before = old.as_ref().map_or((0, 0), listed);
-            after = listed(&peer);
-            t.clients.insert(key, peer);
+            });
+            before = listed(p);
+            if !same_agent(a, &p.agent) {
+                p.agent = agent_of(a);
+            }
+            (p.ip, p.port) = (ip, port);
+            (p.uploaded, p.downloaded) = (a.uploaded, a.downloaded);
+            p.left = a.left.unwrap_or(0);
+            (p.seeder, p.active, p.visible) = (seeder, true, visible);
+            p.updated_at = now;
+            after = listed(p);
         }
         let (seeding, leeching) = (after.0 - before.0, after.1 - before.1);
         let tt = &mut t.torrent;
         tt.seeders = tt.seeders.saturating_add_signed(seeding);
         tt.leechers = tt.leechers.saturating_add_signed(leeching);
-        if old.as_ref().is_some_and(|o| !o.seeder) && seeder && !stopped {
+        if old.is_some_and(|o| !o.seeder) && seeder && !stopped {
             tt.times_completed = tt.times_completed.saturating_add(1);
         }
+        // The user's other clients here: a range of the (user, peer id) ordered map.
         let hide: Vec<SocketAddr> = t
             .clients
-            .iter()
-            .filter(|((u, id), p)| *u == user && *id != a.peer_id.0 && p.port != 0)
+            .range(mine)
+            .filter(|((_, id), p)| *id != a.peer_id.0 && p.port != 0)
             .map(|(_, p)| SocketAddr::new(p.ip, p.port))
             .collect();
         drop(t);
@@ -347,7 +390,7 @@ impl SiteRules for Site {
             }
         }
         self.count_user(user, seeding, leeching);
-        let too_soon = old.as_ref().is_some_and(|o| {
+        let too_soon = old.is_some_and(|o| {
             o.active
                 && now
                     < o.updated_at
@@ -361,6 +404,7 @@ impl SiteRules for Site {
             }
         }
         let gets_peers = warning.is_none() && !stopped && self.take_list(user, seeder, now as f64);
+        self.stats.announce_response();
         let (min, max) = (self.config.announce_min, self.config.announce_max);
         Ok(Admission {
             download_factor: f64::from(down) / 100.0,

@@ -14,7 +14,7 @@
 //! rarely and are read under read locks. What the next write takes ([`Pending`]) is one
 //! mutex held for a set insert.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
@@ -28,6 +28,7 @@ use shoal_tracker::private::{Member, Members, Registered};
 use crate::config::Unit3dConfig;
 use crate::model::{Group, InfoHash, Peer, SiteData, Torrent, User};
 use crate::rates::Rates;
+use crate::stats::Stats;
 
 /// A user and what the rules count for them.
 #[derive(Clone, Debug)]
@@ -42,11 +43,13 @@ pub struct UserState {
 /// A client's key on its torrent: (user id, peer id).
 pub type ClientKey = (u32, [u8; 20]);
 
-/// A torrent and its clients.
+/// A torrent and its clients, ordered by (user, peer id): a user's clients on the torrent
+/// are one range (the rules look at them on every announce; a walk over all the torrent's
+/// clients would cost a popular torrent's every announce its whole swarm).
 #[derive(Clone, Debug)]
 pub struct TorrentState {
     pub torrent: Torrent,
-    pub clients: HashMap<ClientKey, Peer>,
+    pub clients: BTreeMap<ClientKey, Peer>,
 }
 
 /// What the next write to the site's tables takes.
@@ -80,6 +83,8 @@ pub struct Site {
     pub(crate) peers_limit_reason: &'static str,
     /// When silent peers were last swept (Unix seconds).
     pub(crate) last_sweep: AtomicI64,
+    /// Requests and announce responses per second, for the site's `GET /stats`.
+    pub stats: Stats,
 }
 
 /// Unix seconds now.
@@ -133,6 +138,7 @@ impl Site {
             featured: data.featured.into_iter().collect(),
             pending: Mutex::new(Pending::default()),
             last_sweep: AtomicI64::new(unix_now()),
+            stats: Stats::new(),
         };
         for u in data.users {
             site.put_user(u);
@@ -269,17 +275,16 @@ impl Site {
 
     /// Adds or replaces a torrent, keeping the clients it has.
     pub fn put_torrent(&self, t: Torrent) {
+        // The hash names this torrent from now on; a torrent that had it before (a deleted
+        // upload the site replaced) stays readable by id, with its clients.
         self.members.put_torrent(registered(&t));
-        if let Some(old) = self.ids.insert(t.info_hash, t.id) {
-            if old != t.id {
-                self.torrents.remove(&old);
-            }
-        }
+        self.ids.insert(t.info_hash, t.id);
         match self.torrents.get_mut(&t.id) {
             Some(mut state) => {
                 let (seeders, leechers) = (state.torrent.seeders, state.torrent.leechers);
                 if state.torrent.info_hash != t.info_hash {
                     self.ids.remove(&state.torrent.info_hash);
+                    self.members.remove_torrent(&Hash(state.torrent.info_hash));
                 }
                 // The figures are the tracker's: what its clients make.
                 state.torrent = Torrent {
@@ -293,7 +298,7 @@ impl Site {
                     t.id,
                     TorrentState {
                         torrent: t,
-                        clients: HashMap::new(),
+                        clients: BTreeMap::new(),
                     },
                 );
             }

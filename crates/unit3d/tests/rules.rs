@@ -209,25 +209,16 @@ fn blacklisted_prefixes_and_ports_are_refused() {
 #[test]
 fn groups_and_download_rights() {
     let s = site();
-    assert_eq!(
-        refused(&s, asked(6, 10, 1, 10, STARTED)),
-        GROUP_BANNED.reason
-    );
-    s.put_user(user(6, 3));
-    assert_eq!(
-        refused(&s, asked(6, 10, 1, 10, STARTED)),
-        GROUP_VALIDATING.reason
-    );
-    s.put_user(user(6, 4));
-    assert_eq!(
-        refused(&s, asked(6, 10, 1, 10, STARTED)),
-        GROUP_DISABLED.reason
-    );
-    s.put_user(user(6, 99));
-    assert_eq!(
-        refused(&s, asked(6, 10, 1, 10, STARTED)),
-        GROUP_NOT_FOUND.reason
-    );
+    // User 6 is banned; then moved to each other refused group, then to none.
+    for (group, refusal) in [
+        (2, GROUP_BANNED),
+        (3, GROUP_VALIDATING),
+        (4, GROUP_DISABLED),
+        (99, GROUP_NOT_FOUND),
+    ] {
+        s.put_user(user(6, group));
+        assert_eq!(refused(&s, asked(6, 10, 1, 10, STARTED)), refusal.reason);
+    }
     // A user who may not download keeps seeding.
     assert_eq!(
         refused(&s, asked(7, 10, 1, 10, STARTED)),
@@ -557,4 +548,59 @@ fn silent_clients_become_inactive_then_are_forgotten() {
     s.expire(now + 1_814_400);
     assert!(s.torrent(10).unwrap().clients.is_empty());
     assert_eq!(s.take_batch(&[]).peer_deletions, vec![(10, 1, [1; 20])]);
+}
+
+#[test]
+fn the_peers_table_is_the_truth_for_the_figures_at_start() {
+    let mut data = SiteData {
+        groups: vec![group(1, "user", None)],
+        users: vec![user(1, 1), user(2, 1)],
+        torrents: vec![Torrent {
+            seeders: 5,
+            leechers: 7,
+            times_completed: 9,
+            ..torrent(10, Status::Approved)
+        }],
+        ..SiteData::default()
+    };
+    let row = |user_id, peer: u8, seeder, active| shoal_unit3d::model::Peer {
+        user_id,
+        torrent_id: 10,
+        peer_id: [peer; 20],
+        ip: "192.0.2.9".parse().unwrap(),
+        port: 6881 + u16::from(peer),
+        agent: AGENT.into(),
+        uploaded: 0,
+        downloaded: 0,
+        left: if seeder { 0 } else { 10 },
+        seeder,
+        active,
+        visible: true,
+        connectable: false,
+        created_at: 0,
+        updated_at: 0,
+    };
+    data.peers = vec![
+        row(1, 1, true, true),
+        row(2, 2, false, true),
+        row(2, 3, false, false),
+    ];
+    let members = Arc::new(Members::new(&Roster::default(), false));
+    let s = Site::new(Unit3dConfig::default(), members, data);
+    let t = s.torrent(10).unwrap();
+    assert_eq!(
+        (
+            t.torrent.seeders,
+            t.torrent.leechers,
+            t.torrent.times_completed
+        ),
+        (1, 1, 9)
+    );
+    assert_eq!(t.clients.len(), 3);
+    assert_eq!(s.user(2).unwrap().user.num_leeching, 1);
+    assert_eq!(
+        s.listed_peers().len(),
+        2,
+        "the inactive client is not listed"
+    );
 }

@@ -134,4 +134,38 @@ mod tests {
         };
         assert_eq!(named.database_url(None), "postgres://u@h/db");
     }
+
+    #[test]
+    fn a_site_schema_needs_a_known_name_and_a_long_enough_key() {
+        let unit3d = |key: &str| PrivateConfig {
+            enabled: true,
+            schema: "unit3d".into(),
+            site_api_key: key.into(),
+            ..PrivateConfig::default()
+        };
+        assert!(unit3d(&"k".repeat(32)).validate().is_ok());
+        let short = unit3d(&"k".repeat(31)).validate().unwrap_err().to_string();
+        assert!(short.contains("at least 32 characters"), "{short}");
+        let none = unit3d("").validate().unwrap_err().to_string();
+        assert!(none.contains("site_api_key"), "{none}");
+        let other = PrivateConfig {
+            schema: "gazelle2".into(),
+            ..PrivateConfig::default()
+        };
+        assert!(other
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("gazelle2"));
+        // The key from a file: its first line.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, format!("{}\n", "f".repeat(40))).unwrap();
+        let from_file = PrivateConfig {
+            site_api_key_file: path,
+            ..unit3d("")
+        };
+        assert_eq!(from_file.site_key().unwrap(), "f".repeat(40));
+        assert!(from_file.validate().is_ok());
+    }
 }

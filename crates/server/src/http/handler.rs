@@ -35,6 +35,7 @@ use shoal_tracker::{policy, Answer, Core, PeerAnnounce, Protocol, ScrapeOf, Stop
 
 use super::context::HttpContext;
 use super::full_scrape::Document;
+use super::site_call::SiteCall;
 use crate::ws::UpgradeRequest;
 
 /// What the connection does after writing the response.
@@ -52,6 +53,8 @@ pub enum Next {
     },
     /// Hand the connection to the WebSocket front end (nothing was written).
     Upgrade(UpgradeRequest),
+    /// A site's control call: read its body, answer it (nothing was written).
+    SiteCall(SiteCall),
 }
 
 /// 429s answered on one connection before the next one closes it: a client that keeps
@@ -333,6 +336,12 @@ impl Handler {
             return Next::Close;
         };
         let f = facts(req.headers);
+        if let Some(api) = &self.ctx.site_api {
+            let close = !self.ctx.settings.keep_alive || f.close || (version == 0 && !f.keep_alive);
+            if let Some(call) = api.call(method, path, req.headers, close) {
+                return Next::SiteCall(call);
+            }
+        }
         if method != "GET" {
             write_http_error(out, "405 Method Not Allowed", "only GET is served here");
             return Next::Close;
@@ -612,6 +621,7 @@ mod tests {
             full_scrape: None,
             ws: Arc::new(crate::ws::WsContext::new(&config, core)),
             open: Default::default(),
+            site_api: None,
         })
     }
 

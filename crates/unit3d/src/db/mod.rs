@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
+use shoal_accounts::mysql_url;
 pub use shoal_accounts::{ACQUIRE_TIMEOUT, OPERATION_TIMEOUT};
 
 use crate::model::Batch;
@@ -196,16 +197,6 @@ impl Unit3dDb {
             }
         })
         .await
-    }
-}
-
-/// sqlx's MySQL driver reads only `mysql://`; `mariadb://` is the same server.
-fn mysql_url(url: &str) -> String {
-    match url.get(..10) {
-        Some(scheme) if scheme.eq_ignore_ascii_case("mariadb://") => {
-            format!("mysql://{}", &url[10..])
-        }
-        _ => url.to_owned(),
     }
 }
 

@@ -7,7 +7,7 @@
 
 #![allow(dead_code)]
 
-use sqlx::mysql::MySqlPool;
+use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::Row;
 
 #[allow(dead_code)]
@@ -50,17 +50,26 @@ impl Site {
         Some(site)
     }
 
-    /// The same as [`Site::tables`], for a test that stops the server: no other test runs
-    /// meanwhile.
-    pub async fn tables_alone(name: &str) -> Option<Site> {
+    /// A database with UNIT3D's tables and the rows of [`insert_site_rows`].
+    pub async fn with_rows(name: &str) -> Option<Site> {
+        let site = Site::tables(name).await?;
+        insert_site_rows(&site).await;
+        Some(site)
+    }
+
+    /// The same as [`Site::with_rows`], for a test that stops the server: no other test
+    /// runs meanwhile.
+    pub async fn with_rows_alone(name: &str) -> Option<Site> {
         let site = Site::open(name, Turn::Alone(TURN.write().await)).await?;
         site.run(FIXTURE).await;
+        insert_site_rows(&site).await;
         Some(site)
     }
 
     async fn open(name: &str, turn: Turn) -> Option<Site> {
         let server = servers::mariadb()?;
-        let url = server.create_database(name);
+        // Prefixed: a test's name may be a reserved word (`load`, `write`).
+        let url = server.create_database(&format!("unit3d_{name}"));
         let pool = MySqlPool::connect(&url)
             .await
             .expect("connect to the test database");
@@ -83,6 +92,14 @@ impl Site {
             .execute(&self.pool)
             .await
             .unwrap_or_else(|e| panic!("{e}\nin: {sql}"));
+    }
+
+    /// The rows a query answers.
+    pub async fn rows(&self, sql: &str) -> Vec<MySqlRow> {
+        sqlx::query(sql)
+            .fetch_all(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\nin: {sql}"))
     }
 
     /// One number a query answers.
