@@ -8,12 +8,12 @@
 //! torrent) with either, one `peers` row per client that announced, the users' credited
 //! sums, the torrents' figures now and their balance.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use shoal_accounts::Delta;
 
-use crate::model::{Batch, HistoryUpdate, TorrentUpdate, UserUpdate};
+use crate::model::{Batch, HistoryUpdate, Peer, TorrentUpdate, UserUpdate};
 use crate::site::{unix_now, Pending, Site};
 
 impl Site {
@@ -40,14 +40,10 @@ impl Site {
             });
             // The client that announced last speaks for the row.
             if p.updated_at >= h.updated_at {
-                h.agent.clone_from(&p.agent);
-                h.client_uploaded = p.uploaded;
-                h.client_downloaded = p.downloaded;
-                h.seeder = p.seeder;
-                h.active = p.active;
-                h.updated_at = p.updated_at;
+                speak_for(h, p);
             }
         }
+        let from_clients: HashSet<(u32, u32)> = history.keys().copied().collect();
         let mut users: HashMap<u32, UserUpdate> = HashMap::new();
         for d in sums {
             let Some(tid) = self.ids.get(&d.torrent).map(|id| *id) else {
@@ -78,6 +74,9 @@ impl Site {
         }
         for h in history.values_mut() {
             h.immune = self.immune(h.user_id);
+            if !from_clients.contains(&(h.user_id, h.torrent_id)) {
+                self.latest_client_speaks(h);
+            }
         }
         batch.history = history.into_values().collect();
         batch.users = users
@@ -129,6 +128,28 @@ impl Site {
                 .unregistered
                 .entry((u.user_id, u.info_hash))
                 .or_insert(u.at);
+        }
+    }
+
+    /// The row's client state (agent, reported totals, seeder, active) for sums whose
+    /// clients are not in this batch: the row is replaced on these columns, so they must
+    /// not go blank. That happens when the clients went with another batch: after a failed
+    /// write the flush writes the failed batch's sums again first, and that write takes
+    /// every client pending, so the sums of the announces made meanwhile come next without
+    /// them. The user's client on the torrent that announced last speaks for the row, as
+    /// in a batch with clients.
+    fn latest_client_speaks(&self, h: &mut HistoryUpdate) {
+        let Some(t) = self.torrents.get(&h.torrent_id) else {
+            return;
+        };
+        let latest = t
+            .clients
+            .iter()
+            .filter(|((user, _), _)| *user == h.user_id)
+            .map(|(_, p)| p)
+            .max_by_key(|p| p.updated_at);
+        if let Some(p) = latest {
+            speak_for(h, p);
         }
     }
 
@@ -204,4 +225,14 @@ impl Site {
         p.deletions.extend(pending.deletions);
         p.torrents.extend(pending.torrents);
     }
+}
+
+/// The client's state, as its (user, torrent) `history` row shows it.
+fn speak_for(h: &mut HistoryUpdate, p: &Peer) {
+    h.agent.clone_from(&p.agent);
+    h.client_uploaded = p.uploaded;
+    h.client_downloaded = p.downloaded;
+    h.seeder = p.seeder;
+    h.active = p.active;
+    h.updated_at = p.updated_at;
 }

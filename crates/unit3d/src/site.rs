@@ -160,9 +160,17 @@ impl Site {
     /// active, visible clients make (a table left by another announce server may disagree
     /// with the torrents' columns; the clients are the truth).
     fn restore_peers(&self, peers: Vec<Peer>) {
-        for mut t in self.torrents.iter_mut() {
-            (t.torrent.seeders, t.torrent.leechers) = (0, 0);
-        }
+        // The figures are counted here, not added to the columns' values.
+        let loaded: HashMap<u32, (u32, u32)> = self
+            .torrents
+            .iter_mut()
+            .map(|mut t| {
+                let tt = &mut t.torrent;
+                let was = (tt.seeders, tt.leechers);
+                (tt.seeders, tt.leechers) = (0, 0);
+                (tt.id, was)
+            })
+            .collect();
         let mut counts: HashMap<u32, (u32, u32)> = HashMap::new();
         for p in peers {
             let Some(mut t) = self.torrents.get_mut(&p.torrent_id) else {
@@ -186,6 +194,13 @@ impl Site {
                 u.user.num_leeching = leeching;
             }
         }
+        // Columns that disagree with the clients are corrected by the next write.
+        let mut pending = self.pending.lock();
+        for t in self.torrents.iter() {
+            if loaded.get(&t.torrent.id) != Some(&(t.torrent.seeders, t.torrent.leechers)) {
+                pending.torrents.insert(t.torrent.id);
+            }
+        }
     }
 
     /// Every client the site knows that others may be sent (active and visible), for
@@ -199,6 +214,18 @@ impl Site {
                     out.push((t.torrent.info_hash, *peer_id, addr, p.seeder));
                 }
             }
+        }
+        out
+    }
+
+    /// Every active client as the site knows it (its `peers` row at start), for the
+    /// ledger: it compares each client's next announce with the totals reported here, so
+    /// that a restart or a switch-over counts what the client moved since, neither from
+    /// zero nor again.
+    pub fn active_clients(&self) -> Vec<Peer> {
+        let mut out = Vec::new();
+        for t in self.torrents.iter() {
+            out.extend(t.clients.values().filter(|p| p.active).cloned());
         }
         out
     }

@@ -11,7 +11,7 @@ use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_tracker::private::members::{Members, Roster};
 use shoal_tracker::site::{Admission, Asked, Refusal, SiteRules};
 use shoal_tracker::Protocol;
-use shoal_unit3d::model::{Group, SiteData, Status, Torrent, User};
+use shoal_unit3d::model::{Group, Peer, SiteData, Status, Torrent, User};
 use shoal_unit3d::rules::*;
 use shoal_unit3d::{Site, Unit3dConfig};
 
@@ -433,6 +433,105 @@ fn a_batch_joins_the_ledgers_sums_with_the_clients_and_goes_back_when_a_write_fa
     s.put_back(&batch);
     let again = s.take_batch(&[]);
     assert_eq!((again.peers.len(), again.torrents.len()), (1, 1));
+}
+
+#[test]
+fn sums_written_after_their_clients_keep_the_rows_client_state() {
+    let s = site();
+    admit(&s, asked(1, 10, 1, 10, STARTED)).unwrap();
+    let sums = |uploaded| {
+        [Delta {
+            uploaded,
+            uploaded_raw: uploaded,
+            user_id: 1,
+            torrent: [10; 20],
+            ..Delta::default()
+        }]
+    };
+    // A write fails: the clients go back, the ledger's sums are written again first.
+    let failed = s.take_batch(&sums(50));
+    s.put_back(&failed);
+    let mut a = asked(1, 10, 1, 0, NONE);
+    a.uploaded = 80;
+    admit(&s, a).unwrap();
+    let retried = s.take_batch(&sums(50));
+    assert_eq!(retried.peers.len(), 1, "the retry takes the clients");
+    // The sums of the announce made meanwhile come next, without their client.
+    let next = s.take_batch(&sums(30));
+    assert!(next.peers.is_empty());
+    let h = &next.history[0];
+    assert_eq!(
+        (
+            h.agent.as_str(),
+            h.client_uploaded,
+            h.seeder,
+            h.active,
+            h.actual_uploaded
+        ),
+        (AGENT, 80, true, true, 30)
+    );
+}
+
+/// A row of the `peers` table as the last announce server left it.
+fn row(user: u32, torrent: u32, peer: u8, seeder: bool, active: bool) -> Peer {
+    Peer {
+        user_id: user,
+        torrent_id: torrent,
+        peer_id: [peer; 20],
+        ip: "192.0.2.1".parse().unwrap(),
+        port: 50000 + u16::from(peer),
+        agent: AGENT.into(),
+        uploaded: 1000 * u64::from(peer),
+        downloaded: 500,
+        left: if seeder { 0 } else { 10 },
+        seeder,
+        active,
+        visible: true,
+        connectable: false,
+        created_at: 1_700_000_000,
+        updated_at: 1_700_000_100,
+    }
+}
+
+#[test]
+fn at_start_the_figures_are_what_the_tables_clients_make_and_their_reports_are_kept() {
+    // The columns as the last write left them: they count the same clients again.
+    let mut listed = torrent(10, Status::Approved);
+    (listed.seeders, listed.leechers) = (1, 1);
+    let mut stale = torrent(17, Status::Approved);
+    stale.seeders = 4;
+    let data = SiteData {
+        groups: vec![group(1, "user", None)],
+        users: vec![user(1, 1), user(2, 1)],
+        torrents: vec![listed, stale],
+        peers: vec![
+            row(1, 10, 1, true, true),
+            row(2, 10, 2, false, true),
+            row(2, 10, 3, false, false),
+        ],
+        ..SiteData::default()
+    };
+    let members = Arc::new(Members::new(&Roster::default(), false));
+    let s = Site::new(Unit3dConfig::default(), members, data);
+    let t = s.torrent(10).unwrap().torrent;
+    assert_eq!((t.seeders, t.leechers), (1, 1));
+    assert_eq!(s.torrent(17).unwrap().torrent.seeders, 0);
+    // Only the column that disagreed with the clients is written again.
+    let figures: Vec<(u32, u32)> = s
+        .take_batch(&[])
+        .torrents
+        .iter()
+        .map(|t| (t.torrent_id, t.seeders))
+        .collect();
+    assert_eq!(figures, vec![(17, 0)]);
+    // The active clients, with their last reports, for the ledger.
+    let mut active: Vec<(u32, u64, u64)> = s
+        .active_clients()
+        .iter()
+        .map(|p| (p.user_id, p.uploaded, p.downloaded))
+        .collect();
+    active.sort();
+    assert_eq!(active, vec![(1, 1000, 500), (2, 2000, 500)]);
 }
 
 #[test]

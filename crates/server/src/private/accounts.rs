@@ -156,6 +156,15 @@ impl Accounts {
             max_pending: config.private.max_pending_accounts,
             ..LedgerConfig::for_interval(config.announce.interval)
         }));
+        if let Some(site) = &site {
+            // The clients' last reports in the site's `peers` table; the ledger file's
+            // records, where there is one, replace them below (they are as new or newer).
+            ledger.restore_peers(super::unit3d::ledger_records(
+                site,
+                clock::now(),
+                clock::unix_now(),
+            ));
+        }
         let ledger_file = config.state_file().map(ledger_file::path_for);
         let mut restored = false;
         let mut unsure = None;
