@@ -12,7 +12,8 @@ hold before exiting), then `peers`, `history`, `users`, `torrents` and
 `unregistered_info_hashes` are read back: ids, byte counts and flags as they are, times
 only as present or absent (`seedtime` as zero or not), and the peer id in hex.
 
-Each tracker's rows go to OUT/<name>.rows, its answers to OUT/<name>.answers; every
+Each tracker's rows go to OUT/<name>.rows, its answers to OUT/<name>.answers, its log to
+OUT/<name>.log; every
 tracker after the first is diffed against the first (OUT/<name>.diff), and the summary
 says which tables differ. Run one tracker twice (`--tracker a=... --tracker b=...` with
 the same binary) to see that the normalisation leaves nothing that varies by itself.
@@ -22,6 +23,7 @@ import argparse
 import difflib
 import http.client
 import os
+import shutil
 import sys
 import time
 import urllib.parse
@@ -194,7 +196,7 @@ def run_tracker(name, kind, binary, db, snapshot, ddl, work, out, flush):
                                 env={"FLUSH_INTERVAL": str(flush)})
     else:
         t = site.Shoal(binary, wd, db.url, port,
-                       config=f"[unit3d]\nflush_interval = {flush}\n")
+                       unit3d=f"flush_interval = {flush}\n")
     t.name = name
     t.start()
     answers = []
@@ -263,6 +265,11 @@ def main():
             print(f"== {name}: rows\n" + "\n".join(table))
     finally:
         db.stop()
+        for name in os.listdir(work):
+            log = os.path.join(work, name, "tracker.log")
+            if os.path.exists(log):
+                shutil.copy(log, os.path.join(out, f"{name}.log"))
+        shutil.rmtree(work, ignore_errors=True)
     with open(os.path.join(out, "answers.md"), "w") as f:
         f.write("| step | " + " | ".join(n for n, _, _ in results) + " |\n")
         f.write("|---" * (len(results) + 1) + "|\n")

@@ -311,11 +311,13 @@ class Unit3dAnnounce:
 
 class Shoal:
     """shoal with `--private --schema unit3d`, HTTP and UDP on one port, pinned to `cpus`;
-    `config` is written to the config file it reads."""
+    its config file holds the site's key (`[private] site_api_key`) and `unit3d`, the
+    lines of its `[unit3d]` section."""
 
     name = "shoal"
 
-    def __init__(self, binary, workdir, db_url, port, config="", cpus=None, extra=()):
+    def __init__(self, binary, workdir, db_url, port, unit3d="", apikey="s" * 32,
+                 cpus=None, extra=()):
         self.binary = os.path.abspath(binary)
         self.workdir = workdir
         self.port = port
@@ -324,7 +326,7 @@ class Shoal:
         os.makedirs(workdir, exist_ok=True)
         self.config = os.path.join(workdir, "shoal.toml")
         with open(self.config, "w") as f:
-            f.write(config)
+            f.write(f'[private]\nsite_api_key = "{apikey}"\n\n[unit3d]\n{unit3d}')
         self.cmd = [self.binary, "--private", "--schema", "unit3d", "--database", db_url,
                     "--http", f"127.0.0.1:{port}", "--udp", f"127.0.0.1:{port}",
                     "--workers", "1", "--state-file", os.path.join(workdir, "shoal.state"),

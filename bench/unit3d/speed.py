@@ -16,6 +16,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -216,11 +217,11 @@ def main():
         # minutes: at 1800 s nearly every answer would be the rate-limit warning without
         # peers) and, for shoal, the per-user peer-list rate limits this UNIT3D-Announce
         # does not have.
-        shoal_config = ("[unit3d]\nannounce_min = 1\nannounce_max = 3600\n"
+        shoal_unit3d = ("announce_min = 1\nannounce_max = 3600\n"
                         "seed_list_rate_limits = []\nleech_list_rate_limits = []\n")
         if args.shoal:
             shoal = site.Shoal(args.shoal, os.path.join(work, "shoal"), db.url, port,
-                               config=shoal_config, cpus=args.tracker_cpus)
+                               unit3d=shoal_unit3d, cpus=args.tracker_cpus)
             trackers.append((shoal, "http"))
         if args.u3a:
             u3a = site.Unit3dAnnounce(args.u3a, os.path.join(work, "u3a"), db.url, port,
@@ -241,10 +242,9 @@ def main():
                       f"{r['db_rows_written_per_second']:,.0f} rows/s, errors "
                       f"{r['errors'] or 0}", flush=True)
         for tracker, _ in trackers:
-            os.makedirs(os.path.join(out, "logs"), exist_ok=True)
             log = os.path.join(tracker.workdir, "tracker.log")
             if os.path.exists(log):
-                subprocess.run(["cp", log, os.path.join(out, "logs", f"{tracker.name}.log")])
+                shutil.copy(log, os.path.join(out, f"{tracker.name}.log"))
         meta = {"date": datetime.date.today().isoformat(), "commit": args.commit,
                 "u3a": args.u3a_version, "rounds": args.rounds,
                 "command": " ".join(sys.argv)}
@@ -253,6 +253,7 @@ def main():
         for tracker, _ in trackers:
             tracker.stop()
         db.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
