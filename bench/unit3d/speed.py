@@ -26,6 +26,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import site_db as site  # noqa: E402
 
 
+# A run where other processes used more than this % of a core is marked noisy.
+NOISY = 10.0
+
+
+def is_noisy(r):
+    """Whether processes other than the tracker, the load and MariaDB (which works for the
+    tracker) used more than NOISY % of a core over the run."""
+    return (r["others_percent"] or 0) - r["mariadb_percent"] > NOISY
+
+
 def run_bench(args, protocol, port, tracker_pid, json_path, passkeys):
     """One shoal-bench load against 127.0.0.1:port, pinned to the load CPU."""
     common = ["--duration", args.duration, "--warmup", args.warmup,
@@ -75,7 +85,7 @@ def one_run(args, db, tracker, protocol, passkeys, out, round_no):
         "tracker_percent": cpu["tracker_percent"],
         "generator_percent": cpu["generator_percent"],
         "others_percent": cpu["others_percent"],
-        "errors": result["errors"],
+        "errors": {k: v for k, v in result["errors"].items() if v},
         "error_rate": result["error_rate"],
         "peers_per_response": result["peers_received"] / max(result["responses"], 1),
         "db_write_statements_per_second": statements / seconds,
@@ -153,13 +163,18 @@ def report(args, runs, out, meta):
               "others % | DB statements/s | DB rows/s | errors |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
+        noisy = " (noisy)" if is_noisy(r) else ""
         lines.append(
-            f"| {r['round']} | {r['contender']} | {r['responses_per_second']:,.0f} | "
+            f"| {r['round']} | {r['contender']}{noisy} | {r['responses_per_second']:,.0f} | "
             f"{(r['responses_per_tracker_cpu_second'] or 0):,.0f} | "
             f"{(r['tracker_percent'] or 0):.0f} | {(r['others_percent'] or 0):.0f} | "
             f"{r['db_write_statements_per_second']:,.1f} | "
             f"{r['db_rows_written_per_second']:,.0f} | "
             f"{json.dumps(r['errors']) if r['errors'] else 0} |")
+    if any(is_noisy(r) for r in runs):
+        lines += ["", f"(noisy): processes other than the tracker, shoal-bench and MariaDB "
+                  f"used more than {NOISY:.0f}% of a core over the run ('others %' counts "
+                  "MariaDB too)."]
     lines += ["", "## Command", "", "```", meta["command"], "```", ""]
     text = "\n".join(lines)
     with open(os.path.join(out, "report.md"), "w") as f:
