@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-/tmp/unit3d-rows}
-DDL=${DDL:-crates/unit3d/tests/fixtures/unit3d.sql}
+DDL=${DDL:-tests/fixtures/unit3d.sql}
 command -v mariadbd > /dev/null || apt-get install -y --no-install-recommends mariadb-server
 [ -f "$DDL" ] || { echo "no DDL at $DDL (set DDL)" >&2; exit 2; }
 t=()

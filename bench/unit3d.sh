@@ -26,14 +26,14 @@
 #
 # Environment: SHOAL_BIN (left out: UNIT3D-Announce alone), U3A_BIN, BENCH_BIN
 # (target/release/shoal-bench), DDL (UNIT3D's tables: the test fixture
-# crates/unit3d/tests/fixtures/unit3d.sql), ROUNDS, DURATION, WARMUP, CONNECTIONS (128).
+# tests/fixtures/unit3d.sql), ROUNDS, DURATION, WARMUP, CONNECTIONS (128).
 # Needs mariadb-server (installed when missing), taskset and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
 OUT=${1:-/tmp/unit3d-bench}
 BENCH_BIN=${BENCH_BIN:-target/release/shoal-bench}
-DDL=${DDL:-crates/unit3d/tests/fixtures/unit3d.sql}
+DDL=${DDL:-tests/fixtures/unit3d.sql}
 command -v mariadbd > /dev/null || apt-get install -y --no-install-recommends mariadb-server
 [ -f "$DDL" ] || { echo "no DDL at $DDL (set DDL)" >&2; exit 2; }
 [ -x "$BENCH_BIN" ] || { echo "no shoal-bench at $BENCH_BIN (cargo build --release -p shoal-bench)" >&2; exit 2; }

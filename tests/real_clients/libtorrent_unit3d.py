@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Real-client test of shoal as a UNIT3D site's announce server (issue 32, points 1 and 3):
 a real MariaDB (installed if missing and started by the test, db_servers.py) holding UNIT3D's
-tables (crates/unit3d/tests/fixtures/unit3d.sql) and the rows a site inserts (a group, users
+tables (tests/fixtures/unit3d.sql) and the rows a site inserts (a group, users
 with 32-hex passkeys, torrents with the libtorrent torrents' info hashes, approved; one 100%
 free and double upload), shoal started on it with --private --schema unit3d, libtorrent
 clients on the URLs the site hands out: http://HOST:P/announce/<passkey> and the same path
@@ -63,7 +63,7 @@ from lt_swarm import REPO, Results, log, write_payload  # noqa: E402
 
 import libtorrent as lt  # noqa: E402  (lt_swarm explains when it cannot be imported)
 
-FIXTURE = os.path.join(REPO, "crates/unit3d/tests/fixtures/unit3d.sql")
+FIXTURE = os.path.join(REPO, "tests/fixtures/unit3d.sql")
 SCENARIOS = ["http", "udp", "freeleech", "refusals", "outage", "restart"]
 AGENT = "libtorrent/2.0.8.0"  # python3-libtorrent's User-Agent (settings user_agent)
 UPLOADER = 1  # the user who uploaded every torrent

@@ -1,5 +1,5 @@
 //! A UNIT3D site's database for the tests: a database on the real MariaDB of this test
-//! binary (started once, see `servers`), with the site's tables (`fixtures/unit3d.sql`)
+//! binary (started once, see `servers`), with the site's tables
 //! and, where a test asks, the rows a site inserts (groups, users, torrents, the lists).
 //!
 //! Tests share the one server. The outage test stops it: it takes [`Turn`] alone, the
@@ -15,7 +15,7 @@ use sqlx::Row;
 pub mod servers;
 
 /// The site's tables, as UNIT3D's schema has them.
-pub const FIXTURE: &str = include_str!("../fixtures/unit3d.sql");
+pub const FIXTURE: &str = include_str!("../../../../tests/fixtures/unit3d.sql");
 
 /// Held while a test uses the server: shared by the tests, taken alone by the one that
 /// stops the server.
