@@ -323,24 +323,32 @@ fn path_id(what: &str, id: &str) -> Result<u32, ApiReply> {
 }
 
 fn get_torrent(site: &Site, id: &str) -> ApiReply {
-    let id = match path_id("torrent", id) {
-        Ok(id) => id,
-        Err(reply) => return reply,
-    };
-    match site.torrent(id) {
-        Some(t) => ApiReply::json(&answers::TorrentAnswer::from(&t)),
-        None => ApiReply::error(404, &format!("no torrent with id {id}")),
-    }
+    get_one(
+        "torrent",
+        id,
+        |id| site.torrent(id),
+        answers::TorrentAnswer::from,
+    )
 }
 
 fn get_user(site: &Site, id: &str) -> ApiReply {
-    let id = match path_id("user", id) {
+    get_one("user", id, |id| site.user(id), answers::UserAnswer::from)
+}
+
+/// `GET /<what>s/<id>`: the one with that id, as `answer` shows it, or 404.
+fn get_one<T, A: Serialize>(
+    what: &str,
+    id: &str,
+    find: impl FnOnce(u32) -> Option<T>,
+    answer: impl FnOnce(&T) -> A,
+) -> ApiReply {
+    let id = match path_id(what, id) {
         Ok(id) => id,
         Err(reply) => return reply,
     };
-    match site.user(id) {
-        Some(u) => ApiReply::json(&answers::UserAnswer::from(&u)),
-        None => ApiReply::error(404, &format!("no user with id {id}")),
+    match find(id) {
+        Some(found) => ApiReply::json(&answer(&found)),
+        None => ApiReply::error(404, &format!("no {what} with id {id}")),
     }
 }
 
