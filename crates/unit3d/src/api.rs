@@ -327,27 +327,32 @@ fn get_torrent(site: &Site, id: &str) -> ApiReply {
         "torrent",
         id,
         |id| site.torrent(id),
-        answers::TorrentAnswer::from,
+        |t| ApiReply::json(&answers::TorrentAnswer::from(t)),
     )
 }
 
 fn get_user(site: &Site, id: &str) -> ApiReply {
-    get_one("user", id, |id| site.user(id), answers::UserAnswer::from)
+    get_one(
+        "user",
+        id,
+        |id| site.user(id),
+        |u| ApiReply::json(&answers::UserAnswer::from(u)),
+    )
 }
 
 /// `GET /<what>s/<id>`: the one with that id, as `answer` shows it, or 404.
-fn get_one<T, A: Serialize>(
+fn get_one<T>(
     what: &str,
     id: &str,
     find: impl FnOnce(u32) -> Option<T>,
-    answer: impl FnOnce(&T) -> A,
+    answer: impl FnOnce(&T) -> ApiReply,
 ) -> ApiReply {
     let id = match path_id(what, id) {
         Ok(id) => id,
         Err(reply) => return reply,
     };
     match find(id) {
-        Some(found) => ApiReply::json(&answer(&found)),
+        Some(found) => answer(&found),
         None => ApiReply::error(404, &format!("no {what} with id {id}")),
     }
 }
