@@ -18,7 +18,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -115,6 +115,10 @@ pub struct Accounts {
     /// before anything newer; the database applies an id at most once. Holding it also
     /// serialises flushes (the writer, the admin API and shutdown).
     unsure: Mutex<Option<(String, Vec<Delta>)>>,
+    /// Sums taken from the ledger and not known to be written: the batch being written, or
+    /// the unsure one. Kept apart from `unsure` so that a metrics scrape never waits for a
+    /// write that holds that lock.
+    held: AtomicUsize,
     /// The ledger file, when there is a state file to put it beside.
     ledger_file: Option<PathBuf>,
     /// A ledger file was read at start and must be deleted once what it restored is written.
@@ -190,6 +194,7 @@ impl Accounts {
                 ),
             }
         }
+        let held = unsure.as_ref().map_or(0, |(_, batch)| batch.len());
         let accounts = Self {
             runtime,
             db,
@@ -199,6 +204,7 @@ impl Accounts {
             members,
             ledger,
             editing: Mutex::new(()),
+            held: AtomicUsize::new(held),
             unsure: Mutex::new(unsure),
             ledger_file,
             restored_file: AtomicBool::new(restored),
@@ -357,7 +363,7 @@ impl Accounts {
         let mut unsure = self.unsure.lock();
         if let Some((id, batch)) = unsure.take() {
             match self.write(&id, &batch, &[]) {
-                Ok(_) => {}
+                Ok(_) => self.held.store(0, Ordering::Relaxed),
                 Err(e) => {
                     *unsure = Some((id, batch));
                     return Err(e);
@@ -368,6 +374,7 @@ impl Accounts {
             site.sweep_if_due(clock::unix_now() as i64);
         }
         let batch = self.ledger.drain();
+        self.held.store(batch.len(), Ordering::Relaxed);
         let peers = self
             .peers
             .as_ref()
@@ -377,6 +384,7 @@ impl Accounts {
         let rows: Vec<PeerRow> = peers.iter().filter_map(|p| self.peer_row(p)).collect();
         match self.write(&id, &batch, &rows) {
             Ok(written) => {
+                self.held.store(0, Ordering::Relaxed);
                 if self.restored_file.swap(false, Ordering::Relaxed) {
                     if let Some(path) = &self.ledger_file {
                         let _ = std::fs::remove_file(path);
@@ -424,13 +432,15 @@ impl Accounts {
             metrics::gauge!("shoal_private_last_write_timestamp_seconds")
                 .set(clock::unix_now() as f64);
         }
-        self.publish_pending(if result.is_ok() { 0 } else { batch.len() });
         result
     }
 
-    /// Pending accounts: in the ledger, plus `held` in the batch of the last write (still
-    /// held if it failed).
-    fn publish_pending(&self, held: usize) {
+    /// Sets `shoal_private_pending_accounts` to every sum not yet written, wherever it
+    /// waits: in the ledger's map, in swarm slots (a walk over the store, so called by the
+    /// metrics scrape, not per announce), and in the batch being written or held after a
+    /// failed write.
+    pub fn publish_pending(&self) {
+        let held = self.held.load(Ordering::Relaxed);
         metrics::gauge!("shoal_private_pending_accounts")
             .set((self.ledger.pending_accounts() + held) as f64);
     }

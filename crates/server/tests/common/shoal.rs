@@ -51,9 +51,27 @@ impl Shoal {
     /// waits (at most 20 s) until it says it listens.
     pub fn start(dir: &Path, name: &str, config: &str) -> Self {
         let path = write_config(dir, name, config);
-        let mut child = Command::new(SHOAL)
+        let mut command = Command::new(SHOAL);
+        command.arg("--config").arg(&path);
+        Self::spawn(command)
+    }
+
+    /// [`Shoal::start`] with the process's open-file limit at `files` (soft and hard, set
+    /// by `sh`'s `ulimit` before it runs `shoal`).
+    pub fn start_with_open_files(dir: &Path, name: &str, config: &str, files: u64) -> Self {
+        let path = write_config(dir, name, config);
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("ulimit -n {files} && exec \"$0\" \"$@\""))
+            .arg(SHOAL)
             .arg("--config")
-            .arg(&path)
+            .arg(&path);
+        Self::spawn(command)
+    }
+
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
