@@ -11,14 +11,16 @@
 //! heartbeat 2 s, and the next round queued behind both, 4 s in all, while every other
 //! bucket waited too.
 //!
-//! The connection is made afresh when a call waits out a timeout ([`link::is_stuck`]): at the
-//! next retry, not at the next round. A `CLUSTERDOWN` answer (a master that restarts refuses
-//! writes for two seconds) is no reason to: the connection works, and redis-rs's cluster
-//! client follows the slot map itself (MOVED, ASK).
+//! The connection is given up, with its calls in flight, when none of them has landed for
+//! half a second ([`STALL`]) or one waited out its timeout ([`link::is_stuck`]), and made
+//! afresh at once: the calls go again at the next retry, not at the next round. A
+//! `CLUSTERDOWN` answer (a master that restarts refuses writes for two seconds) is no
+//! reason to: the connection works, and redis-rs's cluster client follows the slot map
+//! itself (MOVED, ASK).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::future::{BoxFuture, FutureExt};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -41,6 +43,17 @@ use crate::{ClusterSettings, WebTorrentFrontEnd};
 /// The lane of the relay and the heartbeat (the buckets' are 0..BUCKETS).
 const SIDE: usize = BUCKETS;
 
+/// A connection through which calls are in flight and none has landed for this long is
+/// stuck, not slow. A call answers in about a millisecond (tens under load), and a round
+/// sends 257 at once to every master: half a second of silence from all of them is not
+/// Redis at work. What it is, measured with redis-rs 1.8's cluster client against a real
+/// cluster: when a master dies or comes back, the client holds every call of the
+/// connection while it rebuilds its slot map, and that rebuild did not end until the calls
+/// were dropped, so each one waited out its own 2-s bound (`link::TIMEOUT`), the calls to
+/// the masters that were fine too. Giving up the connection after half a second, then
+/// retrying through a fresh one, costs a reconnect (a few milliseconds) when it is wrong.
+const STALL: Duration = Duration::from_millis(500);
+
 /// What landed.
 enum Landed {
     /// A connection, or why there is none.
@@ -52,8 +65,12 @@ enum Landed {
         call: Call,
         result: RedisResult<redis::Value>,
     },
-    /// The relay and the heartbeat.
-    Side { round: Option<u64>, ok: bool },
+    /// The relay and the heartbeat, sent through connection `link`.
+    Side {
+        link: u64,
+        round: Option<u64>,
+        ok: bool,
+    },
 }
 
 /// A round's flights that have not landed yet.
@@ -70,6 +87,10 @@ struct Tally {
 struct Held {
     id: u64,
     link: RedisLink,
+    /// Flights sent through it that have not landed.
+    in_flight: usize,
+    /// The last landing through it, or the launch that found nothing in flight.
+    quiet_since: Instant,
     /// Dropped with the connection: the calls still in flight through it land at once.
     _abandon: watch::Sender<()>,
     abandoned: watch::Receiver<()>,
@@ -169,6 +190,7 @@ impl Round {
                 return self.last_round().await;
             }
             let now = Instant::now();
+            self.unless_stalled(now);
             if now >= next_round {
                 next_round += every;
                 if next_round <= now {
@@ -179,14 +201,20 @@ impl Round {
                 self.launch(false, now);
             }
             // While a connection is being made, retries wait for it (it lands, or the round).
-            let wake = match self.lanes.next_retry() {
+            let mut wake = match self.lanes.next_retry() {
                 Some(at) if self.connecting.is_none() => at.min(next_round),
                 _ => next_round,
             };
+            if let Some(h) = self.link.as_ref().filter(|h| h.in_flight > 0) {
+                wake = wake.min(h.quiet_since + STALL);
+            }
+            // Landings first: after a pause of this thread, the calls that answered meanwhile
+            // count before the silence does.
             let landed = tokio::select! {
-                () = tokio::time::sleep_until(wake.into()) => None,
+                biased;
                 Some(landed) = self.flights.next(), if !self.flights.is_empty() => Some(landed),
                 _ = stop.changed() => None,
+                () = tokio::time::sleep_until(wake.into()) => None,
             };
             if let Some(landed) = landed {
                 self.land(landed);
@@ -285,12 +313,19 @@ impl Round {
                     let both = async { Ok(tokio::join!(relayed, beat)) };
                     let ok = matches!(unless_abandoned(both, abandoned).await, Ok((true, true)));
                     Landed::Side {
+                        link: link_id,
                         round: round_id,
                         ok,
                     }
                 }
                 .boxed(),
             );
+        }
+        if let Some(h) = self.link.as_mut().filter(|_| sent > 0) {
+            if h.in_flight == 0 {
+                h.quiet_since = now;
+            }
+            h.in_flight += sent;
         }
         if let Some(id) = round_id {
             if sent == 0 {
@@ -326,6 +361,8 @@ impl Round {
                 self.link = Some(Held {
                     id: self.links_made,
                     link,
+                    in_flight: 0,
+                    quiet_since: now,
                     _abandon: abandon,
                     abandoned,
                 });
@@ -350,6 +387,7 @@ impl Round {
                 call,
                 result,
             } => {
+                self.progress(link, now);
                 let bucket = call.bucket;
                 let ok = self.feed_landed(link, call, result);
                 self.lanes.landed(bucket, ok, now);
@@ -361,7 +399,8 @@ impl Round {
                 }
                 self.adopt_clients(clock::unix_now());
             }
-            Landed::Side { round, ok } => {
+            Landed::Side { link, round, ok } => {
+                self.progress(link, now);
                 self.lanes.landed(SIDE, ok, now);
                 if let Some(id) = round {
                     self.tally(id, ok);
@@ -377,6 +416,31 @@ impl Round {
             self.view
                 .last_exchange_unix
                 .store(clock::unix_now(), Ordering::Relaxed);
+        }
+    }
+
+    /// A flight sent through connection `link` landed at `now`.
+    fn progress(&mut self, link: u64, now: Instant) {
+        if let Some(h) = self.link.as_mut().filter(|h| h.id == link) {
+            h.in_flight -= 1;
+            h.quiet_since = now;
+        }
+    }
+
+    /// Gives up the connection if it is stuck ([`STALL`]): its calls land at once as
+    /// failures and are retried through a fresh one.
+    fn unless_stalled(&mut self, now: Instant) {
+        let stalled = self
+            .link
+            .as_ref()
+            .is_some_and(|h| h.in_flight > 0 && now.duration_since(h.quiet_since) >= STALL);
+        if stalled {
+            tracing::debug!(
+                "cluster {}: no call landed for {STALL:?}; connecting afresh",
+                self.settings.node
+            );
+            self.link = None;
+            self.trouble("calls held by a stuck connection");
         }
     }
 
