@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use shoal_swarm::webtorrent::ConnectionId;
 
+mod calls;
 pub mod exchange;
 pub mod feed;
 mod link;
@@ -40,6 +41,7 @@ mod pace;
 pub mod relay;
 pub mod remote;
 mod round;
+mod view;
 pub mod ws_link;
 
 pub use node::{ClusterNode, ClusterView};

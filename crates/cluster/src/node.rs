@@ -13,7 +13,6 @@
 //! The thread is started by [`ClusterNode::start`] and stopped by [`ClusterNode::stop`] (or
 //! dropping it), after one last round that publishes the front ends' last changes.
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -26,18 +25,8 @@ use crate::exchange::Exchange;
 use crate::feed::key_lifetime;
 use crate::link::RedisLink;
 use crate::round::Round;
+pub use crate::view::ClusterView;
 use crate::{ClusterSettings, WebTorrentFrontEnd};
-
-/// What the status page and `/metrics` show of the cluster.
-#[derive(Default)]
-pub struct ClusterView {
-    /// Nodes that exchanged within the last three intervals (this one included).
-    pub nodes_seen: AtomicU64,
-    /// Unix seconds of the last round that reached Redis (0: none yet).
-    pub last_exchange_unix: AtomicU64,
-    pub remote_peers: AtomicU64,
-    pub errors: AtomicU64,
-}
 
 /// The running exchange.
 pub struct ClusterNode {

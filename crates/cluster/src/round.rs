@@ -30,13 +30,14 @@ use shoal_tracker::private::Ledger;
 use shoal_tracker::Core;
 use tokio::sync::watch;
 
+use crate::calls::{feed_call, heartbeat};
 use crate::exchange::{Call, Exchange};
-use crate::feed::{self, bucket_base, BUCKETS, LOG_ROUNDS};
+use crate::feed::{self, BUCKETS};
 use crate::link::{self, RedisLink};
-use crate::node::ClusterView;
 use crate::pace::{Lanes, RETRY_EVERY};
 use crate::relay::Relay;
 use crate::remote::Stores;
+use crate::view::ClusterView;
 use crate::ws_link::Outgoing;
 use crate::{ClusterSettings, WebTorrentFrontEnd};
 
@@ -555,64 +556,5 @@ impl Round {
         let adopted = self.exchange.take_adopted(unix, clock::now());
         let changed = adopted.iter().filter(|c| ledger.adopt(c)).count();
         metrics::counter!("shoal_cluster_client_records_adopted_total").increment(changed as u64);
-    }
-}
-
-/// The keys and arguments of one bucket's script call (see [`feed::FEED_SCRIPT`]).
-fn feed_call(
-    settings: &ClusterSettings,
-    lifetime: u64,
-    call: &Call,
-) -> (Vec<String>, Vec<Vec<u8>>) {
-    let node = &settings.node;
-    let base = bucket_base(&settings.key_prefix, call.bucket);
-    let keys = vec![
-        format!("{base}:versions"),
-        format!("{base}:log:{node}"),
-        format!("{base}:peers:{node}"),
-    ];
-    let mut args = Vec::with_capacity(5 + 2 * call.held.len());
-    args.push(base.into_bytes());
-    args.push(node.as_bytes().to_vec());
-    args.push(lifetime.to_string().into_bytes());
-    args.push(LOG_ROUNDS.to_string().into_bytes());
-    args.push(call.entry());
-    for (other, version) in &call.held {
-        args.push(other.as_bytes().to_vec());
-        args.push(version.to_string().into_bytes());
-    }
-    (keys, args)
-}
-
-/// Says this node is alive and counts the nodes that are.
-fn heartbeat(
-    mut link: RedisLink,
-    settings: &ClusterSettings,
-    view: Arc<ClusterView>,
-    unix: u64,
-) -> impl std::future::Future<Output = bool> + Send + 'static {
-    let key = format!("{}:nodes", settings.key_prefix);
-    let node = settings.node.clone();
-    let window = 3 * settings.every.as_secs().max(1);
-    async move {
-        let r: RedisResult<Vec<(String, u64)>> = async {
-            link.query::<()>(redis::cmd("HSET").arg(&key).arg(&node).arg(unix))
-                .await?;
-            link.query(redis::cmd("HGETALL").arg(&key)).await
-        }
-        .await;
-        metrics::counter!("shoal_cluster_redis_commands_total").increment(2);
-        match r {
-            Ok(nodes) => {
-                let alive = nodes
-                    .iter()
-                    .filter(|(_, at)| unix.saturating_sub(*at) <= window)
-                    .count() as u64;
-                view.nodes_seen.store(alive, Ordering::Relaxed);
-                metrics::gauge!("shoal_cluster_nodes_seen").set(alive as f64);
-                true
-            }
-            Err(_) => false,
-        }
     }
 }
