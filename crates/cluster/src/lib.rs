@@ -40,6 +40,7 @@ mod pace;
 pub mod relay;
 pub mod remote;
 mod round;
+mod view;
 pub mod ws_link;
 
 pub use node::{ClusterNode, ClusterView};
