@@ -32,7 +32,6 @@ use std::time::Duration;
 
 use shoal_swarm::webtorrent::ConnectionId;
 
-mod calls;
 pub mod exchange;
 pub mod feed;
 mod link;

@@ -7,16 +7,28 @@
 //! next call.
 
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::{select_ok, FutureExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, RedisError, RedisResult, Script};
+use tokio::sync::watch;
 
 /// Connecting, and each call, give up after this long.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A connection through which calls are in flight and none has landed for this long is
+/// stuck, not slow. A call answers in about a millisecond (tens under load), and a round
+/// sends 257 at once to every master: half a second of silence from all of them is not
+/// Redis at work. What it is, measured with redis-rs 1.8's cluster client against a real
+/// cluster: when a master dies or comes back, the client holds every call of the
+/// connection while it rebuilds its slot map, and that rebuild did not end until the calls
+/// were dropped, so each one waited out its own 2-s bound (`link::TIMEOUT`), the calls to
+/// the masters that were fine too. Giving up the connection after half a second, then
+/// retrying through a fresh one, costs a reconnect (a few milliseconds) when it is wrong.
+pub const STALL: Duration = Duration::from_millis(500);
 
 /// The connection, to a cluster or to one Redis. Cheap to clone: clones share it.
 #[derive(Clone)]
@@ -136,4 +148,82 @@ fn timed_out(what: &'static str) -> RedisError {
 /// refused connections come back at once and say nothing against the connection.
 pub fn is_stuck(e: &RedisError) -> bool {
     e.is_timeout()
+}
+
+/// The connection in use: its number (a call's failure drops only the connection it used),
+/// its flights, and what gives up those still in flight when it is dropped.
+pub(crate) struct Held {
+    id: u64,
+    link: RedisLink,
+    /// Flights sent through it that have not landed.
+    in_flight: usize,
+    /// The last landing through it, or the launch that found nothing in flight.
+    quiet_since: Instant,
+    /// Dropped with the connection: the calls still in flight through it land at once.
+    _abandon: watch::Sender<()>,
+    abandoned: watch::Receiver<()>,
+}
+
+impl Held {
+    pub fn new(id: u64, link: RedisLink, now: Instant) -> Self {
+        let (abandon, abandoned) = watch::channel(());
+        Self {
+            id,
+            link,
+            in_flight: 0,
+            quiet_since: now,
+            _abandon: abandon,
+            abandoned,
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// What a flight through it needs: the connection, and what says it was given up
+    /// ([`unless_abandoned`]).
+    pub fn for_flight(&self) -> (RedisLink, watch::Receiver<()>) {
+        (self.link.clone(), self.abandoned.clone())
+    }
+
+    /// `n` flights went out through it at `now`.
+    pub fn sent(&mut self, n: usize, now: Instant) {
+        if self.in_flight == 0 {
+            self.quiet_since = now;
+        }
+        self.in_flight += n;
+    }
+
+    /// One of its flights landed at `now`.
+    pub fn landed(&mut self, now: Instant) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.quiet_since = now;
+    }
+
+    /// When it counts as stuck if nothing lands before ([`STALL`]); `None`: nothing in
+    /// flight.
+    pub fn stalls_at(&self) -> Option<Instant> {
+        (self.in_flight > 0).then(|| self.quiet_since + STALL)
+    }
+}
+
+/// `call`, or an error as soon as `abandoned`'s connection is dropped. A connection found
+/// stuck holds every call sent through it until each waits out its own timeout (those sent
+/// a moment before the first one timed out, up to 2 s more); meanwhile their buckets would
+/// sit out every retry. Given up, their writes go back to pending at once and the retry
+/// goes through the fresh connection. (A call given up may have been carried out: as for
+/// one that timed out, its bucket's version then moves by two, and the node writes what it
+/// holds there again, [`crate::exchange::Exchange::check_own`].)
+pub async fn unless_abandoned<T>(
+    call: impl std::future::Future<Output = RedisResult<T>>,
+    mut abandoned: watch::Receiver<()>,
+) -> RedisResult<T> {
+    tokio::select! {
+        r = call => r,
+        _ = abandoned.changed() => Err(redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "given up: its connection was stuck",
+        ))),
+    }
 }

@@ -5,10 +5,10 @@
 //! path: the front ends answer from the stores, which are at most an interval or two
 //! behind the other nodes.
 //!
-//! The loop itself is [`crate::round`]: calls run concurrently, each bounded by the link's
+//! The loop itself is `round.rs`: calls run concurrently, each bounded by the link's
 //! timeout, beside the WebTorrent relay's list commands and the heartbeat, and no round
 //! waits for a slow call. A failed call's writes wait for its retry ([`Exchange::retry`],
-//! [`crate::pace`]). Redis unreachable at start: the node serves alone and keeps trying.
+//! `pace.rs`). Redis unreachable at start: the node serves alone and keeps trying.
 //!
 //! The thread is started by [`ClusterNode::start`] and stopped by [`ClusterNode::stop`] (or
 //! dropping it), after one last round that publishes the front ends' last changes.
@@ -22,7 +22,6 @@ use shoal_tracker::Core;
 use tokio::sync::watch;
 
 use crate::exchange::Exchange;
-use crate::feed::key_lifetime;
 use crate::link::RedisLink;
 use crate::round::Round;
 pub use crate::view::ClusterView;
@@ -60,16 +59,7 @@ impl ClusterNode {
             settings.seeds.join(","),
             settings.every.as_millis()
         );
-        let lifetime = key_lifetime(settings.peer_ttl);
-        let round = Round::new(
-            settings,
-            lifetime,
-            exchange,
-            core,
-            front,
-            ledger,
-            view.clone(),
-        );
+        let round = Round::new(settings, exchange, core, front, ledger, view.clone());
         let (stop, stopped) = watch::channel(false);
         let thread = std::thread::Builder::new()
             .name("cluster".into())

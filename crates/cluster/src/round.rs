@@ -12,7 +12,7 @@
 //! bucket waited too.
 //!
 //! The connection is given up, with its calls in flight, when none of them has landed for
-//! half a second ([`STALL`]) or one waited out its timeout ([`link::is_stuck`]), and made
+//! half a second ([`link::STALL`]) or one waited out its timeout ([`link::is_stuck`]), and made
 //! afresh at once: the calls go again at the next retry, not at the next round. A
 //! `CLUSTERDOWN` answer (a master that restarts refuses writes for two seconds) is no
 //! reason to: the connection works, and redis-rs's cluster client follows the slot map
@@ -20,7 +20,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -30,10 +30,9 @@ use shoal_tracker::private::Ledger;
 use shoal_tracker::Core;
 use tokio::sync::watch;
 
-use crate::calls::{feed_call, heartbeat};
 use crate::exchange::{Call, Exchange};
-use crate::feed::{self, BUCKETS};
-use crate::link::{self, RedisLink};
+use crate::feed::{self, bucket_base, key_lifetime, BUCKETS, LOG_ROUNDS};
+use crate::link::{self, unless_abandoned, Held, RedisLink, STALL};
 use crate::pace::{Lanes, RETRY_EVERY};
 use crate::relay::Relay;
 use crate::remote::Stores;
@@ -43,17 +42,6 @@ use crate::{ClusterSettings, WebTorrentFrontEnd};
 
 /// The lane of the relay and the heartbeat (the buckets' are 0..BUCKETS).
 const SIDE: usize = BUCKETS;
-
-/// A connection through which calls are in flight and none has landed for this long is
-/// stuck, not slow. A call answers in about a millisecond (tens under load), and a round
-/// sends 257 at once to every master: half a second of silence from all of them is not
-/// Redis at work. What it is, measured with redis-rs 1.8's cluster client against a real
-/// cluster: when a master dies or comes back, the client holds every call of the
-/// connection while it rebuilds its slot map, and that rebuild did not end until the calls
-/// were dropped, so each one waited out its own 2-s bound (`link::TIMEOUT`), the calls to
-/// the masters that were fine too. Giving up the connection after half a second, then
-/// retrying through a fresh one, costs a reconnect (a few milliseconds) when it is wrong.
-const STALL: Duration = Duration::from_millis(500);
 
 /// What landed.
 enum Landed {
@@ -81,40 +69,6 @@ struct Tally {
     started: Instant,
     left: usize,
     ok: bool,
-}
-
-/// The connection in use, its number (a call's failure drops only the connection it used),
-/// and what gives up its calls in flight when it is dropped.
-struct Held {
-    id: u64,
-    link: RedisLink,
-    /// Flights sent through it that have not landed.
-    in_flight: usize,
-    /// The last landing through it, or the launch that found nothing in flight.
-    quiet_since: Instant,
-    /// Dropped with the connection: the calls still in flight through it land at once.
-    _abandon: watch::Sender<()>,
-    abandoned: watch::Receiver<()>,
-}
-
-/// `call`, or an error as soon as `abandoned`'s connection is dropped. A connection found
-/// stuck holds every call sent through it until each waits out its own timeout (those sent
-/// a moment before the first one timed out, up to 2 s more); meanwhile their buckets would
-/// sit out every retry. Given up, their writes go back to pending at once and the retry
-/// goes through the fresh connection. (A call given up may have been carried out: as for
-/// one that timed out, its bucket's version then moves by two, and the node writes what it
-/// holds there again, [`Exchange::check_own`].)
-async fn unless_abandoned<T>(
-    call: impl std::future::Future<Output = RedisResult<T>>,
-    mut abandoned: watch::Receiver<()>,
-) -> RedisResult<T> {
-    tokio::select! {
-        r = call => r,
-        _ = abandoned.changed() => Err(redis::RedisError::from((
-            redis::ErrorKind::Io,
-            "given up: its connection was stuck",
-        ))),
-    }
 }
 
 /// The exchange loop's state.
@@ -153,7 +107,6 @@ pub(crate) struct Round {
 impl Round {
     pub fn new(
         settings: ClusterSettings,
-        lifetime: u64,
         exchange: Exchange,
         core: Arc<Core>,
         front: WebTorrentFrontEnd,
@@ -163,8 +116,8 @@ impl Round {
         Self {
             relay: Relay::new(&settings.key_prefix, &settings.node),
             lanes: Lanes::new(BUCKETS + 1, settings.every),
+            lifetime: key_lifetime(settings.peer_ttl),
             settings,
-            lifetime,
             exchange,
             core,
             front,
@@ -206,8 +159,8 @@ impl Round {
                 Some(at) if self.connecting.is_none() => at.min(next_round),
                 _ => next_round,
             };
-            if let Some(h) = self.link.as_ref().filter(|h| h.in_flight > 0) {
-                wake = wake.min(h.quiet_since + STALL);
+            if let Some(at) = self.link.as_ref().and_then(Held::stalls_at) {
+                wake = wake.min(at);
             }
             // Landings first: after a pause of this thread, the calls that answered meanwhile
             // count before the silence does.
@@ -248,10 +201,8 @@ impl Round {
             self.exchange.expire(&stores, unix);
             self.gauges();
         }
-        let Some((link_id, link, abandoned)) = self
-            .link
-            .as_ref()
-            .map(|h| (h.id, h.link.clone(), h.abandoned.clone()))
+        let Some((link_id, (link, abandoned))) =
+            self.link.as_ref().map(|h| (h.id(), h.for_flight()))
         else {
             self.round_waits |= round;
             for lane in 0..=SIDE {
@@ -323,10 +274,7 @@ impl Round {
             );
         }
         if let Some(h) = self.link.as_mut().filter(|_| sent > 0) {
-            if h.in_flight == 0 {
-                h.quiet_since = now;
-            }
-            h.in_flight += sent;
+            h.sent(sent, now);
         }
         if let Some(id) = round_id {
             if sent == 0 {
@@ -358,15 +306,7 @@ impl Round {
                 let took = self.connecting.take().map(|t| t.elapsed());
                 tracing::debug!("cluster {}: connected in {took:?}", self.settings.node);
                 self.links_made += 1;
-                let (abandon, abandoned) = watch::channel(());
-                self.link = Some(Held {
-                    id: self.links_made,
-                    link,
-                    in_flight: 0,
-                    quiet_since: now,
-                    _abandon: abandon,
-                    abandoned,
-                });
+                self.link = Some(Held::new(self.links_made, link, now));
                 let round = std::mem::take(&mut self.round_waits);
                 self.launch(round, now);
             }
@@ -422,19 +362,19 @@ impl Round {
 
     /// A flight sent through connection `link` landed at `now`.
     fn progress(&mut self, link: u64, now: Instant) {
-        if let Some(h) = self.link.as_mut().filter(|h| h.id == link) {
-            h.in_flight -= 1;
-            h.quiet_since = now;
+        if let Some(h) = self.link.as_mut().filter(|h| h.id() == link) {
+            h.landed(now);
         }
     }
 
-    /// Gives up the connection if it is stuck ([`STALL`]): its calls land at once as
+    /// Gives up the connection if it is stuck ([`link::STALL`]): its calls land at once as
     /// failures and are retried through a fresh one.
     fn unless_stalled(&mut self, now: Instant) {
         let stalled = self
             .link
             .as_ref()
-            .is_some_and(|h| h.in_flight > 0 && now.duration_since(h.quiet_since) >= STALL);
+            .and_then(Held::stalls_at)
+            .is_some_and(|at| now >= at);
         if stalled {
             tracing::debug!(
                 "cluster {}: no call landed for {STALL:?}; connecting afresh",
@@ -466,7 +406,7 @@ impl Round {
                 false
             }
             Err(e) => {
-                if link::is_stuck(&e) && self.link.as_ref().is_some_and(|h| h.id == link) {
+                if link::is_stuck(&e) && self.link.as_ref().is_some_and(|h| h.id() == link) {
                     tracing::debug!(
                         "cluster {}: a call waited out its timeout ({e}); connecting afresh",
                         self.settings.node
@@ -556,5 +496,64 @@ impl Round {
         let adopted = self.exchange.take_adopted(unix, clock::now());
         let changed = adopted.iter().filter(|c| ledger.adopt(c)).count();
         metrics::counter!("shoal_cluster_client_records_adopted_total").increment(changed as u64);
+    }
+}
+
+/// The keys and arguments of one bucket's script call (see [`feed::FEED_SCRIPT`]).
+fn feed_call(
+    settings: &ClusterSettings,
+    lifetime: u64,
+    call: &Call,
+) -> (Vec<String>, Vec<Vec<u8>>) {
+    let node = &settings.node;
+    let base = bucket_base(&settings.key_prefix, call.bucket);
+    let keys = vec![
+        format!("{base}:versions"),
+        format!("{base}:log:{node}"),
+        format!("{base}:peers:{node}"),
+    ];
+    let mut args = Vec::with_capacity(5 + 2 * call.held.len());
+    args.push(base.into_bytes());
+    args.push(node.as_bytes().to_vec());
+    args.push(lifetime.to_string().into_bytes());
+    args.push(LOG_ROUNDS.to_string().into_bytes());
+    args.push(call.entry());
+    for (other, version) in &call.held {
+        args.push(other.as_bytes().to_vec());
+        args.push(version.to_string().into_bytes());
+    }
+    (keys, args)
+}
+
+/// Says this node is alive and counts the nodes that are.
+fn heartbeat(
+    mut link: RedisLink,
+    settings: &ClusterSettings,
+    view: Arc<ClusterView>,
+    unix: u64,
+) -> impl std::future::Future<Output = bool> + Send + 'static {
+    let key = format!("{}:nodes", settings.key_prefix);
+    let node = settings.node.clone();
+    let window = 3 * settings.every.as_secs().max(1);
+    async move {
+        let r: RedisResult<Vec<(String, u64)>> = async {
+            link.query::<()>(redis::cmd("HSET").arg(&key).arg(&node).arg(unix))
+                .await?;
+            link.query(redis::cmd("HGETALL").arg(&key)).await
+        }
+        .await;
+        metrics::counter!("shoal_cluster_redis_commands_total").increment(2);
+        match r {
+            Ok(nodes) => {
+                let alive = nodes
+                    .iter()
+                    .filter(|(_, at)| unix.saturating_sub(*at) <= window)
+                    .count() as u64;
+                view.nodes_seen.store(alive, Ordering::Relaxed);
+                metrics::gauge!("shoal_cluster_nodes_seen").set(alive as f64);
+                true
+            }
+            Err(_) => false,
+        }
     }
 }

@@ -1,6 +1,5 @@
-//! [`ClusterView`]: what the exchange loop reports and the status page and `/metrics` read,
-//! in its own room so that the loop ([`crate::round`]) and its owner ([`crate::node`]) both
-//! take it from below.
+//! What the status page and `/metrics` show of the cluster: the exchange writes it, the
+//! server's admin listener reads it.
 
 use std::sync::atomic::AtomicU64;
 
