@@ -478,9 +478,9 @@ fn private_announce(at: SocketAddr, key: &str, peer: u8, port: u16, up: u64, eve
 #[test]
 fn pending_accounts_count_the_sums_in_swarm_slots_and_in_the_map() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    use common::private::TOKEN;
+    const TOKEN: &str = "metrics-pending-token";
     let dir = temp_dir("metrics-pending");
-    let t = Tracker::start(common::private::config(&dir)).unwrap();
+    let t = Tracker::start(common::private_config(&dir, TOKEN)).unwrap();
     let (front, admin) = (t.http_addrs()[0], t.admin_addrs()[0]);
     let api = |method, path: &str, body: &str| {
         let (status, text) = common::http_with_body(admin, method, path, Some(TOKEN), body);

@@ -10,15 +10,20 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::bencode::Fields;
-use common::private::{config, TOKEN};
 use common::{http, http_with_body, temp_dir, ws as wsc, Ann, Client};
 use serde_json::{json, Value};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_server::{Config, Tracker};
+
+const TOKEN: &str = "private-mode-test-token";
+
+fn config(dir: &Path) -> Config {
+    common::private_config(dir, TOKEN)
+}
 
 struct Site {
     tracker: Tracker,

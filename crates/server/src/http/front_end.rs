@@ -20,6 +20,7 @@ use super::context::{HttpContext, HttpSettings};
 use super::full_scrape::FullScrape;
 use super::proxy::ProxyRules;
 use super::proxy_protocol::{self, ProxyProtocol};
+use super::site_call::SiteApi;
 use super::tls::TlsCerts;
 use super::{at_once, connection};
 use crate::config::Config;
@@ -87,6 +88,7 @@ impl HttpFrontEnd {
         core: Arc<Core>,
         ws: Arc<WsContext>,
         shutdown: Arc<AtomicBool>,
+        site_api: Option<Arc<SiteApi>>,
     ) -> anyhow::Result<Self> {
         let workers = config.worker_count().max(1);
         let tls = if config.https.listen.is_empty() {
@@ -126,6 +128,7 @@ impl HttpFrontEnd {
             full_scrape,
             ws,
             open: AtomicUsize::new(0),
+            site_api,
         });
 
         for w in 0..workers {

@@ -97,8 +97,11 @@ pub struct Flushed {
 /// The database, the tables in force and the ledger, with everything that changes them.
 pub struct Accounts {
     runtime: tokio::runtime::Runtime,
-    /// shoal's own schema: the admin API's edits go here.
-    db: Database,
+    /// shoal's own schema: the admin API's edits go here (none with a site's schema:
+    /// the site's own control calls keep it current).
+    db: Option<Database>,
+    /// A UNIT3D site in memory, with `[private] schema = "unit3d"`.
+    site: Option<Arc<shoal_unit3d::Site>>,
     /// The schema in force, through the seam every site schema implements: the members are
     /// loaded and the accounting written through it.
     schema: Arc<dyn Schema>,
@@ -134,22 +137,38 @@ impl Accounts {
             .build()
             .context("starting the accounts runtime")?;
         let url = config.private_database();
-        let db = runtime
-            .block_on(Database::connect(&url))
-            .context("opening the private tracker's database")?
-            .with_operation_timeout(OPERATION_TIMEOUT);
-        let schema: Arc<dyn Schema> = Arc::new(db.clone());
-        let loaded = runtime
-            .block_on(schema.load())
-            .context("loading users, torrents and clients")?;
-        let members = Arc::new(Members::new(
-            &roster(&loaded),
-            config.private.client_allow_list,
-        ));
+        let (db, site, schema, members) = if config.private.unit3d() {
+            let (schema, members) = super::unit3d::open(&runtime, config, &url)?;
+            let site = schema.site().clone();
+            (None, Some(site), schema as Arc<dyn Schema>, members)
+        } else {
+            let db = runtime
+                .block_on(Database::connect(&url))
+                .context("opening the private tracker's database")?
+                .with_operation_timeout(OPERATION_TIMEOUT);
+            let schema: Arc<dyn Schema> = Arc::new(db.clone());
+            let loaded = runtime
+                .block_on(schema.load())
+                .context("loading users, torrents and clients")?;
+            let members = Arc::new(Members::new(
+                &roster(&loaded),
+                config.private.client_allow_list,
+            ));
+            (Some(db), None, schema, members)
+        };
         let ledger = Arc::new(Ledger::new(LedgerConfig {
             max_pending: config.private.max_pending_accounts,
             ..LedgerConfig::for_interval(config.announce.interval)
         }));
+        if let Some(site) = &site {
+            // The clients' last reports in the site's `peers` table; the ledger file's
+            // records, where there is one, replace them below (they are as new or newer).
+            ledger.restore_peers(super::unit3d::ledger_records(
+                site,
+                clock::now(),
+                clock::unix_now(),
+            ));
+        }
         let ledger_file = config.state_file().map(ledger_file::path_for);
         let mut restored = false;
         let mut unsure = None;
@@ -179,6 +198,7 @@ impl Accounts {
         let accounts = Self {
             runtime,
             db,
+            site,
             peers: schema.keeps_peers().then(|| Arc::new(PeerLog::default())),
             schema,
             members,
@@ -218,14 +238,33 @@ impl Accounts {
     }
 
     /// The database URL, password masked (for logs and the status page).
-    pub fn database_url(&self) -> &str {
-        self.db.url()
+    pub fn database_url(&self) -> String {
+        match (&self.db, &self.site) {
+            (Some(db), _) => db.url().to_string(),
+            _ => self.schema.name().to_string(),
+        }
+    }
+
+    /// The UNIT3D site in memory, with `[private] schema = "unit3d"`.
+    pub fn site(&self) -> Option<&Arc<shoal_unit3d::Site>> {
+        self.site.as_ref()
+    }
+
+    /// shoal's own database, for the admin API's edits; an error naming the schema in
+    /// force when a site's schema keeps the members (the site's control calls edit them).
+    fn own_db(&self) -> Result<Database, shoal_accounts::Error> {
+        self.db.clone().ok_or_else(|| {
+            shoal_accounts::Error::Invalid(format!(
+                "the {} schema is edited through the site's own control calls",
+                self.schema.name()
+            ))
+        })
     }
 
     /// Adds or updates a user: the database, then the tables in force.
     pub fn put_user(&self, user: User) -> Result<(), shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
+        let db = self.own_db()?;
         let stored = user.clone();
         self.run(async move { db.put_user(&stored).await })?;
         self.members.put_user(&user.passkey, member(&user));
@@ -241,7 +280,7 @@ impl Accounts {
     /// Removes a user; whether there was one.
     pub fn delete_user(&self, id: i64) -> Result<bool, shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
+        let db = self.own_db()?;
         let existed = self.run(async move { db.delete_user(id).await })?;
         let in_force = self.members.remove_user(id);
         self.publish_counts();
@@ -256,7 +295,7 @@ impl Accounts {
     /// Registers a torrent or updates one; returns it as now in force.
     pub fn put_torrent(&self, torrent: Torrent) -> Result<Registered, shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
+        let db = self.own_db()?;
         let stored = torrent.clone();
         let id = self.run(async move { db.put_torrent(&stored).await })?;
         let registered = registered(&Torrent {
@@ -271,7 +310,7 @@ impl Accounts {
     /// Removes the torrent with this v1 hash; whether there was one.
     pub fn delete_torrent(&self, info_hash: InfoHash) -> Result<bool, shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
+        let db = self.own_db()?;
         let existed = self.run(async move { db.delete_torrent(&info_hash.0).await })?;
         let in_force = self.members.remove_torrent(&info_hash);
         self.publish_counts();
@@ -286,7 +325,7 @@ impl Accounts {
         add: bool,
     ) -> Result<bool, shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
+        let db = self.own_db()?;
         let stored = prefix.clone();
         let changed = self.run(async move {
             if add {
@@ -312,7 +351,7 @@ impl Accounts {
 
     /// A user's totals and per-torrent rows, from the database.
     pub fn user_stats(&self, id: i64) -> Result<Option<UserStats>, shoal_accounts::Error> {
-        let db = self.db.clone();
+        let db = self.own_db()?;
         self.run(async move { db.user_stats(id).await })
     }
 
@@ -330,6 +369,9 @@ impl Accounts {
                     return Err(e);
                 }
             }
+        }
+        if let Some(site) = &self.site {
+            site.sweep_if_due(clock::unix_now() as i64);
         }
         let batch = self.ledger.drain();
         self.held.store(batch.len(), Ordering::Relaxed);

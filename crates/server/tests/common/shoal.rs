@@ -205,3 +205,19 @@ impl Site {
         std::fs::remove_dir_all(&self.dir).unwrap();
     }
 }
+
+/// An in-process private tracker's config: UDP, HTTP and admin on loopback ports the system
+/// picks, one worker, the state file in `dir`, the admin API behind `token`, and a flush
+/// interval long enough that only the API's flush writes (each test decides when).
+pub fn private_config(dir: &Path, token: &str) -> shoal_server::Config {
+    let mut c = shoal_server::Config::ephemeral();
+    c.udp.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.workers = 1;
+    c.state.file = dir.join("shoal.state");
+    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.admin.token = token.into();
+    c.private.enabled = true;
+    c.private.flush_interval = 3600;
+    c
+}
