@@ -316,9 +316,12 @@ impl SiteRules for Site {
                 return Err(STOPPED_UNKNOWN);
             };
             before = listed(old);
-            old.active = false;
+            // As UNIT3D-Announce writes a stopped client: inactive, invisible, its last
+            // report.
+            (old.active, old.visible) = (false, false);
             old.uploaded = a.uploaded;
             old.downloaded = a.downloaded;
+            old.left = a.left.unwrap_or(old.left);
             old.updated_at = now;
             after = (0, 0);
             visible = false;
