@@ -24,7 +24,8 @@
 # Com_update + Com_delete statements, and rows written: Handler_write + Handler_update +
 # Handler_delete).
 #
-# Environment: SHOAL_BIN (left out: UNIT3D-Announce alone), U3A_BIN, BENCH_BIN
+# Environment: SHOAL_BIN (left out: UNIT3D-Announce alone), SHOAL_COMMIT (the commit its
+# binary was built from, for the report; default this checkout's), U3A_BIN, BENCH_BIN
 # (target/release/shoal-bench), DDL (UNIT3D's tables: the test fixture
 # tests/fixtures/unit3d.sql), ROUNDS, DURATION, WARMUP, CONNECTIONS (128).
 # Needs mariadb-server (installed when missing), taskset and python3.
@@ -39,7 +40,7 @@ command -v mariadbd > /dev/null || apt-get install -y --no-install-recommends ma
 [ -x "$BENCH_BIN" ] || { echo "no shoal-bench at $BENCH_BIN (cargo build --release -p shoal-bench)" >&2; exit 2; }
 args=(--out "$OUT" --ddl "$DDL" --bench "$BENCH_BIN" --rounds "${ROUNDS:-7}"
       --duration "${DURATION:-20s}" --warmup "${WARMUP:-5s}"
-      --connections "${CONNECTIONS:-128}" --commit "$(git rev-parse --short HEAD)")
+      --connections "${CONNECTIONS:-128}" --commit "${SHOAL_COMMIT:-$(git rev-parse --short HEAD)}")
 [ -z "${SHOAL_BIN:-}" ] || args+=(--shoal "$SHOAL_BIN")
 if [ -n "${U3A_BIN:-}" ]; then
     args+=(--u3a "$U3A_BIN")
