@@ -114,8 +114,10 @@ impl GeneratorSetting<'_> {
                 self.tls,
                 connections_line(point)
             ),
+            // `warn`: it then prints each error response's failure reason (the run's log
+            // keeps the first 20 and the notes count them).
             _ => format!(
-                "{head}server_address = \"127.0.0.1:{}\"\nlog_level = \"error\"\nnum_workers = {workers}\n\
+                "{head}server_address = \"127.0.0.1:{}\"\nlog_level = \"warn\"\nnum_workers = {workers}\n\
                  duration = {total}\nmeasure_after_max_connections_reached = false\n{}",
                 self.port,
                 connections_line(point)

@@ -276,10 +276,16 @@ fn run_tier(
                     let others = match tier.external {
                         Some(g) => {
                             let log = out.join(format!("{}-load.log", c.name));
-                            let r =
+                            let mut r =
                                 g.run(point, round, tracker.pid(), &log).with_context(|| {
                                     format!("{} round {} at {at}", c.name, round + 1)
                                 })?;
+                            if let (Some(admin), "ws") =
+                                (super::ws_counters::admin_of(command), g.protocol)
+                            {
+                                r.tracker_counters = super::ws_counters::read(admin)
+                                    .with_context(|| format!("{}'s /metrics", c.name))?;
+                            }
                             let others = r.cpu.others_percent;
                             c.generator_runs.push(r);
                             others

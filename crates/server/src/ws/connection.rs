@@ -2,9 +2,9 @@
 //!
 //! The reader waits on a frame from the client and on a timer for pings and the idle
 //! timeout; it handles each message and hands the replies to the writer. The writer waits
-//! on those replies and on messages other connections relayed into this one's bounded
-//! queue (when the queue is full, relays are dropped, not the connection: see
-//! `registry`). Writes are batched (everything waiting is written, then one flush) and
+//! on those replies and on the offers and answers other connections relayed, all in the
+//! connection's bounded queues (when one is full, what it holds is dropped, not the
+//! connection; which goes first is in `outbox`). Writes are batched (everything waiting is written, then one flush) and
 //! bounded in time, so a client that stops reading is closed, not buffered; the reading
 //! never waits on a write (see [`run`]). When the reader ends for any reason, the
 //! connection's peers leave their swarms at once.
@@ -22,8 +22,6 @@
 //! ws_text`). Its read buffer is tokio-util's (8 KiB, allocated when the connection
 //! starts).
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +30,6 @@ use futures_util::{FutureExt, SinkExt, StreamExt};
 use shoal_proto::ws::{FailureContext, RequestError};
 use shoal_swarm::webtorrent::ConnectionId;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, Notify};
 use tokio::time::{timeout, Instant};
 use tokio_websockets::{
     CloseCode, Error as WsError, Limits, Message, ServerBuilder, WebSocketStream,
@@ -40,68 +37,12 @@ use tokio_websockets::{
 
 use super::context::WsContext;
 use super::handler::{self, ConnState, Verdict};
+use super::outbox::{Delivery, Outbox};
 use super::upgrade_request::{Prefixed, UpgradeRequest};
 use super::Text;
 
 /// Most queued messages written before one flush.
 const WRITE_BATCH: usize = 64;
-
-/// Replies to the client's own messages waiting for the writer. While the writer waits
-/// for the client to read, the reader goes on reading; past this many waiting replies, new
-/// ones are dropped (`shoal_ws_replies_dropped_total`) rather than the reading stopped:
-/// the client may itself be waiting to write before it reads again (one message read per
-/// message sent, with megabytes of relayed messages ahead of it in the TCP buffers), and
-/// a reader that stopped would bring back the wait on each other. A client that does not
-/// read at all is still closed by `send_timeout`, through the writer.
-const REPLY_BACKLOG: usize = 256;
-
-/// The replies (and pings and the closing frame) the reader hands the writer. A queue
-/// that allocates only while replies wait, not a channel: a tokio channel allocates a
-/// block of 32 slots when it is made (1.8 KiB of `Message`s), which every idle
-/// connection would carry.
-#[derive(Default)]
-struct Replies {
-    queue: parking_lot::Mutex<VecDeque<Message>>,
-    ready: Notify,
-    closed: AtomicBool,
-}
-
-impl Replies {
-    /// Queues `m` unless [`REPLY_BACKLOG`] messages wait already (`false`: dropped).
-    fn push(&self, m: Message) -> bool {
-        let mut q = self.queue.lock();
-        if q.len() >= REPLY_BACKLOG {
-            return false;
-        }
-        q.push_back(m);
-        drop(q);
-        self.ready.notify_one();
-        true
-    }
-
-    /// The last message: queued whatever is waiting; the reader hands over nothing after.
-    fn close_with(&self, last: Option<Message>) {
-        if let Some(m) = last {
-            self.queue.lock().push_back(m);
-        }
-        self.closed.store(true, Ordering::Release);
-        self.ready.notify_one();
-    }
-
-    fn pop(&self) -> Option<Message> {
-        let mut q = self.queue.lock();
-        let m = q.pop_front();
-        if q.is_empty() && q.capacity() > 16 {
-            // A burst is over: an idle connection keeps no memory for it.
-            *q = VecDeque::new();
-        }
-        m
-    }
-
-    fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-}
 
 /// Why a connection ended (for logs and metrics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,10 +96,9 @@ where
         .limits(Limits::default().max_payload_len(Some(hard_limit)))
         .serve(Prefixed::new(std::mem::take(&mut upgrade.leftover), stream));
     let (sink, mut stream) = ws.split();
-    let (queue, inbox) = mpsc::channel(s.limits.outgoing_queue.max(1));
-    ctx.registry.insert(id, queue);
-    let own = Arc::new(Replies::default());
-    let mut writer = tokio::spawn(write(sink, own.clone(), inbox, s.send_timeout));
+    let own = Arc::new(Outbox::new(s.limits.outgoing_queue));
+    ctx.registry.insert(id, own.clone());
+    let mut writer = tokio::spawn(write(sink, own.clone(), s.send_timeout));
     let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical(), passkey);
     let mut replies: Vec<Text> = Vec::new();
     let mut last_heard = Instant::now();
@@ -180,11 +120,7 @@ where
                     Some(Err(_)) => break (End::Error, None),
                     Some(Ok(msg)) if msg.as_payload().len() > s.limits.max_message_size => {
                         // Over the size limit: say so, then close.
-                        let err = RequestError::Json(format!(
-                            "message too large: {} bytes, at most {}",
-                            msg.as_payload().len(),
-                            s.limits.max_message_size
-                        ));
+                        let err = RequestError::TooLarge(msg.as_payload().len(), s.limits.max_message_size);
                         handler::misbehaved(ctx, &mut state, &err, FailureContext::default(), &mut replies);
                         hand_over(&own, &mut replies);
                         break (End::TooLarge, Some((CloseCode::MESSAGE_TOO_BIG, "message too large")));
@@ -222,14 +158,14 @@ where
                 }
                 if quiet >= s.ping_interval {
                     // Skipped if replies are waiting: the client has not read them either.
-                    own.push(Message::ping(""));
+                    own.reply(Message::ping(""));
                 }
             }
         }
     };
 
-    // The writer gets what is left (and the close frame) before the relays stop, and then
-    // `send_timeout` to send it; the client's own peers leave at once.
+    // The writer gets the replies left (and the close frame), relays stop, and the writer
+    // has `send_timeout` to send them; the client's own peers leave at once.
     own.close_with(closing.map(|(code, reason)| Message::close(Some(code), reason)));
     ctx.registry.remove(id);
     let removed = handler::leave(ctx, id, state.peers.drain());
@@ -245,32 +181,30 @@ where
     );
 }
 
-/// Hands the replies to the writer, in order, dropping those past [`REPLY_BACKLOG`].
-fn hand_over(own: &Replies, replies: &mut Vec<Text>) {
+/// Hands the replies to the writer, in order, dropping those past
+/// [`super::outbox::REPLY_BACKLOG`].
+fn hand_over(own: &Outbox, replies: &mut Vec<Text>) {
     for r in replies.drain(..) {
-        if !own.push(Message::text(r)) {
+        if own.reply(Message::text(r)) == Delivery::Dropped {
             shoal_tracker::fixed_counter!("shoal_ws_replies_dropped_total").increment(1);
         }
     }
 }
 
-/// The writer: replies to the client's own messages first, then what other connections
-/// relayed, up to [`WRITE_BATCH`] messages, then one flush. A client that does not read
-/// at all is closed when a write has waited `send_timeout`; one that reads slowly keeps
-/// its connection and loses the relayed messages its full queue cannot take (see
-/// `registry`). Ends when the reader has closed the replies and they are all written
-/// (after a flush, which also sends the crate's reply to a client's close), after a
-/// close frame, or on a failed or timed out write.
+/// The writer: what the connection's [`Outbox`] gives, in its order, up to
+/// [`WRITE_BATCH`] messages, then one flush. A client that does not read at all is closed
+/// when a write has waited `send_timeout`; one that reads slowly keeps its connection and
+/// loses what its full queues cannot take (see `outbox`). Ends when the reader has closed
+/// the outbox and its replies are all written (after a flush, which also sends the crate's
+/// reply to a client's close), after a close frame, or on a failed or timed out write.
 async fn write<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
-    own: Arc<Replies>,
-    mut inbox: mpsc::Receiver<Text>,
+    own: Arc<Outbox>,
     limit: Duration,
 ) -> End
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut relays_open = true;
     loop {
         let first = match own.pop() {
             Some(m) => m,
@@ -278,18 +212,10 @@ where
                 let _ = within(limit, sink.flush()).await;
                 return End::Closed;
             }
-            None => tokio::select! {
-                biased;
-                _ = own.ready.notified() => continue,
-                m = inbox.recv(), if relays_open => match m {
-                    Some(t) => Message::text(t),
-                    // The registry let go: the reader is ending, and says so next.
-                    None => {
-                        relays_open = false;
-                        continue;
-                    }
-                },
-            },
+            None => {
+                own.ready.notified().await;
+                continue;
+            }
         };
         let mut closing = first.is_close();
         let sent = within(limit, async {
@@ -298,13 +224,7 @@ where
                 if closing {
                     break;
                 }
-                let next = match own.pop() {
-                    Some(m) => m,
-                    None => match inbox.try_recv() {
-                        Ok(t) => Message::text(t),
-                        Err(_) => break,
-                    },
-                };
+                let Some(next) = own.pop() else { break };
                 closing = next.is_close();
                 sink.feed(next).await?;
             }

@@ -19,11 +19,12 @@ use shoal_proto::ws::{
 use std::net::IpAddr;
 
 use shoal_proto::{AnnounceEvent, InfoHash};
-use shoal_swarm::webtorrent::{is_remote, ConnectionId, OfferTarget};
+use shoal_swarm::webtorrent::{is_remote, AnswerRefusal, ConnectionId, OfferTarget};
 use shoal_swarm::TorrentStats;
 
 use super::connection_peers::{ConnectionPeers, Pair};
 use super::context::WsContext;
+use super::failures;
 use super::registry::Delivery;
 use super::Text;
 use shoal_cluster::ws_link::{Forwarded, Outgoing};
@@ -138,7 +139,9 @@ fn scraped(ctx: &WsContext, conn: &ConnState, info_hash: &InfoHash) -> Result<To
     })
 }
 
-fn failure(text: &str, context: FailureContext) -> Text {
+/// A `failure reason` of `text`, counted under `reason` (see [`failures`]).
+fn failure(reason: &'static str, text: &str, context: FailureContext) -> Text {
+    failures::count(reason);
     ws::to_json(&Notice {
         failure: true,
         text,
@@ -200,7 +203,7 @@ pub fn misbehaved(
     replies: &mut Vec<Text>,
 ) -> Verdict {
     count("invalid", err.kind());
-    replies.push(failure(&err.to_string(), context));
+    replies.push(failure(failures::of_request(err), &err.to_string(), context));
     conn.strikes += 1;
     if conn.strikes >= ctx.settings.limits.max_strikes.max(1) {
         Verdict::Close
@@ -218,11 +221,17 @@ fn announce(
 ) -> Verdict {
     let context = announcing(a.info_hash);
     let key = (a.info_hash, a.peer_id);
-    // As many offers as the client sent, asked for, and the server allows.
-    let n = a.offers.len().min(ctx.settings.limits.max_offers).min(
+    // As many offers as the client sent, asked for, and the server allows; none while
+    // answers wait for this connection (they are shed last: see `outbox`).
+    let mut n = a.offers.len().min(ctx.settings.limits.max_offers).min(
         a.numwant
             .map_or(usize::MAX, |n| n.min(usize::MAX as u64) as usize),
     );
+    if n > 0 && !ctx.registry.takes_answers(conn.id) {
+        shoal_tracker::fixed_counter!("shoal_ws_relayed_total", "message" => "offer", "result" => "shed")
+            .increment(n as u64);
+        n = 0;
+    }
     conn.offer_ids.clear();
     conn.offer_ids
         .extend(a.offers[..n].iter().map(|o| o.offer_id));
@@ -253,7 +262,7 @@ fn announce(
         Ok(outcome) => outcome,
         Err(Stop::Refuse(reason)) => {
             count!("announce", "refused");
-            replies.push(failure(reason, context));
+            replies.push(failure(failures::of_policy(reason), reason, context));
             return Verdict::Continue;
         }
         Err(stop) => {
@@ -394,13 +403,22 @@ fn answer(
                 Delivery::Dropped => count!("answer", "dropped"),
                 Delivery::Gone => {
                     count!("answer", "refused");
-                    replies.push(failure("answer to a peer that has left", context));
+                    let gone = AnswerRefusal::OffererGone;
+                    replies.push(failure(
+                        failures::of_answer(gone),
+                        &gone.to_string(),
+                        context,
+                    ));
                 }
             }
         }
         Err(refusal) => {
             count("answer", refusal.kind());
-            replies.push(failure(&refusal.to_string(), context));
+            replies.push(failure(
+                failures::of_answer(refusal),
+                &refusal.to_string(),
+                context,
+            ));
         }
     }
 }
@@ -419,6 +437,7 @@ fn scrape(
     if info_hashes.len() > limit {
         count!("scrape", "refused");
         replies.push(failure(
+            "too_many_hashes",
             &format!("too many info hashes (at most {limit})"),
             context,
         ));
@@ -428,7 +447,11 @@ fn scrape(
     if info_hashes.is_empty() {
         if !ctx.settings.limits.full_scrape {
             count!("scrape", "refused");
-            replies.push(failure("full scrape is disabled", context));
+            replies.push(failure(
+                "full_scrape_disabled",
+                "full scrape is disabled",
+                context,
+            ));
             return Verdict::Continue;
         }
         // A document for no client in particular (private mode turns it off): the source

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# WebTorrent under aquatic_ws_load_test at 1, 2 and 4 tracker workers on a 16-core machine:
+# shoal against aquatic_ws, both at their defaults, over wss (issue 33: answers and offers
+# relayed per tracker CPU-second at every tier, the answers shoal drops, the failure reasons
+# it sends). Runs from prebuilt, stripped binaries on a machine with no toolchain and no
+# registry (the lent 16-core machine):
+#
+#   DIR/bin: shoal, shoal-bench, aquatic_ws, aquatic_ws_load_test (0.9.0), taskset
+#   DIR/cert.pem, DIR/key.pem: a self-signed certificate (the machine may lack openssl):
+#     openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem -days 30 -subj /CN=localhost
+#   DIR=$PWD/.dev OUT=/tmp/out ROUNDS=5 bench/ws-16core.sh
+#
+# At each tier the tracker and its threads get that many CPUs and aquatic_ws_load_test's
+# LOAD_WORKERS (default 4) workers the others, the two contenders alternating, ROUNDS rounds
+# (default 5) of DUR after WARM of warm-up (aquatic's load tester reports every 5 s: both
+# multiples of 5 s; WARM=0s measures its first report, which includes its 64 connections'
+# TLS handshakes, the same for both). shoal runs with an admin listener, so that the report
+# lists its /metrics counters round by round (answers relayed and dropped, failure reasons).
+# The report goes to OUT/ws-16core.tgz (render it with `shoal-bench render --png
+# DIR/results.json`), the machine's description to OUT/machine.txt.
+set -u
+D=${DIR:-$PWD/.dev}
+export PATH=$D/bin:$PATH
+chmod +x "$D"/bin/*
+ulimit -n 65536 || true
+OUT=${OUT:-/tmp/out}
+W=/tmp/ws-16core
+mkdir -p "$OUT" "$W/ws"
+{ date -u; nproc; lscpu | head -20; } > "$OUT/machine.txt" 2>&1
+# shoal-bench makes the certificate with openssl unless the output directory has one.
+cp "$D/cert.pem" "$D/key.pem" "$W/ws/"
+shoal="shoal=$D/bin/shoal --https 127.0.0.1:{port} --workers {workers} --state-file= \
+--tls-cert {cert} --tls-key {key} --admin 127.0.0.1:3811"
+start=$(date +%s)
+timeout "${LIMIT:-330}" shoal-bench compare --generator aquatic --tracker-workers "${TIERS:-1,2,4}" \
+    --levels "${LOAD_WORKERS:-4}" --bin-dir "$D/bin" --rounds "${ROUNDS:-5}" --noisy-retries 0 \
+    --tracker "$shoal" --tracker aquatic_ws --out "$W/ws" --port 3800 \
+    ws --target wss://127.0.0.1:3800 --duration "${DUR:-5s}" --warmup "${WARM:-0s}" \
+    --torrents 10000 > "$W/ws.log" 2>&1
+echo "ws rc=$? $(( $(date +%s) - start ))s"
+grep -E "^- median|^\| (shoal|aquatic_ws) \|" "$W/ws/report.md" | head -80
+rm -f "$W"/ws/key.pem
+tar czf "$OUT/ws-16core.tgz" -C "$W" ws ws.log
