@@ -23,6 +23,8 @@ D=${DIR:-$PWD/.dev}
 export PATH=$D/bin:$PATH
 chmod +x "$D"/bin/*
 ulimit -n 65536 || true
+# glommio (aquatic_ws and its load tester) locks memory for io_uring.
+ulimit -l unlimited 2>/dev/null || ulimit -l 1048576 2>/dev/null || true
 OUT=${OUT:-/tmp/out}
 W=/tmp/ws-16core
 mkdir -p "$OUT" "$W/ws"

@@ -167,6 +167,8 @@ pub struct WsConfig {
     pub max_connections: usize,
     pub max_torrents_per_connection: usize,
     pub outgoing_queue: usize,
+    pub answer_queue: usize,
+    pub send_buffer: usize,
     pub send_timeout: u64,
     pub ping_interval: u64,
     pub idle_timeout: u64,
@@ -187,6 +189,8 @@ impl Default for WsConfig {
             max_connections: 50_000,
             max_torrents_per_connection: 10_000,
             outgoing_queue: 64,
+            answer_queue: 4096,
+            send_buffer: 16 << 10,
             send_timeout: 10,
             ping_interval: 60,
             idle_timeout: 180,
@@ -389,12 +393,13 @@ impl Config {
             bail!("ws.max_message_size and ws.max_frame_size must be at least 1024");
         }
         if ws.outgoing_queue == 0
+            || ws.answer_queue == 0
             || ws.max_connections == 0
             || ws.max_strikes == 0
             || ws.max_torrents_per_connection == 0
         {
             bail!(
-                "ws.outgoing_queue, ws.max_connections, ws.max_strikes and \
+                "ws.outgoing_queue, ws.answer_queue, ws.max_connections, ws.max_strikes and \
                  ws.max_torrents_per_connection must be at least 1"
             );
         }

@@ -333,10 +333,15 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
         assert_eq!(ws_requests(&s, "answer", "no_such_offer"), refused + 1.0);
         assert_eq!(ws_requests(&s, "invalid", "malformed"), malformed + 1.0);
         // The two failure reasons sent, each under its reason, and no other.
-        let failures = |s: &Scrape, reason: &str| count(s, "shoal_ws_failures_total", &[("reason", reason)]);
+        let failures =
+            |s: &Scrape, reason: &str| count(s, "shoal_ws_failures_total", &[("reason", reason)]);
         for reason in shoal_server::ws::failures::REASONS {
             let sent = f64::from(u8::from(["no_such_offer", "malformed"].contains(&reason)));
-            assert_eq!(failures(&s, reason), failures(&before, reason) + sent, "{reason}");
+            assert_eq!(
+                failures(&s, reason),
+                failures(&before, reason) + sent,
+                "{reason}"
+            );
         }
         assert_eq!(relayed(&s, "answer") - relayed(&before, "answer"), 1.0);
 

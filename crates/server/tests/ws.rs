@@ -388,7 +388,11 @@ async fn an_answer_to_a_busy_offerer_goes_before_its_replies_and_offers() {
     // Another peer's big offers back up the offerer's socket and fill its offer queue.
     let _offers = offers_to_peer_1(h.addr, 300).await;
     // It offers in torrent 2 without reading the reply; the answerer answers.
-    send(&mut busy, with_offers(announce(ih(2), pid(1), Some(0), "update"), &[9])).await;
+    send(
+        &mut busy,
+        with_offers(announce(ih(2), pid(1), Some(0), "update"), &[9]),
+    )
+    .await;
     let offer = recv(&mut answerer).await;
     let offer_id = offer["offer_id"].as_str().unwrap().to_owned();
     send(&mut answerer, answer(ih(2), pid(3), pid(1), &offer_id)).await;
@@ -411,7 +415,10 @@ async fn an_answer_to_a_busy_offerer_goes_before_its_replies_and_offers() {
     });
     assert!(answered < replied, "answer {answered}, reply {replied}");
     // The offers that waited in its queue come after the answer.
-    let offers_after = got[answered..].iter().filter(|v| v.get("offer").is_some()).count();
+    let offers_after = got[answered..]
+        .iter()
+        .filter(|v| v.get("offer").is_some())
+        .count();
     assert_eq!(offers_after, 4, "{got:?}");
 }
 

@@ -205,10 +205,13 @@ fn ratios(cmp: &Comparison) -> String {
                 String::new()
             };
             for (kind, label) in kinds {
-                let median = |c: &Contender| median_of(&runs_at(c, p), |r| r.per_tracker_cpu_second(*kind));
+                let median =
+                    |c: &Contender| median_of(&runs_at(c, p), |r| r.per_tracker_cpu_second(*kind));
                 if let (Some(a), Some(b)) = (median(first), median(other)) {
                     let by_round = round_ratios(first, other, p, *kind)
-                        .map_or(String::new(), |r| format!("; round by round {}", r.describe()));
+                        .map_or(String::new(), |r| {
+                            format!("; round by round {}", r.describe())
+                        });
                     let _ = writeln!(
                         out,
                         "- median {label} per tracker CPU-second{at}, {} / {}: **{:.3}**{by_round}",

@@ -77,7 +77,9 @@ fn failures(counters: &BTreeMap<String, f64>) -> (usize, Vec<String>) {
         };
         listed += 1;
         if *v > 0.0 {
-            let reason = labels.trim_start_matches("reason=\"").trim_end_matches("\"}");
+            let reason = labels
+                .trim_start_matches("reason=\"")
+                .trim_end_matches("\"}");
             counted.push(format!("{reason}: {}", thousands(*v as u64)));
         }
     }
@@ -112,7 +114,10 @@ fn row(name: &str, r: &GeneratorRun) -> String {
         sum(
             c,
             "shoal_ws_relayed_total",
-            &[&format!("message=\"{message}\""), &format!("result=\"{result}\"")],
+            &[
+                &format!("message=\"{message}\""),
+                &format!("result=\"{result}\""),
+            ],
         )
     };
     let n = |x: f64| thousands(x.round() as u64);
@@ -142,7 +147,9 @@ fn row(name: &str, r: &GeneratorRun) -> String {
         "| {name} | {} | {} | {} | {} | {} | {share} | {} | {} | {} | {} | {sent} | {} |\n",
         describe(r.point),
         r.round + 1,
-        r.rates.get("error").map_or("-".into(), |e| format!("{e:.1}")),
+        r.rates
+            .get("error")
+            .map_or("-".into(), |e| format!("{e:.1}")),
         n(answers),
         n(dropped),
         n(relayed("offer", "ok")),
@@ -176,8 +183,8 @@ pub fn section(cmp: &Comparison) -> String {
          started fresh for every round: these are the round's totals, warm-up included). \
          Error responses are the load generator's count per second over the window. \
          Answers and offers: `shoal_ws_relayed_total` by result (`ok` queued for the \
-         recipient, `dropped` its queue was full, offers `shed` not relayed while answers \
-         waited for the offerer); replies dropped: `shoal_ws_replies_dropped_total`; \
+         recipient, `dropped` its queue was full, offers `shed` not relayed, the offerer \
+         having no room left for their answers); replies dropped: `shoal_ws_replies_dropped_total`; \
          failure reasons: `shoal_ws_failures_total` by reason; closed by the tracker: \
          `shoal_ws_disconnects_total` for {} (the load generator's own closing when it \
          exits counts as `closed` or `error`).\n\n\
@@ -249,6 +256,9 @@ mod tests {
              shoal_requests_total{protocol=\"ws\",action=\"announce\",result=\"ok\"} 9\n\
              shoal_requests_total{protocol=\"udp\",action=\"invalid\",result=\"error\"} 9\n",
         );
-        assert_eq!(failures(&c), (0, vec!["answer/no_such_offer: 21".to_string()]));
+        assert_eq!(
+            failures(&c),
+            (0, vec!["answer/no_such_offer: 21".to_string()])
+        );
     }
 }

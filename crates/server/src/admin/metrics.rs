@@ -173,7 +173,7 @@ fn describe(r: &dyn Recorder) {
     d(
         "shoal_ws_relayed_total",
         None,
-        "WebTorrent offers and answers relayed to another connection, by message and result (offers shed: not relayed while answers wait for the offerer).",
+        "WebTorrent offers and answers relayed to another connection, by message and result (offers shed: not relayed, the offerer having no room left for their answers).",
         0,
     );
     d(

@@ -22,6 +22,7 @@
 //! ws_text`). Its read buffer is tokio-util's (8 KiB, allocated when the connection
 //! starts).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +38,7 @@ use tokio_websockets::{
 
 use super::context::WsContext;
 use super::handler::{self, ConnState, Verdict};
-use super::outbox::{Delivery, Outbox};
+use super::outbox::{Bounds, Delivery, Outbox};
 use super::upgrade_request::{Prefixed, UpgradeRequest};
 use super::Text;
 
@@ -92,13 +93,23 @@ where
     // that a message over `max_message_size` gets a failure reason before the close (see
     // below); past twice the larger of our two limits it closes at once (1009).
     let hard_limit = 2 * s.limits.max_message_size.max(s.limits.max_frame_size);
+    // Bytes written to the client so far: what `send_timeout` watches.
+    let written = Arc::new(AtomicU64::new(0));
     let ws = ServerBuilder::new()
         .limits(Limits::default().max_payload_len(Some(hard_limit)))
-        .serve(Prefixed::new(std::mem::take(&mut upgrade.leftover), stream));
+        .serve(Prefixed::new(
+            std::mem::take(&mut upgrade.leftover),
+            stream,
+            written.clone(),
+        ));
     let (sink, mut stream) = ws.split();
-    let own = Arc::new(Outbox::new(s.limits.outgoing_queue));
+    let own = Arc::new(Outbox::new(Bounds {
+        offers: s.limits.outgoing_queue,
+        answers: s.limits.answer_queue,
+        offer_max_age: s.limits.offer_max_age,
+    }));
     ctx.registry.insert(id, own.clone());
-    let mut writer = tokio::spawn(write(sink, own.clone(), s.send_timeout));
+    let mut writer = tokio::spawn(write(sink, own.clone(), s.send_timeout, written));
     let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical(), passkey);
     let mut replies: Vec<Text> = Vec::new();
     let mut last_heard = Instant::now();
@@ -193,14 +204,15 @@ fn hand_over(own: &Outbox, replies: &mut Vec<Text>) {
 
 /// The writer: what the connection's [`Outbox`] gives, in its order, up to
 /// [`WRITE_BATCH`] messages, then one flush. A client that does not read at all is closed
-/// when a write has waited `send_timeout`; one that reads slowly keeps its connection and
-/// loses what its full queues cannot take (see `outbox`). Ends when the reader has closed
+/// when a write has made no progress for `send_timeout`; one that reads, however slowly,
+/// keeps its connection and loses what its full queues cannot take (see `outbox`). Ends when the reader has closed
 /// the outbox and its replies are all written (after a flush, which also sends the crate's
 /// reply to a client's close), after a close frame, or on a failed or timed out write.
 async fn write<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
     own: Arc<Outbox>,
     limit: Duration,
+    written: Arc<AtomicU64>,
 ) -> End
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -209,7 +221,7 @@ where
         let first = match own.pop() {
             Some(m) => m,
             None if own.is_closed() => {
-                let _ = within(limit, sink.flush()).await;
+                let _ = within(limit, &written, sink.flush()).await;
                 return End::Closed;
             }
             None => {
@@ -218,7 +230,7 @@ where
             }
         };
         let mut closing = first.is_close();
-        let sent = within(limit, async {
+        let sent = within(limit, &written, async {
             sink.feed(first).await?;
             for _ in 1..WRITE_BATCH {
                 if closing {
@@ -243,8 +255,13 @@ where
 /// How often a write that waits is polled again, woken or not.
 const WRITE_REPOLL: Duration = Duration::from_millis(50);
 
-/// Runs `write` to its end within `limit` (`None`: it did not end in time), polling it
-/// again every [`WRITE_REPOLL`] while it waits.
+/// Runs `write` to its end unless it makes no progress for `limit` (`None`: no byte was
+/// `written` for that long), polling it again every [`WRITE_REPOLL`] while it waits.
+///
+/// Progress, not the whole write: the socket's send buffer is bounded (`socket`), and a
+/// client that reads a few hundred messages a second (aquatic_ws_load_test's executor
+/// serves some of its connections so, at times) takes longer than `send_timeout` to read
+/// a batch and what waits in the buffers before it, but is reading.
 ///
 /// The connection's two tasks share one stream, and tokio-websockets lets the reading
 /// half finish a flush the writing half began (each read first writes what is queued).
@@ -255,18 +272,27 @@ const WRITE_REPOLL: Duration = Duration::from_millis(50);
 /// both tasks through proxies; here the writer looks again itself. Seen once in fourteen
 /// 20-s rounds of aquatic_ws_load_test before this: 7 connections closed by `send_timeout`.
 /// A write done at its first poll (the usual case) costs no clock read and no timer.
-async fn within<F: std::future::Future>(limit: Duration, write: F) -> Option<F::Output> {
+async fn within<F: std::future::Future>(
+    limit: Duration,
+    written: &AtomicU64,
+    write: F,
+) -> Option<F::Output> {
     tokio::pin!(write);
     if let Some(out) = (&mut write).now_or_never() {
         return Some(out);
     }
-    let deadline = Instant::now() + limit;
+    let mut seen = written.load(Ordering::Relaxed);
+    let mut deadline = Instant::now() + limit;
     loop {
         tokio::select! {
             biased;
             out = &mut write => return Some(out),
             _ = tokio::time::sleep(WRITE_REPOLL) => {
-                if Instant::now() >= deadline {
+                let now = written.load(Ordering::Relaxed);
+                if now != seen {
+                    seen = now;
+                    deadline = Instant::now() + limit;
+                } else if Instant::now() >= deadline {
                     return None;
                 }
             }

@@ -203,7 +203,11 @@ pub fn misbehaved(
     replies: &mut Vec<Text>,
 ) -> Verdict {
     count("invalid", err.kind());
-    replies.push(failure(failures::of_request(err), &err.to_string(), context));
+    replies.push(failure(
+        failures::of_request(err),
+        &err.to_string(),
+        context,
+    ));
     conn.strikes += 1;
     if conn.strikes >= ctx.settings.limits.max_strikes.max(1) {
         Verdict::Close
@@ -221,16 +225,19 @@ fn announce(
 ) -> Verdict {
     let context = announcing(a.info_hash);
     let key = (a.info_hash, a.peer_id);
-    // As many offers as the client sent, asked for, and the server allows; none while
-    // answers wait for this connection (they are shed last: see `outbox`).
+    // As many offers as the client sent, asked for, and the server allows, and has room
+    // for the answers of (the others are shed: see `outbox`).
     let mut n = a.offers.len().min(ctx.settings.limits.max_offers).min(
         a.numwant
             .map_or(usize::MAX, |n| n.min(usize::MAX as u64) as usize),
     );
-    if n > 0 && !ctx.registry.takes_answers(conn.id) {
-        shoal_tracker::fixed_counter!("shoal_ws_relayed_total", "message" => "offer", "result" => "shed")
-            .increment(n as u64);
-        n = 0;
+    if n > 0 {
+        let room = ctx.registry.answer_room(conn.id, now);
+        if n > room {
+            shoal_tracker::fixed_counter!("shoal_ws_relayed_total", "message" => "offer", "result" => "shed")
+                .increment((n - room) as u64);
+            n = room;
+        }
     }
     conn.offer_ids.clear();
     conn.offer_ids
@@ -291,6 +298,11 @@ fn announce(
             stopped: a.event == AnnounceEvent::Stopped,
         });
     }
+    // Each offer takes its answer's place before it goes (an answer can come back before
+    // this loop ends); those not queued give it back.
+    ctx.registry
+        .offers_relayed(conn.id, conn.targets.len(), now);
+    let mut not_queued = 0;
     for t in &conn.targets {
         let o = &a.offers[t.offer];
         let relayed = RelayedOffer {
@@ -300,7 +312,7 @@ fn announce(
             offer: o.offer,
         }
         .to_json();
-        match &ctx.cluster {
+        let delivery = match &ctx.cluster {
             Some(link) if is_remote(t.conn) => {
                 let ids = (&t.peer_id, &a.peer_id);
                 let message = Forwarded::new(
@@ -315,10 +327,15 @@ fn announce(
                     node: t.conn,
                     message,
                 });
-                relay!("offer", Delivery::Queued);
+                Delivery::Queued
             }
-            _ => relay!("offer", ctx.registry.deliver_offer(t.conn, relayed.into())),
-        }
+            _ => ctx.registry.deliver_offer(t.conn, relayed.into()),
+        };
+        relay!("offer", delivery);
+        not_queued += usize::from(delivery != Delivery::Queued);
+    }
+    if not_queued > 0 {
+        ctx.registry.offers_not_relayed(conn.id, not_queued, now);
     }
     count!("announce", "ok");
     replies.push(
@@ -393,7 +410,7 @@ fn answer(
                     link.send(Outgoing::Forward { node: to, message });
                     Delivery::Queued
                 }
-                _ => ctx.registry.deliver(to, relayed.into()),
+                _ => ctx.registry.deliver(to, relayed.into(), now),
             };
             relay!("answer", delivery);
             match delivery {

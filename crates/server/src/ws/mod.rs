@@ -18,6 +18,7 @@
 //!   first and what is shed first.
 //! - [`registry`]: connection ids to outboxes; a full queue drops relays, not the connection.
 //! - [`failures`]: every failure reason a client can be sent, counted by reason.
+//! - [`socket`]: the TCP socket under a connection, whose send buffer is bounded.
 
 pub mod connection;
 pub mod connection_peers;
@@ -26,10 +27,12 @@ pub mod failures;
 pub mod handler;
 pub mod outbox;
 pub mod registry;
+pub mod socket;
 pub mod upgrade;
 pub mod upgrade_request;
 
 pub use context::{WsContext, WsSettings};
+pub use socket::OverTcp;
 pub use upgrade::serve_upgrade;
 pub use upgrade_request::UpgradeRequest;
 

@@ -13,14 +13,24 @@
 //! writer takes every waiting answer, then replies and offers in turn, [`OFFERS_PER_REPLY`]
 //! offers for each reply, and what does not fit is shed, in this order:
 //!
-//! 1. offers: a connection whose offer queue is full is not chosen as an offer's
-//!    recipient (the offer goes to another peer of the swarm, or nowhere), and a connection
-//!    with answers waiting does not have its own offers relayed (they would bring more
-//!    answers than it reads; see [`Outbox::takes_answers`]);
+//! 1. offers: a connection whose offer queue (`ws.outgoing_queue`) is full is not chosen
+//!    as an offer's recipient (the offer goes to another peer of the swarm, or nowhere);
+//!    and a connection's own offers are relayed only while it has room for their answers
+//!    (see below);
 //! 2. replies: past [`REPLY_BACKLOG`] waiting, a new one is dropped
 //!    (`shoal_ws_replies_dropped_total`); the announce itself was served;
-//! 3. answers, last: only past `ws.outgoing_queue` waiting, which the first rule keeps
-//!    them from reaching.
+//! 3. answers, never while the client follows the protocol: every answer has its room
+//!    before its offer is relayed.
+//!
+//! **Room for answers.** A connection's answers come from offers it made that other
+//! clients have read, however fast those clients read and however slowly this one does,
+//! so a queue that is merely large would still overflow. Instead each connection has
+//! `ws.answer_queue` places: an offer of its client takes one when it is relayed, its
+//! answer keeps it while it waits to be written, and it is given back when the answer is
+//! written, dropped, or can no longer come (offers relayed more than `ws.offer_max_age`
+//! ago are forgotten, in two windows of that length). An announce's offers are relayed
+//! only into free places; the others are shed (`shoal_ws_relayed_total{message="offer",
+//! result="shed"}`).
 //!
 //! Why replies give way to answers: a client that reads one message for each it sends
 //! (aquatic_ws_load_test's do) sends an answer for every offer it reads, and an answer has
@@ -46,14 +56,19 @@ use super::Text;
 
 /// Replies waiting for the writer past which new ones are dropped. While the writer waits
 /// for the client to read, the reader goes on reading: the client may itself be waiting to
-/// write before it reads again (one message read per message sent, with megabytes of
-/// relayed messages ahead of it in the TCP buffers), and a reader that stopped would bring
-/// back the wait on each other. A client that does not read at all is still closed by
-/// `send_timeout`, through the writer.
+/// write before it reads again (one message read per message sent, with relayed messages
+/// ahead of it in the TCP buffers), and a reader that stopped would bring back the wait on
+/// each other. A client that does not read at all is still closed by `send_timeout`,
+/// through the writer.
 pub const REPLY_BACKLOG: usize = 256;
 
 /// Offers written for each reply while both wait (see the module's notes).
 pub const OFFERS_PER_REPLY: u8 = 2;
+
+/// Bytes of answers one connection may have waiting, whatever `ws.answer_queue` says: an
+/// answer is at most `ws.max_message_size`, and clients that answer a connection's offers
+/// with large ones must not make it hold megabytes.
+const ANSWER_BYTES: usize = 4 << 20;
 
 /// What became of a message pushed onto a connection's queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,9 +80,60 @@ pub enum Delivery {
     Dropped,
 }
 
+/// The bounds of one connection's queues.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// `ws.outgoing_queue`: offers waiting.
+    pub offers: usize,
+    /// `ws.answer_queue`: this connection's offers awaiting an answer plus answers waiting.
+    pub answers: usize,
+    /// `ws.offer_max_age`: after how long an unanswered offer gives its place back.
+    pub offer_max_age: u32,
+}
+
+/// This connection's offers relayed and not yet answered, in two windows of
+/// `offer_max_age` seconds (the current and the one before); older ones are forgotten.
+#[derive(Default)]
+struct Awaiting {
+    window: u32,
+    current: usize,
+    previous: usize,
+}
+
+impl Awaiting {
+    fn at(&mut self, now: u32, length: u32) -> &mut Self {
+        let window = now / length.max(1);
+        if window != self.window {
+            self.previous = if window == self.window + 1 {
+                self.current
+            } else {
+                0
+            };
+            self.current = 0;
+            self.window = window;
+        }
+        self
+    }
+
+    fn count(&self) -> usize {
+        self.current + self.previous
+    }
+
+    /// One offer answered (or no longer answerable).
+    fn settle(&mut self) {
+        if self.current > 0 {
+            self.current -= 1;
+        } else {
+            self.previous = self.previous.saturating_sub(1);
+        }
+    }
+}
+
 #[derive(Default)]
 struct Queues {
     answers: VecDeque<Text>,
+    answer_bytes: usize,
+    awaiting: Awaiting,
     replies: VecDeque<Message>,
     offers: VecDeque<Text>,
     /// Offers written since the last reply.
@@ -76,23 +142,27 @@ struct Queues {
     closed: bool,
 }
 
-/// A connection's outgoing queues (see the module's notes). Shared by its reader (replies),
-/// its writer (everything) and, through the registry, the connections that relay to it.
+/// A connection's outgoing queues (see the module's notes). Shared by its reader (replies,
+/// its own offers' places), its writer (everything) and, through the registry, the
+/// connections that relay to it.
 pub struct Outbox {
     queues: Mutex<Queues>,
     /// Woken on every push.
     pub(super) ready: Notify,
-    /// `ws.outgoing_queue`: the bound on answers, and on offers.
-    relay_bound: usize,
+    bounds: Bounds,
     closed: AtomicBool,
 }
 
 impl Outbox {
-    pub fn new(relay_bound: usize) -> Self {
+    pub fn new(bounds: Bounds) -> Self {
         Self {
             queues: Mutex::default(),
             ready: Notify::new(),
-            relay_bound: relay_bound.max(1),
+            bounds: Bounds {
+                offers: bounds.offers.max(1),
+                answers: bounds.answers.max(1),
+                ..bounds
+            },
             closed: AtomicBool::new(false),
         }
     }
@@ -112,27 +182,35 @@ impl Outbox {
         Delivery::Queued
     }
 
-    /// Queues an answer relayed to this connection, unless `ws.outgoing_queue` wait.
-    pub fn answer(&self, t: Text) -> Delivery {
-        self.relay(t, |q| &mut q.answers)
-    }
-
-    /// Queues an offer relayed to this connection, unless `ws.outgoing_queue` wait.
-    pub fn offer(&self, t: Text) -> Delivery {
-        self.relay(t, |q| &mut q.offers)
-    }
-
-    fn relay(&self, t: Text, queue: impl Fn(&mut Queues) -> &mut VecDeque<Text>) -> Delivery {
+    /// Queues an answer relayed to this connection, in the place its offer took.
+    pub fn answer(&self, t: Text, now: u32) -> Delivery {
         let mut q = self.queues.lock();
         if q.closed {
             return Delivery::Gone;
         }
-        let bound = self.relay_bound;
-        let queue = queue(&mut q);
-        if queue.len() >= bound {
+        q.awaiting.at(now, self.bounds.offer_max_age).settle();
+        // Full only if this connection's client answered offers that were not relayed
+        // here (another node's), or with answers of megabytes.
+        if q.answers.len() >= self.bounds.answers || q.answer_bytes + t.len() > ANSWER_BYTES {
             return Delivery::Dropped;
         }
-        queue.push_back(t);
+        q.answer_bytes += t.len();
+        q.answers.push_back(t);
+        drop(q);
+        self.ready.notify_one();
+        Delivery::Queued
+    }
+
+    /// Queues an offer relayed to this connection, unless `ws.outgoing_queue` wait.
+    pub fn offer(&self, t: Text) -> Delivery {
+        let mut q = self.queues.lock();
+        if q.closed {
+            return Delivery::Gone;
+        }
+        if q.offers.len() >= self.bounds.offers {
+            return Delivery::Dropped;
+        }
+        q.offers.push_back(t);
         drop(q);
         self.ready.notify_one();
         Delivery::Queued
@@ -141,15 +219,31 @@ impl Outbox {
     /// Whether an offer pushed now would be queued: offers are sent only to such peers.
     pub fn takes_offers(&self) -> bool {
         let q = self.queues.lock();
-        !q.closed && q.offers.len() < self.relay_bound
+        !q.closed && q.offers.len() < self.bounds.offers
     }
 
-    /// Whether this connection's own offers may be relayed now: fewer than half of
-    /// `ws.outgoing_queue` answers wait for it. Past that, the answers its offers would
-    /// bring back could outrun what it reads, and answers are the last thing shed.
-    pub fn takes_answers(&self) -> bool {
-        let q = self.queues.lock();
-        !q.closed && q.answers.len() < self.relay_bound.div_ceil(2)
+    /// How many of this connection's own offers may be relayed now: the free places for
+    /// their answers.
+    pub fn answer_room(&self, now: u32) -> usize {
+        let mut q = self.queues.lock();
+        let taken = q.awaiting.at(now, self.bounds.offer_max_age).count() + q.answers.len();
+        self.bounds.answers.saturating_sub(taken)
+    }
+
+    /// `n` of this connection's own offers are being relayed: each takes a place.
+    pub fn offers_relayed(&self, n: usize, now: u32) {
+        let mut q = self.queues.lock();
+        q.awaiting.at(now, self.bounds.offer_max_age).current += n;
+    }
+
+    /// `n` offers counted by [`Outbox::offers_relayed`] were not queued: their places are
+    /// free again.
+    pub fn offers_not_relayed(&self, n: usize, now: u32) {
+        let mut q = self.queues.lock();
+        let awaiting = q.awaiting.at(now, self.bounds.offer_max_age);
+        for _ in 0..n {
+            awaiting.settle();
+        }
     }
 
     /// The last message: queued after whatever replies wait; relays waiting are dropped
@@ -177,6 +271,7 @@ impl Outbox {
         let mut q = self.queues.lock();
         let q = &mut *q;
         let m = if let Some(a) = q.answers.pop_front() {
+            q.answer_bytes -= a.len();
             shrink(&mut q.answers);
             Message::text(a)
         } else if !q.replies.is_empty()
@@ -208,6 +303,14 @@ fn shrink<T>(q: &mut VecDeque<T>) {
 mod tests {
     use super::*;
 
+    fn outbox(offers: usize, answers: usize) -> Outbox {
+        Outbox::new(Bounds {
+            offers,
+            answers,
+            offer_max_age: 60,
+        })
+    }
+
     fn text(m: Message) -> String {
         m.as_text().unwrap().to_owned()
     }
@@ -218,12 +321,12 @@ mod tests {
 
     #[test]
     fn answers_go_first_then_two_offers_for_each_reply() {
-        let o = Outbox::new(8);
+        let o = outbox(8, 8);
         for i in 0..4 {
             assert_eq!(o.offer(format!("o{i}").into()), Delivery::Queued);
             assert_eq!(o.reply(Message::text(format!("r{i}"))), Delivery::Queued);
         }
-        assert_eq!(o.answer("a0".into()), Delivery::Queued);
+        assert_eq!(o.answer("a0".into(), 0), Delivery::Queued);
         assert_eq!(
             drain(&o),
             ["a0", "o0", "o1", "r0", "o2", "o3", "r1", "r2", "r3"]
@@ -234,31 +337,61 @@ mod tests {
     }
 
     #[test]
+    fn an_offer_takes_a_place_its_answer_keeps_until_written() {
+        let o = outbox(8, 3);
+        assert_eq!(o.answer_room(0), 3);
+        o.offers_relayed(2, 0);
+        assert_eq!(o.answer_room(0), 1);
+        // An answer arrives: the place moves from the offer to the answer.
+        assert_eq!(o.answer("a0".into(), 1), Delivery::Queued);
+        assert_eq!(o.answer_room(1), 1);
+        // Written: the place is free.
+        assert_eq!(drain(&o), ["a0"]);
+        assert_eq!(o.answer_room(1), 2);
+        // The other offer is never answered: its place comes back once two windows of
+        // offer_max_age have turned (60..119: still counted; from 120: forgotten).
+        assert_eq!(o.answer_room(119), 2);
+        o.offers_relayed(1, 119);
+        assert_eq!(o.answer_room(120), 2);
+        assert_eq!(o.answer_room(180), 3);
+        // Long idle: both windows forgotten at once.
+        o.offers_relayed(3, 200);
+        assert_eq!(o.answer_room(1_000), 3);
+    }
+
+    #[test]
     fn each_queue_sheds_past_its_bound_and_a_closed_outbox_takes_no_relay() {
-        let o = Outbox::new(2);
-        assert!(o.takes_offers() && o.takes_answers());
+        let o = outbox(2, 2);
+        assert!(o.takes_offers());
         for _ in 0..2 {
             assert_eq!(o.offer("o".into()), Delivery::Queued);
         }
         assert!(!o.takes_offers());
         assert_eq!(o.offer("o".into()), Delivery::Dropped);
-        // A full offer queue leaves the answers their own room.
-        assert_eq!(o.answer("a".into()), Delivery::Queued);
-        assert!(!o.takes_answers(), "half of 2 answers wait");
-        assert_eq!(o.answer("a".into()), Delivery::Queued);
-        assert_eq!(o.answer("a".into()), Delivery::Dropped);
-        for i in 0..REPLY_BACKLOG {
-            assert_eq!(o.reply(Message::text(format!("{i}"))), Delivery::Queued);
+        // A full offer queue leaves the answers their own room; past it (answers to
+        // offers that took no place here), answers are dropped.
+        assert_eq!(o.answer("a".into(), 0), Delivery::Queued);
+        assert_eq!(o.answer("a".into(), 0), Delivery::Queued);
+        assert_eq!(o.answer_room(0), 0);
+        assert_eq!(o.answer("a".into(), 0), Delivery::Dropped);
+        let big = "x".repeat(ANSWER_BYTES);
+        for _ in 0..REPLY_BACKLOG {
+            assert_eq!(o.reply(Message::text("r")), Delivery::Queued);
         }
         assert_eq!(o.reply(Message::text("x")), Delivery::Dropped);
         assert_eq!(drain(&o).len(), 2 + 2 + REPLY_BACKLOG);
-        assert!(o.takes_offers() && o.takes_answers());
+        assert!(o.takes_offers());
+        assert_eq!(o.answer_room(0), 2);
+        // Four megabytes of answers are all one connection holds.
+        assert_eq!(o.answer(big.as_str().into(), 0), Delivery::Queued);
+        assert_eq!(o.answer("a".into(), 0), Delivery::Dropped);
+        assert_eq!(drain(&o).len(), 1);
 
         o.offer("dropped at close".into());
         o.reply(Message::text("last reply"));
         o.close_with(Some(Message::close(None, "")));
-        assert!(o.is_closed() && !o.takes_offers() && !o.takes_answers());
-        assert_eq!(o.answer("a".into()), Delivery::Gone);
+        assert!(o.is_closed() && !o.takes_offers());
+        assert_eq!(o.answer("a".into(), 0), Delivery::Gone);
         assert_eq!(o.offer("o".into()), Delivery::Gone);
         assert_eq!(o.reply(Message::text("late")), Delivery::Gone);
         assert_eq!(text(o.pop().unwrap()), "last reply");

@@ -61,10 +61,11 @@ impl Registry {
         self.shard(id).lock().get(&id).cloned()
     }
 
-    /// Queues an answer for connection `id` without waiting; dropped if its answer queue
-    /// is full.
-    pub fn deliver(&self, id: ConnectionId, message: Text) -> Delivery {
-        self.get(id).map_or(Delivery::Gone, |o| o.answer(message))
+    /// Queues an answer for connection `id` without waiting, in the place its offer took
+    /// (see `outbox`).
+    pub fn deliver(&self, id: ConnectionId, message: Text, now: u32) -> Delivery {
+        self.get(id)
+            .map_or(Delivery::Gone, |o| o.answer(message, now))
     }
 
     /// Queues a relayed offer for connection `id` without waiting; dropped if its offer
@@ -82,13 +83,25 @@ impl Registry {
             .is_some_and(|o| o.takes_offers())
     }
 
-    /// Whether connection `id`'s own offers may be relayed now (see
-    /// [`Outbox::takes_answers`]); yes for a connection not registered here.
-    pub fn takes_answers(&self, id: ConnectionId) -> bool {
-        self.shard(id)
-            .lock()
-            .get(&id)
-            .is_none_or(|o| o.takes_answers())
+    /// How many of connection `id`'s own offers may be relayed now (see
+    /// [`Outbox::answer_room`]); none for a connection not registered here.
+    pub fn answer_room(&self, id: ConnectionId, now: u32) -> usize {
+        self.get(id).map_or(0, |o| o.answer_room(now))
+    }
+
+    /// `n` of connection `id`'s own offers are being relayed (see
+    /// [`Outbox::offers_relayed`]).
+    pub fn offers_relayed(&self, id: ConnectionId, n: usize, now: u32) {
+        if let Some(o) = self.get(id).filter(|_| n > 0) {
+            o.offers_relayed(n, now);
+        }
+    }
+
+    /// `n` of them were not queued after all (see [`Outbox::offers_not_relayed`]).
+    pub fn offers_not_relayed(&self, id: ConnectionId, n: usize, now: u32) {
+        if let Some(o) = self.get(id) {
+            o.offers_not_relayed(n, now);
+        }
     }
 
     /// Connections registered right now.
@@ -103,12 +116,17 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
+    use super::super::outbox::Bounds;
     use super::*;
 
     #[test]
     fn relays_reach_a_registered_connection_and_not_one_that_went() {
         let r = Registry::new();
-        let outbox = Arc::new(Outbox::new(2));
+        let outbox = Arc::new(Outbox::new(Bounds {
+            offers: 2,
+            answers: 4,
+            offer_max_age: 60,
+        }));
         r.insert(7, outbox.clone());
         assert!(r.takes_offers(7) && !r.takes_offers(8));
         assert_eq!(r.deliver_offer(7, "o0".into()), Delivery::Queued);
@@ -116,17 +134,26 @@ mod tests {
         assert!(!r.takes_offers(7));
         assert_eq!(r.deliver_offer(7, "o2".into()), Delivery::Dropped);
         // The offers took none of the answers' room.
-        assert_eq!(r.deliver(7, "a0".into()), Delivery::Queued);
-        assert_eq!(r.deliver(8, "x".into()), Delivery::Gone);
+        assert_eq!(r.answer_room(7, 0), 4);
+        r.offers_relayed(7, 1, 0);
+        assert_eq!(r.answer_room(7, 0), 3);
+        assert_eq!(r.deliver(7, "a0".into(), 0), Delivery::Queued);
+        assert_eq!(r.deliver(8, "x".into(), 0), Delivery::Gone);
+        assert_eq!(
+            r.answer_room(8, 0),
+            0,
+            "not here: no offer of its is relayed"
+        );
         let got: Vec<String> = std::iter::from_fn(|| outbox.pop())
             .map(|m| m.as_text().unwrap().to_owned())
             .collect();
         assert_eq!(got, ["a0", "o0", "o1"]);
+        assert_eq!(r.answer_room(7, 0), 4);
         outbox.close_with(None);
-        assert_eq!(r.deliver(7, "x".into()), Delivery::Gone);
+        assert_eq!(r.deliver(7, "x".into(), 0), Delivery::Gone);
         assert_eq!(r.deliver_offer(7, "x".into()), Delivery::Gone);
         r.remove(7);
-        assert_eq!(r.deliver(7, "x".into()), Delivery::Gone);
+        assert_eq!(r.deliver(7, "x".into(), 0), Delivery::Gone);
         assert!(r.is_empty());
     }
 }
