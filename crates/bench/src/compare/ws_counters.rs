@@ -3,8 +3,9 @@
 //! from `/metrics` when each round's load has stopped, kept with the round in
 //! results.json, and tabled round by round: answers relayed and dropped, offers relayed,
 //! dropped and shed, replies dropped, the failure reasons sent and the connections the
-//! tracker closed. The tracker is started fresh for every round, so each reading is that
-//! round's totals, warm-up included.
+//! tracker closed. They are read when the round's window ends, with the load generator's
+//! connections still open; the tracker is started fresh for every round, so each reading
+//! is that round's totals from its start, warm-up included.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -60,8 +61,8 @@ fn sum(counters: &BTreeMap<String, f64>, name: &str, labels: &[&str]) -> f64 {
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('{'))
                 && labels.iter().all(|l| series.contains(l))
         })
-        .map(|(_, v)| v)
-        .sum()
+        // From +0.0: an empty f64 sum is -0.0, which would print as "-0".
+        .fold(0.0, |total, (_, v)| total + v)
 }
 
 /// The failure reasons a round's counters list, and those that counted. A build without
@@ -179,8 +180,9 @@ pub fn section(cmp: &Comparison) -> String {
     let _ = write!(
         out,
         "\n### The tracker's own counts, round by round\n\n\
-         Read from the tracker's `/metrics` when each round's load had stopped (it is \
-         started fresh for every round: these are the round's totals, warm-up included). \
+         Read from the tracker's `/metrics` when each round's window ended, the load \
+         generator's connections still open (the tracker is started fresh for every round: \
+         these are the round's totals from its start, warm-up included). \
          Error responses are the load generator's count per second over the window. \
          Answers and offers: `shoal_ws_relayed_total` by result (`ok` queued for the \
          recipient, `dropped` its queue was full, offers `shed` not relayed, the offerer \
@@ -223,6 +225,8 @@ mod tests {
             1000.0
         );
         assert_eq!(sum(&c, "shoal_ws_replies_dropped_total", &[]), 1234.0);
+        let none = sum(&c, "shoal_ws_missing_total", &[]);
+        assert!(none == 0.0 && none.is_sign_positive());
         let run = GeneratorRun {
             round: 2,
             tracker_counters: c,

@@ -67,8 +67,11 @@ pub const OFFERS_PER_REPLY: u8 = 2;
 
 /// Bytes of answers one connection may have waiting, whatever `ws.answer_queue` says: an
 /// answer is at most `ws.max_message_size`, and clients that answer a connection's offers
-/// with large ones must not make it hold megabytes.
-const ANSWER_BYTES: usize = 4 << 20;
+/// with large ones must not make it hold more than this.
+const ANSWER_BYTES: usize = 8 << 20;
+
+/// Bytes of offers one connection may have waiting, whatever `ws.outgoing_queue` says.
+const OFFER_BYTES: usize = 4 << 20;
 
 /// What became of a message pushed onto a connection's queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,6 +139,7 @@ struct Queues {
     awaiting: Awaiting,
     replies: VecDeque<Message>,
     offers: VecDeque<Text>,
+    offer_bytes: usize,
     /// Offers written since the last reply.
     offers_in_a_row: u8,
     /// The reader has ended: relays are refused, the replies left are written.
@@ -207,9 +211,10 @@ impl Outbox {
         if q.closed {
             return Delivery::Gone;
         }
-        if q.offers.len() >= self.bounds.offers {
+        if q.offers.len() >= self.bounds.offers || q.offer_bytes + t.len() > OFFER_BYTES {
             return Delivery::Dropped;
         }
+        q.offer_bytes += t.len();
         q.offers.push_back(t);
         drop(q);
         self.ready.notify_one();
@@ -219,7 +224,7 @@ impl Outbox {
     /// Whether an offer pushed now would be queued: offers are sent only to such peers.
     pub fn takes_offers(&self) -> bool {
         let q = self.queues.lock();
-        !q.closed && q.offers.len() < self.bounds.offers
+        !q.closed && q.offers.len() < self.bounds.offers && q.offer_bytes < OFFER_BYTES
     }
 
     /// How many of this connection's own offers may be relayed now: the free places for
@@ -252,7 +257,9 @@ impl Outbox {
         let mut q = self.queues.lock();
         q.closed = true;
         q.answers = VecDeque::new();
+        q.answer_bytes = 0;
         q.offers = VecDeque::new();
+        q.offer_bytes = 0;
         if let Some(m) = last {
             q.replies.push_back(m);
         }
@@ -283,6 +290,7 @@ impl Outbox {
             m?
         } else {
             let o = q.offers.pop_front()?;
+            q.offer_bytes -= o.len();
             shrink(&mut q.offers);
             q.offers_in_a_row = q.offers_in_a_row.saturating_add(1);
             Message::text(o)
@@ -382,9 +390,14 @@ mod tests {
         assert_eq!(drain(&o).len(), 2 + 2 + REPLY_BACKLOG);
         assert!(o.takes_offers());
         assert_eq!(o.answer_room(0), 2);
-        // Four megabytes of answers are all one connection holds.
-        assert_eq!(o.answer(big.as_str().into(), 0), Delivery::Queued);
+        // Eight megabytes of answers are all one connection holds.
+        assert_eq!(o.answer(big.into(), 0), Delivery::Queued);
         assert_eq!(o.answer("a".into(), 0), Delivery::Dropped);
+        assert_eq!(drain(&o).len(), 1);
+        // And four of offers: then it takes no more.
+        assert_eq!(o.offer("x".repeat(OFFER_BYTES).into()), Delivery::Queued);
+        assert!(!o.takes_offers());
+        assert_eq!(o.offer("o".into()), Delivery::Dropped);
         assert_eq!(drain(&o).len(), 1);
 
         o.offer("dropped at close".into());

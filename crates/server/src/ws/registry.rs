@@ -25,9 +25,12 @@ use super::Text;
 
 const SHARDS: usize = 64;
 
+/// One shard of the registry.
+type Shard = Mutex<HashMap<ConnectionId, Arc<Outbox>, Hasher>>;
+
 /// The registry of live connections.
 pub struct Registry {
-    shards: Box<[Mutex<HashMap<ConnectionId, Arc<Outbox>, Hasher>>]>,
+    shards: Box<[Shard]>,
 }
 
 impl Default for Registry {
@@ -45,7 +48,7 @@ impl Registry {
         }
     }
 
-    fn shard(&self, id: ConnectionId) -> &Mutex<HashMap<ConnectionId, Arc<Outbox>, Hasher>> {
+    fn shard(&self, id: ConnectionId) -> &Shard {
         &self.shards[id as usize % SHARDS]
     }
 
