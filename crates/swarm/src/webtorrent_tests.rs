@@ -110,10 +110,15 @@ fn offer_from_1(
 }
 
 fn store() -> WebTorrentStore {
+    store_holding(64)
+}
+
+/// A store whose peers remember at most `pending` offers each.
+fn store_holding(pending: usize) -> WebTorrentStore {
     WebTorrentStore::new(WsStoreConfig {
         shards: 4,
         offer_max_age: 10,
-        max_pending_offers: 3,
+        max_pending_offers: pending,
         ..WsStoreConfig::default()
     })
 }
@@ -230,7 +235,9 @@ fn late_answers_and_answers_to_departed_peers_are_refused() {
 /// that did nothing wrong, would then be refused.
 #[test]
 fn a_peer_with_its_pending_offers_full_is_passed_over() {
-    let (s, mut out) = store_with(&[ann(1, 10, Started, false)]);
+    let s = store_holding(3);
+    let mut out = Vec::new();
+    s.announce(&ann(1, 10, Started, false), &[], 0, &mut out);
     for n in 0..5 {
         announce(&s, ann(2, 20, Regular, false), &[n], 0, &mut out);
         // Cap 3: the fourth and fifth offers found no peer to go to.
