@@ -13,6 +13,11 @@
 #            aquatic_udp_load_test's default workload and request mix)
 #   flood    the flood example (issue 13), unpinned: on a machine with cores to spare the
 #            scheduler keeps tracker, flood and normal client apart
+#   https    aquatic_http_load_test over TLS against shoal at HTTPS_TIERS tracker workers
+#            (default 1,2,4; HTTPS_LEVELS load workers, default 4; HTTPS_DUR s, default 15):
+#            every failure response, tallied by reason, beside shoal's count
+#            (bench/https-failures.sh; needs aquatic_http_load_test, and openssl or
+#            $DIR/cert/{cert,key}.pem)
 #
 # $DIR/bin holds shoal, shoal-bench, flood (`cargo build --release -p shoal-server
 # --example flood`), aquatic_udp, aquatic_udp_load_test (0.9.0), opentracker and taskset;
@@ -72,6 +77,13 @@ for step in "$@"; do
         > $OUT/gen.log 2>&1
       echo "gen rc=$?"; tail -3 $OUT/gen.log; grep -A5 "## Load generators" /tmp/generators/report.md
       tar czf $OUT/generators.tgz -C /tmp generators ;;
+    https)
+      cert=; [ -f $D/cert/cert.pem ] && ! command -v openssl >/dev/null && cert=$D/cert
+      CERT_DIR=$cert BIN_DIR=$D/bin SHOAL=$D/bin/shoal OUT=/tmp/https-failures \
+        TIERS=${HTTPS_TIERS:-1,2,4} LEVELS=${HTTPS_LEVELS:-4} DUR=${HTTPS_DUR:-15} \
+        timeout ${HTTPS_TIMEOUT:-150} bash bench/https-failures.sh > $OUT/https.log 2>&1
+      echo "https rc=$?"; cat /tmp/https-failures/summary.txt
+      tar czf $OUT/https-failures.tgz -C /tmp https-failures ;;
     flood)
       timeout ${FLOOD_TIMEOUT:-150} $D/bin/flood --seconds ${FLOOD_SECONDS:-15} --runs ${FLOOD_RUNS:-3} --protocol udp > $OUT/flood.md 2> $OUT/flood.err
       echo "flood rc=$?"; grep -A6 "^## Result\|criteria" $OUT/flood.md | head -30 ;;

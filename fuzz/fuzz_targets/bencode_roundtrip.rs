@@ -53,6 +53,7 @@ fuzz_target!(|input: Input| {
                 incomplete,
                 downloaded,
                 peers,
+                warning: None,
             });
         }
         Input::Scrape(files) => round_trip::scrape(&files),

@@ -163,21 +163,28 @@ class PrivateTracker:
         self.logs = []
         self.passkeys = []  # every passkey registered: none may appear in logs or metrics
 
+    def command(self):
+        """shoal's command line (a subclass adds its own options)."""
+        return [self.bin, "--private", "--database", self.database, "--config", self.config,
+                "--udp", f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{self.port}",
+                "--admin", f"127.0.0.1:{self.admin_port}", "--state-file", self.state, "--workers", "1"]
+
+    def answers(self):
+        """Whether the admin API answers (the tracker has loaded its database)."""
+        return self.api("GET", "/api/users/999999999")[0] in (200, 404)
+
     def start(self, timeout_s=20):
         """Starts shoal; True once its HTTP port and admin API answer."""
         name = f"tracker-{len(self.logs) + 1}.log"
         self.logs.append(os.path.join(self.dir, name))
-        cmd = [self.bin, "--private", "--database", self.database, "--config", self.config,
-               "--udp", f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{self.port}",
-               "--admin", f"127.0.0.1:{self.admin_port}", "--state-file", self.state, "--workers", "1"]
-        self.tracker = Tracker.start(self.res, cmd, self.dir, log_name=name)
+        self.tracker = Tracker.start(self.res, self.command(), self.dir, log_name=name)
         if self.tracker is None:
             return False
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and self.tracker.proc.poll() is None:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                if self.api("GET", "/api/users/999999999")[0] in (200, 404):
+                if self.answers():
                     return True
             except OSError:
                 pass

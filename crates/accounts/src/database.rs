@@ -226,7 +226,7 @@ fn decode_each<R, T>(
 }
 
 /// sqlx's MySQL driver reads only `mysql://`; `mariadb://` is the same server.
-fn mysql_url(url: &str) -> String {
+pub fn mysql_url(url: &str) -> String {
     match url.get(..10) {
         Some(scheme) if scheme.eq_ignore_ascii_case("mariadb://") => {
             format!("mysql://{}", &url[10..])

@@ -52,6 +52,12 @@ pub struct HttpArgs {
     /// Scrape path (default: the announce path with `announce` replaced by `scrape`).
     #[arg(long)]
     pub scrape_path: Option<String>,
+    /// The `User-Agent` header of every request: private trackers refuse requests
+    /// without a client's (UNIT3D-Announce refuses a missing one, and any that looks like
+    /// a browser or a bot). 1 to 128 printable ASCII characters.
+    #[arg(long, value_name = "STRING", default_value = DEFAULT_USER_AGENT,
+          value_parser = user_agent_flag)]
+    pub user_agent: String,
     #[command(flatten)]
     pub workload: WorkloadArgs,
 }
@@ -65,13 +71,33 @@ pub fn run(args: &HttpArgs) -> Result<RunResult> {
         dialer,
         announce_path,
         scrape_path,
-        passkeys: Passkeys::from_flag(args.workload.passkeys.as_deref())?.map(|k| PasskeyPaths {
+        passkeys: Passkeys::from_args(&args.workload)?.map(|k| PasskeyPaths {
             announce: k.paths(Action::Announce),
             scrape: k.paths(Action::Scrape),
         }),
         args: args.clone(),
     };
     load.run(shared, connection)
+}
+
+/// The `User-Agent` sent when `--user-agent` is not given.
+pub const DEFAULT_USER_AGENT: &str = "shoal-bench";
+
+/// Checks `--user-agent`: what goes into the header line as is must be 1 to 128
+/// printable ASCII characters (spaces inside allowed), so that no request is malformed.
+fn user_agent_flag(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.len() > 128 {
+        return Err(format!("{} characters: a user agent has 1 to 128", s.len()));
+    }
+    if let Some(c) = s.chars().find(|c| !(c.is_ascii_graphic() || *c == ' ')) {
+        return Err(format!(
+            "{c:?} is not allowed: a user agent is printable ASCII (spaces inside allowed)"
+        ));
+    }
+    if s.starts_with(' ') || s.ends_with(' ') {
+        return Err("a user agent neither starts nor ends with a space".into());
+    }
+    Ok(s.to_string())
 }
 
 fn paths(announce: &str, scrape: Option<&str>) -> (String, String) {
@@ -90,12 +116,13 @@ struct Shared {
     dialer: Dialer,
     announce_path: String,
     scrape_path: String,
-    /// `--passkeys`: the paths are `/<passkey>/announce` and `/<passkey>/scrape` instead.
+    /// `--passkeys`: the paths carry each peer's key (`/<passkey>/announce` and
+    /// `/<passkey>/scrape`, or where `--passkey-path` puts it) instead.
     passkeys: Option<PasskeyPaths>,
     args: HttpArgs,
 }
 
-/// Every passkey's paths, written once: `/<passkey>/announce` and `/<passkey>/scrape`.
+/// Every passkey's paths, written once: announce and scrape.
 struct PasskeyPaths {
     announce: Vec<String>,
     scrape: Vec<String>,
@@ -320,7 +347,9 @@ fn push_path(req: &mut String, sh: &Shared, action: Action, peer: u32) {
 fn finish_request(req: &mut String, sh: &Shared) {
     req.push_str(" HTTP/1.1\r\nHost: ");
     req.push_str(&sh.dialer.ep.host);
-    req.push_str("\r\nUser-Agent: shoal-bench\r\nConnection: ");
+    req.push_str("\r\nUser-Agent: ");
+    req.push_str(&sh.args.user_agent);
+    req.push_str("\r\nConnection: ");
     req.push_str(if sh.args.no_keep_alive {
         "close"
     } else {
@@ -395,6 +424,30 @@ mod tests {
             paths("/announce?k=1", Some("/s")),
             ("/announce".into(), "/s".into())
         );
+    }
+
+    #[test]
+    fn a_user_agent_is_one_header_line_of_printable_ascii() {
+        for ok in [
+            "shoal-bench",
+            "qBittorrent/4.6.5",
+            "Deluge 2.1.1",
+            "Transmission/4.0",
+        ] {
+            assert_eq!(user_agent_flag(ok).as_deref(), Ok(ok));
+        }
+        for (bad, says) in [
+            ("", "0 characters"),
+            ("a\r\nX-Evil: 1", "'\\r' is not allowed"),
+            ("tab\there", "'\\t' is not allowed"),
+            ("µTorrent", "'µ' is not allowed"),
+            (" lead", "neither starts nor ends"),
+        ] {
+            let e = user_agent_flag(bad).unwrap_err();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+        assert!(user_agent_flag(&"a".repeat(128)).is_ok());
+        assert!(user_agent_flag(&"a".repeat(129)).is_err());
     }
 
     #[test]

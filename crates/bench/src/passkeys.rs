@@ -1,28 +1,137 @@
 //! What a load of a private tracker carries: the passkey file (`--passkeys`), which
-//! simulated peer uses which key, and the paths and BEP 41 bytes that carry a key.
+//! simulated peer uses which key, where the key goes in the path (`--passkey-path`), and
+//! the paths and BEP 41 bytes that carry a key.
 //!
 //! A private tracker refuses every request without a registered passkey, so its load must
 //! spread real users' keys over its requests the way a site's members would: each
 //! simulated peer is one member with one key, used on every request it makes (peer i has
 //! key i mod n), which is also what makes the tracker's per-user accounting work as it
-//! would in service. The key goes where sites put it: in the path, `/<passkey>/announce`,
-//! written by `shoal_proto::path::write_path`, the inverse of the parser the tracker
-//! uses on every protocol. UDP carries that path as BEP 41 URL data after the announce.
+//! would in service. The key goes where sites put it: in the path, `/<passkey>/announce`
+//! by default (Gazelle's form, read by shoal as well), or wherever `--passkey-path` puts it
+//! (`/announce/{passkey}` for UNIT3D's sites). A scrape's path is the announce path with its
+//! last `announce` turned into `scrape` (BEP 48). UDP carries the announce path as BEP 41
+//! URL data after the announce; WebTorrent as the WebSocket URL's path.
 //!
-//! The file is read once per run, before any worker starts, and shared; a missing, empty
-//! or malformed file is an error that names the file and the line, not a run that is
-//! refused request by request.
+//! The file and the path are read once per run, before any worker starts, and shared; a
+//! missing, empty or malformed file, or a path without its `{passkey}`, is an error that
+//! names the file and the line or the flag, not a run that is refused request by request.
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use shoal_proto::path::{is_passkey, write_path, Action, PasskeyPlace, TrackerPath};
+use shoal_proto::path::{is_passkey, Action};
 use shoal_proto::udp::write_url_data_option;
 
-/// The passkeys of a run, in the file's order.
+use crate::workload::WorkloadArgs;
+
+/// Where the passkey goes when `--passkey-path` is not given: `/<passkey>/announce`.
+pub const DEFAULT_PASSKEY_PATH: &str = "/{passkey}/announce";
+
+/// What `--passkey-path` replaces with each peer's key.
+const PLACEHOLDER: &str = "{passkey}";
+
+/// The longest `--passkey-path` accepted, in bytes (before the key is put in).
+pub const MAX_PASSKEY_PATH_LEN: usize = 240;
+
+/// Where the passkey goes in a request's path (`--passkey-path`): the announce path and
+/// the scrape path, each split around the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PasskeyPath {
+    template: String,
+    announce: (String, String),
+    scrape: (String, String),
+}
+
+impl Default for PasskeyPath {
+    fn default() -> Self {
+        Self::parse(DEFAULT_PASSKEY_PATH).expect("the default passkey path is valid")
+    }
+}
+
+impl PasskeyPath {
+    /// Reads a path with `{passkey}` in it once (`/announce/{passkey}`): it starts with `/`,
+    /// has an `announce` outside the key (turned into `scrape` for scrapes), and is made of
+    /// the characters a URL path takes unescaped (`A-Z a-z 0-9 - . _ ~ ! $ & ' ( ) * + , ;
+    /// = : @ /`), with no query.
+    pub fn parse(template: &str) -> Result<Self> {
+        let Some((before, after)) = template.split_once(PLACEHOLDER) else {
+            bail!("{template:?} has no {PLACEHOLDER} (e.g. /announce/{PLACEHOLDER})");
+        };
+        if after.contains(PLACEHOLDER) {
+            bail!("{template:?} has {PLACEHOLDER} more than once");
+        }
+        if !template.starts_with('/') {
+            bail!("{template:?} does not start with '/'");
+        }
+        if template.len() > MAX_PASSKEY_PATH_LEN {
+            bail!("{template:?} is longer than {MAX_PASSKEY_PATH_LEN} bytes");
+        }
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=:@/".contains(c);
+        if let Some(c) = before.chars().chain(after.chars()).find(|&c| !allowed(c)) {
+            bail!(
+                "{template:?} has {c:?}: a passkey path is made of A-Z, a-z, 0-9 and \
+                 -._~!$&'()*+,;=:@/ around one {PLACEHOLDER}, with no query"
+            );
+        }
+        // BEP 48: the scrape URL is the announce URL with its last `announce` turned into
+        // `scrape`; the key itself is never rewritten.
+        let scrape = match (after.rfind("announce"), before.rfind("announce")) {
+            (Some(i), _) => (before.to_string(), replace_at(after, i)),
+            (None, Some(i)) => (replace_at(before, i), after.to_string()),
+            (None, None) => bail!(
+                "{template:?} has no 'announce' outside {PLACEHOLDER} to turn into 'scrape' \
+                 for scrapes"
+            ),
+        };
+        Ok(Self {
+            template: template.to_string(),
+            announce: (before.to_string(), after.to_string()),
+            scrape,
+        })
+    }
+
+    /// The path as given (`/announce/{passkey}`).
+    pub fn template(&self) -> &str {
+        &self.template
+    }
+
+    fn parts(&self, action: Action) -> &(String, String) {
+        match action {
+            Action::Announce => &self.announce,
+            Action::Scrape => &self.scrape,
+        }
+    }
+
+    /// Appends the path of `action` with `passkey` in its place.
+    pub fn write(&self, passkey: &str, action: Action, out: &mut Vec<u8>) {
+        let (before, after) = self.parts(action);
+        out.extend_from_slice(before.as_bytes());
+        out.extend_from_slice(passkey.as_bytes());
+        out.extend_from_slice(after.as_bytes());
+    }
+
+    /// The path of `action` with `passkey` in its place, as a string.
+    pub fn path(&self, passkey: &str, action: Action) -> String {
+        let (before, after) = self.parts(action);
+        format!("{before}{passkey}{after}")
+    }
+
+    /// The length of the announce path with a key of `passkey_len` bytes.
+    fn announce_len(&self, passkey_len: usize) -> usize {
+        self.announce.0.len() + passkey_len + self.announce.1.len()
+    }
+}
+
+/// `s` with the `announce` at byte `i` turned into `scrape`.
+fn replace_at(s: &str, i: usize) -> String {
+    format!("{}scrape{}", &s[..i], &s[i + "announce".len()..])
+}
+
+/// The passkeys of a run, in the file's order, and where they go in the path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Passkeys {
     keys: Vec<String>,
+    path: PasskeyPath,
 }
 
 impl Passkeys {
@@ -33,14 +142,29 @@ impl Passkeys {
         Self::parse(&text).with_context(|| format!("in the passkeys file {}", path.display()))
     }
 
-    /// The keys of `--passkeys`, when it was given.
-    pub fn from_flag(path: Option<&Path>) -> Result<Option<Self>> {
-        path.map(Self::load).transpose()
+    /// The keys of `--passkeys` and their place of `--passkey-path`, when `--passkeys`
+    /// was given; `--passkey-path` without `--passkeys` is an error.
+    pub fn from_args(args: &WorkloadArgs) -> Result<Option<Self>> {
+        let path = args
+            .passkey_path
+            .as_deref()
+            .map(|t| PasskeyPath::parse(t).context("in --passkey-path"))
+            .transpose()?;
+        match (&args.passkeys, path) {
+            (None, None) => Ok(None),
+            (None, Some(_)) => bail!("--passkey-path needs --passkeys FILE"),
+            (Some(file), path) => Ok(Some(Self::load(file)?.with_path(path.unwrap_or_default()))),
+        }
+    }
+
+    /// The same keys, put at `path` in every request.
+    pub fn with_path(self, path: PasskeyPath) -> Self {
+        Self { path, ..self }
     }
 
     /// One passkey a line; blank lines and lines starting with `#` are skipped, and the
     /// spaces around a key are not part of it. Each key must be one the tracker can accept
-    /// (1 to 64 characters of `A-Z a-z 0-9 - . _ ~`).
+    /// (1 to 64 characters of `A-Z a-z 0-9 - . _ ~`). The keys go at the default place.
     pub fn parse(text: &str) -> Result<Self> {
         let mut keys = Vec::new();
         for (n, line) in text.lines().enumerate() {
@@ -60,7 +184,10 @@ impl Passkeys {
         if keys.is_empty() {
             bail!("no passkeys (one a line; blank lines and # comments are skipped)");
         }
-        Ok(Self { keys })
+        Ok(Self {
+            keys,
+            path: PasskeyPath::default(),
+        })
     }
 
     /// `count` passkeys for a test site: 32 hexadecimal characters each, as sites hand
@@ -70,11 +197,19 @@ impl Passkeys {
         let keys = (0..count)
             .map(|_| format!("{:016x}{:016x}", rng.u64(..), rng.u64(..)))
             .collect();
-        Self { keys }
+        Self {
+            keys,
+            path: PasskeyPath::default(),
+        }
     }
 
     pub fn keys(&self) -> &[String] {
         &self.keys
+    }
+
+    /// Where the keys go in the path.
+    pub fn path(&self) -> &PasskeyPath {
+        &self.path
     }
 
     /// The key of simulated peer `peer` (or of connection `peer`, for WebTorrent).
@@ -82,16 +217,36 @@ impl Passkeys {
         of_peer(&self.keys, peer)
     }
 
-    /// Each key's path for `action` (`/<passkey>/announce`), in the keys' order: a
-    /// generator writes them once, and [`of_peer`] picks a peer's as [`Passkeys::of`]
-    /// picks its key.
+    /// Each key's path for `action` (`/<passkey>/announce` by default), in the keys'
+    /// order: a generator writes them once, and [`of_peer`] picks a peer's as
+    /// [`Passkeys::of`] picks its key.
     pub fn paths(&self, action: Action) -> Vec<String> {
-        self.keys.iter().map(|k| passkey_path(k, action)).collect()
+        self.keys
+            .iter()
+            .map(|k| self.path.path(k, action))
+            .collect()
     }
 
     /// The length of the longest key, in bytes.
     pub fn longest(&self) -> usize {
         self.keys.iter().map(String::len).max().unwrap_or(0)
+    }
+
+    /// Appends the BEP 41 options that carry `udp://host:port<announce path>` of simulated
+    /// peer `peer` after a UDP announce: URL data (option 2, its length, up to 255 bytes of
+    /// the path, as often as needed), then an end of options (option 0).
+    pub fn write_udp_url_data(&self, peer: u32, out: &mut Vec<u8>) {
+        let mut path = Vec::with_capacity(self.path.announce_len(self.longest()));
+        self.path.write(self.of(peer), Action::Announce, &mut path);
+        write_url_data_option(&path, out);
+        out.push(0x0);
+    }
+
+    /// The most bytes of BEP 41 options [`Passkeys::write_udp_url_data`] writes.
+    pub fn udp_url_data_len(&self) -> usize {
+        let path = self.path.announce_len(self.longest());
+        // Option type and length per 255-byte chunk, the path, the end of options.
+        2 * path.div_ceil(255).max(1) + path + 1
     }
 }
 
@@ -101,43 +256,12 @@ pub fn of_peer(per_key: &[String], peer: u32) -> &str {
     &per_key[peer as usize % per_key.len()]
 }
 
-/// Appends `/<passkey>/announce` or `/<passkey>/scrape`: the path sites hand out.
-pub fn write_passkey_path(passkey: &str, action: Action, out: &mut Vec<u8>) {
-    let path = TrackerPath {
-        action,
-        passkey: Some(passkey),
-    };
-    write_path(&path, PasskeyPlace::BeforeAction, out);
-}
-
-/// `/<passkey>/announce` or `/<passkey>/scrape` as a string.
-pub fn passkey_path(passkey: &str, action: Action) -> String {
-    let mut out = Vec::with_capacity(passkey.len() + 10);
-    write_passkey_path(passkey, action, &mut out);
-    // A passkey is ASCII (checked when read), and so is the rest.
-    String::from_utf8(out).expect("passkey paths are ASCII")
-}
-
-/// Appends the BEP 41 options that carry `udp://host:port/<passkey>/announce` after a UDP
-/// announce: URL data (option 2, its length, the path's bytes), then an end of options
-/// (option 0).
-pub fn write_udp_url_data(passkey: &str, out: &mut Vec<u8>) {
-    let mut path = Vec::with_capacity(passkey.len() + 10);
-    write_passkey_path(passkey, Action::Announce, &mut path);
-    write_url_data_option(&path, out);
-    out.push(0x0);
-}
-
-/// Bytes of the BEP 41 options [`write_udp_url_data`] writes for a key of `passkey_len`.
-pub fn udp_url_data_len(passkey_len: usize) -> usize {
-    // Option type and length, `/`, the key, `/announce`, end of options.
-    2 + 1 + passkey_len + "/announce".len() + 1
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use shoal_proto::path::{parse_path, MAX_PASSKEY_LEN};
+
+    const HEX32: &str = "0123456789abcdef0123456789abcdef";
     use shoal_proto::udp::{url_data_path, URL_PATH_BUFFER};
 
     #[test]
@@ -168,7 +292,6 @@ mod tests {
         let missing = Path::new("/nonexistent/shoal-bench/passkeys.txt");
         let e = format!("{:#}", Passkeys::load(missing).unwrap_err());
         assert!(e.contains("/nonexistent/shoal-bench/passkeys.txt"), "{e}");
-        assert!(Passkeys::from_flag(None).unwrap().is_none());
     }
 
     #[test]
@@ -186,44 +309,149 @@ mod tests {
     }
 
     #[test]
-    fn paths_carry_the_key_before_the_action() {
-        assert_eq!(passkey_path("abc", Action::Announce), "/abc/announce");
-        assert_eq!(passkey_path("abc", Action::Scrape), "/abc/scrape");
-        let path = passkey_path("0123abcd", Action::Scrape);
+    fn paths_carry_the_key_before_the_action_by_default() {
+        let keys = Passkeys::parse("a\nb\n").unwrap();
+        assert_eq!(keys.path().template(), DEFAULT_PASSKEY_PATH);
+        let p = keys.paths(Action::Announce);
+        assert_eq!(
+            [of_peer(&p, 0), of_peer(&p, 1), of_peer(&p, 2)],
+            ["/a/announce", "/b/announce", "/a/announce"]
+        );
+        assert_eq!(keys.paths(Action::Scrape), ["/a/scrape", "/b/scrape"]);
+        // The tracker's own parser reads the default form back.
+        let path = keys.path().path("0123abcd", Action::Scrape);
         let parsed = parse_path(path.as_bytes()).unwrap();
         assert_eq!(
             (parsed.action, parsed.passkey),
             (Action::Scrape, Some("0123abcd"))
         );
-        let p = Passkeys::parse("a\nb\n").unwrap().paths(Action::Announce);
-        assert_eq!(
-            [of_peer(&p, 0), of_peer(&p, 1), of_peer(&p, 2)],
-            ["/a/announce", "/b/announce", "/a/announce"]
-        );
     }
 
     #[test]
-    fn udp_url_data_is_one_bep41_option_then_the_end() {
+    fn a_passkey_path_puts_the_key_where_it_says_and_scrapes_follow_bep48() {
+        let unit3d = PasskeyPath::parse("/announce/{passkey}").unwrap();
+        assert_eq!(unit3d.path("k1", Action::Announce), "/announce/k1");
+        assert_eq!(unit3d.path("k1", Action::Scrape), "/scrape/k1");
+        for (action, key) in [(Action::Announce, HEX32), (Action::Scrape, HEX32)] {
+            let path = unit3d.path(key, action);
+            let parsed = parse_path(path.as_bytes()).unwrap();
+            assert_eq!((parsed.action, parsed.passkey), (action, Some(key)));
+        }
+        // The last `announce` outside the key is the one turned into `scrape`; a key that
+        // happens to read `announce` is left alone.
+        let php = PasskeyPath::parse("/announce/tracker/{passkey}/announce.php").unwrap();
+        assert_eq!(
+            php.path("announce", Action::Scrape),
+            "/announce/tracker/announce/scrape.php"
+        );
+        let mut out = b"GET ".to_vec();
+        php.write("k", Action::Announce, &mut out);
+        assert_eq!(out, b"GET /announce/tracker/k/announce.php");
+        let keys = Passkeys::parse("x\ny\n").unwrap().with_path(unit3d);
+        assert_eq!(keys.paths(Action::Announce), ["/announce/x", "/announce/y"]);
+    }
+
+    #[test]
+    fn a_bad_passkey_path_is_a_clear_error() {
+        for (path, says) in [
+            ("/announce", "has no {passkey}"),
+            ("/{passkey}/{passkey}/announce", "more than once"),
+            ("announce/{passkey}", "does not start with '/'"),
+            ("/announce/{passkey}?x=1", "'?'"),
+            ("/announce/{passkey} ", "' '"),
+            ("/announce/{passkey}%20", "'%'"),
+            ("/tracker/{passkey}", "no 'announce' outside {passkey}"),
+        ] {
+            let e = format!("{:#}", PasskeyPath::parse(path).unwrap_err());
+            assert!(e.contains(says), "{path}: {e}");
+        }
+        let long = format!("/announce/{{passkey}}/{}", "a".repeat(MAX_PASSKEY_PATH_LEN));
+        assert!(PasskeyPath::parse(&long).is_err());
+    }
+
+    #[test]
+    fn the_flags_give_keys_and_path_together() {
+        let dir = std::env::temp_dir().join(format!("shoal-bench-pkp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("keys");
+        std::fs::write(&file, "k1\nk2\n").unwrap();
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            w: WorkloadArgs,
+        }
+        let args = |extra: &[&str]| {
+            let mut argv = vec!["t"];
+            argv.extend_from_slice(extra);
+            <Cli as clap::Parser>::parse_from(argv).w
+        };
+        let f = file.to_str().unwrap();
+        assert!(Passkeys::from_args(&args(&[])).unwrap().is_none());
+        let plain = Passkeys::from_args(&args(&["--passkeys", f]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            plain.paths(Action::Announce),
+            ["/k1/announce", "/k2/announce"]
+        );
+        let unit3d = ["--passkeys", f, "--passkey-path", "/announce/{passkey}"];
+        let keyed = Passkeys::from_args(&args(&unit3d)).unwrap().unwrap();
+        assert_eq!(
+            keyed.paths(Action::Announce),
+            ["/announce/k1", "/announce/k2"]
+        );
+        let e = format!(
+            "{:#}",
+            Passkeys::from_args(&args(&["--passkey-path", "/announce/{passkey}"])).unwrap_err()
+        );
+        assert!(e.contains("--passkey-path needs --passkeys"), "{e}");
+        let bad = ["--passkeys", f, "--passkey-path", "/announce"];
+        let e = format!("{:#}", Passkeys::from_args(&args(&bad)).unwrap_err());
+        assert!(
+            e.contains("in --passkey-path") && e.contains("no {passkey}"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn udp_url_data_is_bep41_options_then_the_end() {
+        let keys = Passkeys::parse("abc\n").unwrap();
         let mut out = b"announce".to_vec();
-        write_udp_url_data("abc", &mut out);
+        keys.write_udp_url_data(0, &mut out);
         let mut want = b"announce".to_vec();
         want.extend_from_slice(&[0x2, 13]);
         want.extend_from_slice(b"/abc/announce");
         want.push(0x0);
         assert_eq!(out, want);
-        assert_eq!(out.len() - 8, udp_url_data_len(3));
-        // The tracker's own reader finds the key, for every length it accepts.
-        for len in [1, 32, MAX_PASSKEY_LEN] {
-            let key = "k".repeat(len);
-            let mut tail = Vec::new();
-            write_udp_url_data(&key, &mut tail);
-            assert_eq!(tail.len(), udp_url_data_len(len));
-            let mut buf = [0u8; URL_PATH_BUFFER];
-            let path = url_data_path(&tail, &mut buf).unwrap().unwrap();
-            assert_eq!(
-                (path.action, path.passkey),
-                (Action::Announce, Some(key.as_str()))
-            );
+        assert_eq!(out.len() - 8, keys.udp_url_data_len());
+        // The tracker's own reader finds the key, for every length it accepts, in both
+        // places.
+        for template in [DEFAULT_PASSKEY_PATH, "/announce/{passkey}"] {
+            for len in [1, 32, MAX_PASSKEY_LEN] {
+                let key = "k".repeat(len);
+                let keys = Passkeys::parse(&key)
+                    .unwrap()
+                    .with_path(PasskeyPath::parse(template).unwrap());
+                let mut tail = Vec::new();
+                keys.write_udp_url_data(0, &mut tail);
+                assert_eq!(tail.len(), keys.udp_url_data_len());
+                let mut buf = [0u8; URL_PATH_BUFFER];
+                let path = url_data_path(&tail, &mut buf).unwrap().unwrap();
+                assert_eq!(
+                    (path.action, path.passkey),
+                    (Action::Announce, Some(key.as_str()))
+                );
+            }
         }
+        // A path over 255 bytes takes two options; the length counts both.
+        let long = format!("/announce/{}/{{passkey}}", "d".repeat(200));
+        let keys = Passkeys::parse(&"k".repeat(64))
+            .unwrap()
+            .with_path(PasskeyPath::parse(&long).unwrap());
+        let mut tail = Vec::new();
+        keys.write_udp_url_data(0, &mut tail);
+        assert_eq!(tail.len(), keys.udp_url_data_len());
+        assert_eq!(tail[..2], [0x2, 255]);
     }
 }

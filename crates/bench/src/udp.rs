@@ -76,7 +76,7 @@ pub struct UdpArgs {
 
 /// Runs `shoal-bench udp` and returns its result.
 pub fn run(args: &UdpArgs) -> Result<RunResult> {
-    let passkeys = Passkeys::from_flag(args.workload.passkeys.as_deref())?.map(Arc::new);
+    let passkeys = Passkeys::from_args(&args.workload)?.map(Arc::new);
     let mut args = args.clone();
     if passkeys.is_some() {
         // A UDP scrape has no room for URL data: a private tracker refuses them all.

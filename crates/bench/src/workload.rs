@@ -61,11 +61,19 @@ pub struct WorkloadArgs {
     /// comments ignored). Simulated peer i uses passkey i mod n for every request: HTTP in
     /// the path (`/<passkey>/announce`, `/<passkey>/scrape`), UDP in BEP 41 URL data
     /// (`/<passkey>/announce`), WebTorrent in the WebSocket URL (one passkey per
-    /// connection: connection k uses passkey k mod n). The target's own path is replaced.
+    /// connection: connection k uses passkey k mod n); --passkey-path moves the key. The
+    /// target's own path is replaced.
     /// UDP scrapes cannot carry a passkey: with this flag the UDP mix has no scrapes.
     #[arg(long, value_name = "FILE")]
     #[serde(default)]
     pub passkeys: Option<PathBuf>,
+    /// With --passkeys: where each request's path puts the key, a path with `{passkey}`
+    /// in it once (default `/{passkey}/announce`; UNIT3D's sites hand out
+    /// `/announce/{passkey}`). Scrapes use it with its last `announce` turned into
+    /// `scrape` (BEP 48); UDP carries it as BEP 41 URL data, WebTorrent as the URL's path.
+    #[arg(long, value_name = "PATH")]
+    #[serde(default)]
+    pub passkey_path: Option<String>,
 }
 
 /// The kind of request a generator sends next.

@@ -74,8 +74,7 @@ pub fn run(args: &WsArgs) -> Result<RunResult> {
     let dialer = args.tcp.dialer(&[])?;
     let shared = Shared {
         dialer,
-        passkeys: Passkeys::from_flag(args.workload.passkeys.as_deref())?
-            .map(|k| k.paths(Action::Announce)),
+        passkeys: Passkeys::from_args(&args.workload)?.map(|k| k.paths(Action::Announce)),
         args: args.clone(),
     };
     load.run(shared, connection)

@@ -44,7 +44,9 @@ enum Framing {
 
 /// The whole answer to a request whose head is `head`.
 fn answer(head: &str, framing: Framing) -> Vec<u8> {
-    let body: &[u8] = if request_path(head).ends_with("/scrape") {
+    let path = request_path(head);
+    // `/<passkey>/scrape`, `/scrape`, or UNIT3D's form `/scrape/<passkey>`.
+    let body: &[u8] = if path.ends_with("/scrape") || path.starts_with("/scrape/") {
         b"d5:filesdee"
     } else {
         b"d8:intervali1800e5:peers6:\x7f\0\0\x01\x1a\xe1e"
@@ -363,6 +365,81 @@ fn http_requests_carry_their_peers_passkeys_in_the_path() {
 }
 
 #[test]
+fn http_passkey_path_and_user_agent_go_where_the_flags_say() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, served) = http_tracker(&rt, Framing::KeepAlive);
+    let (dir, file) = passkeys_file("http-unit3d");
+    let target = format!("http://{addr}/announce");
+    let file = file.display().to_string();
+    let extra = [
+        "--weight-scrape",
+        "1",
+        "--passkeys",
+        &file,
+        "--passkey-path",
+        "/announce/{passkey}",
+        "--user-agent",
+        "qBittorrent/4.6.5",
+    ];
+    let args = HttpCli::parse_from(load_flags(&target, "4", &extra)).args;
+    let r = shoal_bench::http::run(&args).unwrap();
+    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
+    let heads = served.heads.lock().unwrap().clone();
+    let (mut announces, mut scrapes) = (0, 0);
+    for head in &heads {
+        let (action, key) = request_path(head)[1..]
+            .split_once('/')
+            .expect("/<action>/<passkey>");
+        assert!(KEYS.contains(&key), "{head}");
+        match action {
+            "announce" => announces += 1,
+            "scrape" => scrapes += 1,
+            _ => panic!("{head}"),
+        }
+        let agents: Vec<&str> = head
+            .lines()
+            .filter_map(|l| l.strip_prefix("User-Agent: "))
+            .collect();
+        assert_eq!(agents, ["qBittorrent/4.6.5"], "{head}");
+    }
+    assert!(announces > 0 && scrapes > 0, "{announces} {scrapes}");
+    // Without the flag, the bench names itself.
+    let (addr, served) = http_tracker(&rt, Framing::KeepAlive);
+    let target = format!("http://{addr}/announce");
+    let args = HttpCli::parse_from(load_flags(&target, "1", &[])).args;
+    shoal_bench::http::run(&args).unwrap();
+    let heads = served.heads.lock().unwrap().clone();
+    assert!(!heads.is_empty());
+    assert!(heads
+        .iter()
+        .all(|h| h.contains("\r\nUser-Agent: shoal-bench\r\n")));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_bad_user_agent_or_passkey_path_stops_before_the_run() {
+    let flags = load_flags("http://127.0.0.1:1/", "1", &["--user-agent", ""]);
+    let Err(e) = HttpCli::try_parse_from(flags) else {
+        panic!("an empty agent is refused")
+    };
+    let e = e.to_string();
+    assert!(e.contains("user agent"), "{e}");
+    let (dir, file) = passkeys_file("http-bad-path");
+    let file = file.display().to_string();
+    let extra = ["--passkeys", &file, "--passkey-path", "/announce"];
+    let args = HttpCli::parse_from(load_flags("http://127.0.0.1:1/", "1", &extra)).args;
+    let Err(e) = shoal_bench::http::run(&args) else {
+        panic!("a passkey path without {{passkey}} is refused")
+    };
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("--passkey-path") && e.contains("{passkey}"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn ws_connections_carry_one_passkey_each_in_the_url() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (addr, counts, paths) = ws_tracker(&rt);
@@ -382,6 +459,28 @@ fn ws_connections_carry_one_passkey_each_in_the_url() {
         "/key-zero/announce",
         "/key.one/announce",
         "/key_two/announce",
+    ];
+    assert_eq!(paths, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ws_urls_follow_the_passkey_path() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, _counts, paths) = ws_tracker(&rt);
+    let (dir, file) = passkeys_file("ws-unit3d");
+    let target = format!("ws://{addr}/");
+    let file = file.display().to_string();
+    let extra = ["--passkeys", &file, "--passkey-path", "/announce/{passkey}"];
+    let args = WsCli::parse_from(load_flags(&target, "3", &extra)).args;
+    let r = shoal_bench::ws::run(&args).unwrap();
+    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
+    let mut paths = paths.lock().unwrap().clone();
+    paths.sort();
+    let want = [
+        "/announce/key-zero",
+        "/announce/key.one",
+        "/announce/key_two",
     ];
     assert_eq!(paths, want);
     std::fs::remove_dir_all(&dir).unwrap();

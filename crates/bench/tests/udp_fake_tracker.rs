@@ -1,8 +1,9 @@
 //! The UDP generator against tiny in-test trackers whose behaviour is known exactly: one
 //! answers every request after a fixed delay (the reported latency must match it), one
 //! answers with a known mix of broken responses (each must be counted as an error of the
-//! right kind, and only the good ones as responses). Each also records the passkey every
-//! peer's announces carried as BEP 41 URL data, for the load of a private tracker.
+//! right kind, and only the good ones as responses). Each also records the passkey (and the
+//! whole path) every peer's announces carried as BEP 41 URL data, for the load of a private
+//! tracker.
 
 #![forbid(unsafe_code)]
 
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use shoal_bench::udp::{run, UdpArgs};
 use shoal_proto::udp::{
-    url_data_path, AnnounceHeader, ConnectionId, Request, Response, ScrapeStats,
+    url_data, url_data_path, AnnounceHeader, ConnectionId, Request, Response, ScrapeStats,
     ANNOUNCE_REQUEST_LEN, URL_PATH_BUFFER,
 };
 use shoal_proto::CompactPeerV4;
@@ -39,6 +40,8 @@ struct Sent {
     scrapes: u64,
     /// The passkeys (BEP 41 URL data) each peer id's announces carried.
     passkeys: BTreeMap<[u8; 20], BTreeSet<Option<String>>>,
+    /// The whole URL data (the path) each peer id's announces carried, when any.
+    paths: BTreeMap<[u8; 20], BTreeSet<String>>,
 }
 
 /// The passkey in the BEP 41 URL data after an announce (`packet` is the whole datagram).
@@ -169,6 +172,12 @@ fn fake_tracker(
             if let Request::Announce(a) = &req {
                 let key = passkey_of(&buf[..n]);
                 s.passkeys.entry(a.peer_id.0).or_default().insert(key);
+                let mut path = [0u8; 512];
+                let n = url_data(&buf[ANNOUNCE_REQUEST_LEN.min(n)..n], &mut path);
+                if n > 0 {
+                    let path = String::from_utf8_lossy(&path[..n]).into_owned();
+                    s.paths.entry(a.peer_id.0).or_default().insert(path);
+                }
             }
             let Some(len) = answer(&req, mode, &mut out, &mut s) else {
                 continue;
@@ -318,5 +327,35 @@ fn passkeys_ride_in_bep41_url_data_one_per_peer_and_scrapes_are_left_out() {
         let want = BTreeSet::from([Some(keys[i % 3].to_string())]);
         assert_eq!(seen, &want, "peer {i}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_passkey_path_rides_in_bep41_url_data() {
+    let (addr, stop, sent) = fake_tracker(Duration::ZERO, &[0]);
+    let dir = std::env::temp_dir().join(format!("shoal-bench-udp-path-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("passkeys");
+    std::fs::write(&file, "key-zero\nkey.one\nkey_two\n").unwrap();
+    let flags = format!(
+        "--concurrency 4 --peers 30 --passkeys {} --passkey-path /announce/{{passkey}}",
+        file.display()
+    );
+    let r = run(&args(&addr.to_string(), "1s", &flags)).expect("run with a passkey path");
+    stop.store(true, Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(50));
+    let sent = sent.lock().unwrap().clone();
+    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
+    assert_eq!(sent.passkeys.len(), 30, "every peer announced: {sent:?}");
+    let keys = ["key-zero", "key.one", "key_two"];
+    for (peer_id, seen) in &sent.paths {
+        let i: usize = std::str::from_utf8(&peer_id[14..])
+            .unwrap()
+            .parse()
+            .unwrap();
+        let want = BTreeSet::from([format!("/announce/{}", keys[i % 3])]);
+        assert_eq!(seen, &want, "peer {i}");
+    }
+    assert_eq!(sent.paths.len(), 30);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -314,15 +314,27 @@ impl Exchange {
             .collect()
     }
 
-    /// The calls of this round: one per bucket (each reads the others' news), with the
+    /// The calls of a round: one per bucket (each reads the others' news), with the
     /// bucket's pending writes, which leave the pending set; [`Exchange::retry`] puts back
     /// those of a failed call.
     pub fn plan(&mut self, unix_now: u64) -> Vec<Call> {
+        self.plan_round(unix_now, |_| true)
+    }
+
+    /// A round's calls for the buckets `wanted` picks (the exchange leaves out a bucket
+    /// whose call of an earlier round is still in flight: its writes stay pending).
+    pub fn plan_round(&mut self, unix_now: u64, wanted: impl Fn(usize) -> bool) -> Vec<Call> {
         self.rounds += 1;
         if self.rounds.is_multiple_of(SWEEP_ROUNDS) {
             self.sweep_published(unix_now);
         }
+        self.plan_some(wanted)
+    }
+
+    /// Calls between rounds, for the buckets `wanted` picks (retries): as a round's.
+    pub fn plan_some(&mut self, wanted: impl Fn(usize) -> bool) -> Vec<Call> {
         (0..BUCKETS)
+            .filter(|&bucket| wanted(bucket))
             .map(|bucket| Call {
                 bucket,
                 writes: std::mem::take(&mut self.pending[bucket]),

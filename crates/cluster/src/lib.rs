@@ -36,8 +36,11 @@ pub mod exchange;
 pub mod feed;
 mod link;
 pub mod node;
+mod pace;
 pub mod relay;
 pub mod remote;
+mod round;
+mod view;
 pub mod ws_link;
 
 pub use node::{ClusterNode, ClusterView};

@@ -9,6 +9,9 @@
 //! peer exactly as a local one (`accept_remote_offer`), so an answer is relayed only if it
 //! answers an offer made to that peer.
 
+use std::future::Future;
+use std::sync::Arc;
+
 use redis::RedisResult;
 use shoal_proto::ws::OfferId;
 use shoal_swarm::clock;
@@ -47,47 +50,60 @@ impl Relay {
     }
 
     /// Pushes the queued messages to their nodes' inboxes, then takes this node's and
-    /// delivers what it holds. Whether the inbox could be read.
-    pub async fn run(&mut self, link: &RedisLink, core: &Core, front: &WebTorrentFrontEnd) -> bool {
-        let mut commands = 0;
-        // One RPUSH per message (an offer that cannot be pushed now is dropped: the client
-        // makes new ones).
-        for (conn, message) in std::mem::take(&mut self.outbox) {
-            let (Some(name), Ok(body)) =
-                (front.link.name_of(conn), serde_json::to_string(&message))
-            else {
-                continue;
-            };
-            let key = inbox(&self.prefix, &name);
-            let mut l = link.clone();
-            let pushed: RedisResult<()> = async {
-                l.query::<()>(redis::cmd("RPUSH").arg(&key).arg(body))
-                    .await?;
-                l.query::<()>(redis::cmd("EXPIRE").arg(&key).arg(INBOX_LIFETIME))
-                    .await
+    /// delivers what it holds; resolves to whether the inbox could be read. The future owns
+    /// what it needs (the queued messages leave the relay), so that the exchange can keep it
+    /// in flight beside the bucket calls without waiting for it.
+    pub fn flight(
+        &mut self,
+        link: RedisLink,
+        core: Arc<Core>,
+        front: WebTorrentFrontEnd,
+    ) -> impl Future<Output = bool> + Send + 'static {
+        let outbox = std::mem::take(&mut self.outbox);
+        let (prefix, own) = (self.prefix.clone(), self.inbox.clone());
+        async move {
+            let mut commands = 0;
+            // One RPUSH per message (an offer that cannot be pushed now is dropped: the
+            // client makes new ones).
+            for (conn, message) in outbox {
+                let (Some(name), Ok(body)) =
+                    (front.link.name_of(conn), serde_json::to_string(&message))
+                else {
+                    continue;
+                };
+                let key = inbox(&prefix, &name);
+                let mut l = link.clone();
+                let pushed: RedisResult<()> = async {
+                    l.query::<()>(redis::cmd("RPUSH").arg(&key).arg(body))
+                        .await?;
+                    l.query::<()>(redis::cmd("EXPIRE").arg(&key).arg(INBOX_LIFETIME))
+                        .await
+                }
+                .await;
+                commands += 2;
+                let result = if pushed.is_ok() { "ok" } else { "error" };
+                metrics::counter!("shoal_cluster_ws_forwarded_total", "result" => result)
+                    .increment(1);
             }
-            .await;
-            commands += 2;
-            let result = if pushed.is_ok() { "ok" } else { "error" };
-            metrics::counter!("shoal_cluster_ws_forwarded_total", "result" => result).increment(1);
+            let taken: RedisResult<Option<Vec<String>>> = link
+                .clone()
+                .query(redis::cmd("LPOP").arg(&own).arg(TAKE))
+                .await;
+            commands += 1;
+            metrics::counter!("shoal_cluster_redis_commands_total").increment(commands);
+            let Ok(messages) = taken else {
+                return false;
+            };
+            for m in messages.unwrap_or_default() {
+                let delivered = serde_json::from_str::<Forwarded>(&m)
+                    .map(|f| deliver(&core, &front, &f))
+                    .unwrap_or(false);
+                let result = if delivered { "ok" } else { "gone" };
+                metrics::counter!("shoal_cluster_ws_received_total", "result" => result)
+                    .increment(1);
+            }
+            true
         }
-        let taken: RedisResult<Option<Vec<String>>> = link
-            .clone()
-            .query(redis::cmd("LPOP").arg(&self.inbox).arg(TAKE))
-            .await;
-        commands += 1;
-        metrics::counter!("shoal_cluster_redis_commands_total").increment(commands);
-        let Ok(messages) = taken else {
-            return false;
-        };
-        for m in messages.unwrap_or_default() {
-            let delivered = serde_json::from_str::<Forwarded>(&m)
-                .map(|f| deliver(core, front, &f))
-                .unwrap_or(false);
-            let result = if delivered { "ok" } else { "gone" };
-            metrics::counter!("shoal_cluster_ws_received_total", "result" => result).increment(1);
-        }
-        true
     }
 }
 

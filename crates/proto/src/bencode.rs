@@ -88,6 +88,8 @@ pub struct AnnounceResponse<'a> {
     /// Times the torrent was completely downloaded.
     pub downloaded: u32,
     pub peers: Peers<'a>,
+    /// A `warning message` (BEP 3's optional notice: the announce was served).
+    pub warning: Option<&'a str>,
 }
 
 impl AnnounceResponse<'_> {
@@ -120,6 +122,10 @@ impl AnnounceResponse<'_> {
                     .map(|(p, id)| (IpAddr::V6(p.ip()), p.port(), id));
                 write_dict_peers(out, peers, with_ids);
             }
+        }
+        if let Some(warning) = self.warning {
+            out.extend_from_slice(b"15:warning message");
+            write_bytes(out, warning.as_bytes());
         }
         out.push(b'e');
     }
@@ -260,12 +266,29 @@ mod tests {
             incomplete: 2,
             downloaded: 3,
             peers: Peers::CompactV4(&peers),
+            warning: None,
         }
         .write(&mut out);
         assert_eq!(
             out,
             b"d8:completei1e10:downloadedi3e10:incompletei2e8:intervali1800e\
               12:min intervali900e5:peers6:\x01\x02\x03\x04\x1a\x1be"
+        );
+        out.clear();
+        AnnounceResponse {
+            interval: 60,
+            min_interval: 30,
+            complete: 0,
+            incomplete: 0,
+            downloaded: 0,
+            peers: Peers::CompactV4(&[]),
+            warning: Some("Download slot limit reached"),
+        }
+        .write(&mut out);
+        assert_eq!(
+            out,
+            b"d8:completei0e10:downloadedi0e10:incompletei0e8:intervali60e\
+              12:min intervali30e5:peers0:15:warning message27:Download slot limit reachede"
         );
     }
 

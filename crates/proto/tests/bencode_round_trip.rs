@@ -29,6 +29,7 @@ fn dict_peers_carry_ids_unless_told_not_to() {
                 peers: &peers,
                 with_ids,
             },
+            warning: None,
         }
         .write(&mut out);
         let v = round_trip::decode_canonical(&out);
@@ -54,7 +55,7 @@ proptest! {
         let lists = round_trip::PeerLists::new(&v4, &v6);
         let peers = lists.peers(form, with_ids);
         round_trip::announce(&AnnounceResponse {
-            interval, min_interval, complete, incomplete, downloaded, peers,
+            interval, min_interval, complete, incomplete, downloaded, peers, warning: None,
         });
     }
 

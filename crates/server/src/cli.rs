@@ -70,6 +70,9 @@ pub struct Args {
     /// (config `[private] database`).
     #[arg(long, value_name = "URL")]
     pub database: Option<String>,
+    /// Whose tables the database holds: shoal or unit3d (config `[private] schema`).
+    #[arg(long, value_name = "NAME")]
+    pub schema: Option<String>,
     /// Share swarms with other nodes through Redis: comma-separated redis://host:port seed
     /// nodes of a Redis Cluster, or one Redis (config `[cluster]`).
     #[arg(long, value_name = "URL,...", value_delimiter = ',')]
@@ -127,6 +130,9 @@ impl Args {
         }
         if let Some(url) = &self.database {
             config.private.database = url.clone();
+        }
+        if let Some(schema) = &self.schema {
+            config.private.schema = schema.clone();
         }
         if !self.cluster.is_empty() {
             config.cluster.enabled = true;

@@ -18,6 +18,7 @@ mod private;
 pub use abuse::{BlockListConfig, RateLimitConfig};
 pub use cluster::ClusterConfig;
 pub use private::PrivateConfig;
+pub use shoal_unit3d::Unit3dConfig;
 
 /// The documented default configuration, as printed by `shoal --print-config`.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("default_config.toml");
@@ -41,6 +42,7 @@ pub struct Config {
     pub admin: AdminConfig,
     pub privileges: PrivilegesConfig,
     pub private: PrivateConfig,
+    pub unit3d: Unit3dConfig,
     pub cluster: ClusterConfig,
 }
 
@@ -248,6 +250,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             privileges: PrivilegesConfig::default(),
             private: PrivateConfig::default(),
+            unit3d: Unit3dConfig::default(),
             cluster: ClusterConfig::default(),
         }
     }
@@ -386,6 +389,9 @@ impl Config {
             bail!("access_list.path must be set when access_list.mode is not \"off\"");
         }
         self.private.validate()?;
+        if self.private.unit3d() {
+            self.unit3d.validate()?;
+        }
         self.rate_limit.validate()?;
         self.cluster.validate()?;
         let ws = &self.ws;

@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 use admin::{AdminServer, AdminToken, Sampler, TrackerView};
 use anyhow::Context;
 use reload::Reload;
+use shoal_proto::{CompactPeerV4, CompactPeerV6};
 use shoal_swarm::webtorrent::WebTorrentStore;
 use shoal_swarm::{PeerExt, Store};
 use shoal_tracker::policy::{Policy, PrivateRule};
@@ -73,6 +74,49 @@ pub struct Tracker {
     cluster: Option<cluster::ClusterNode>,
 }
 
+/// The settings a UNIT3D site's rules put in force: its numwant, its interval (the answer's
+/// own is drawn between its minimum and maximum) and its flush interval.
+fn unit3d_settings(config: &mut Config) {
+    let u = &config.unit3d;
+    config.announce.default_numwant = u.numwant_default;
+    config.announce.max_numwant = u.numwant_max.min(config::UDP_MAX_NUMWANT);
+    config.announce.min_interval = u.announce_min;
+    config.announce.interval = u.announce_max;
+    config.private.flush_interval = u.flush_interval;
+}
+
+/// Lists the site's active, visible peers (read from its `peers` table) in the swarm store,
+/// so that a switch-over or a restart resumes the swarms.
+fn list_site_peers(core: &Core, site: &shoal_unit3d::Site) {
+    let expires = shoal_swarm::clock::now().saturating_add(core.swarms().config().peer_ttl);
+    let peers = site.listed_peers();
+    for (info_hash, peer_id, addr, seeder) in &peers {
+        let at = (shoal_proto::InfoHash(*info_hash), *seeder, expires);
+        let peer_id = shoal_proto::PeerId(*peer_id);
+        match addr {
+            SocketAddr::V4(a) => list(core, at, peer_id, CompactPeerV4::new(*a.ip(), a.port())),
+            SocketAddr::V6(a) => list(core, at, peer_id, CompactPeerV6::new(*a.ip(), a.port())),
+        }
+    }
+    tracing::info!("UNIT3D site: {} peers listed from its table", peers.len());
+}
+
+/// One of the site's peers, listed in the store as a peer another node knows.
+fn list<A: shoal_swarm::Family>(
+    core: &Core,
+    (info_hash, seeder, expires): (shoal_proto::InfoHash, bool, u32),
+    peer_id: shoal_proto::PeerId,
+    addr: A,
+) {
+    let peer = shoal_swarm::Peer {
+        peer_id,
+        addr,
+        expires,
+        seeder,
+    };
+    core.swarms().upsert_remote(&info_hash, peer);
+}
+
 impl Tracker {
     /// Starts every configured front end. Returns once all sockets are bound, so the
     /// caller can read the addresses (port 0 resolved) right away.
@@ -82,6 +126,9 @@ impl Tracker {
         // Before any front end starts, so their facade metrics are recorded.
         admin::metrics::install();
         let mut config = config;
+        if config.private.unit3d() {
+            unit3d_settings(&mut config);
+        }
         let accounts = if config.private.enabled {
             // A document of every torrent for every client is no private tracker's.
             config.http.full_scrape = false;
@@ -121,6 +168,12 @@ impl Tracker {
         if let Some(log) = accounts.as_ref().and_then(|a| a.peer_log()) {
             core = core.with_peer_log(log.clone());
         }
+        if let Some(a) = &accounts {
+            if let Some(site) = a.site() {
+                list_site_peers(&core, site);
+                core = core.with_site(site.clone(), a.members.clone());
+            }
+        }
         let core = Arc::new(core);
         let shutdown = Arc::new(AtomicBool::new(false));
         let key = if clustered {
@@ -151,11 +204,19 @@ impl Tracker {
         let http = if config.http.listen.is_empty() && config.https.listen.is_empty() {
             None
         } else {
+            let site_api = match accounts.as_ref().and_then(|a| a.site()) {
+                Some(site) => Some(Arc::new(http::site_call::SiteApi::new(
+                    site.clone(),
+                    config.private.site_key()?,
+                ))),
+                None => None,
+            };
             Some(http::HttpFrontEnd::start(
                 &config,
                 core.clone(),
                 ws.clone(),
                 shutdown.clone(),
+                site_api,
             )?)
         };
 

@@ -370,3 +370,166 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
     drop(rt);
     t.shutdown();
 }
+
+/// Opens `n` connections to `addr`, each sending the first line of a request and no more
+/// (so the tracker, once it accepted one, holds it open waiting for the rest), and sorts
+/// them by what became of them: kept open, or closed as soon as accepted. The tracker sees
+/// them one after another; a connection still waiting in the kernel's queue is waited for
+/// (until nothing changed for a second, at most 10 s).
+fn open_and_sort(addr: SocketAddr, n: usize) -> (Vec<std::net::TcpStream>, usize) {
+    use std::io::{ErrorKind, Read, Write};
+    let mut open: Vec<std::net::TcpStream> = (0..n)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.write_all(b"GET /scrape HTTP/1.1\r\n").unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+            s
+        })
+        .collect();
+    let (mut closed, mut quiet_since, started) = (0, Instant::now(), Instant::now());
+    while quiet_since.elapsed() < Duration::from_secs(1) {
+        assert!(started.elapsed() < Duration::from_secs(10), "never settled");
+        let before = open.len();
+        open.retain_mut(|s| match s.read(&mut [0u8; 64]) {
+            Ok(0) => false,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => false,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => true,
+            other => panic!("a held connection answered: {other:?}"),
+        });
+        if open.len() != before {
+            closed += before - open.len();
+            quiet_since = Instant::now();
+        }
+    }
+    (open, closed)
+}
+
+/// The address after "`what` listening on http://" in `shoal`'s output.
+fn listening(shoal: &common::Shoal, what: &str) -> SocketAddr {
+    let line = shoal.wait_for(&format!("{what} listening on"), Duration::from_secs(5));
+    let at = line.find("http://").unwrap() + "http://".len();
+    line[at..].split('/').next().unwrap().parse().unwrap()
+}
+
+/// `shoal_http_connections_refused_total{reason}` in `s`.
+fn refused(s: &Scrape, reason: &str) -> f64 {
+    let name = "shoal_http_connections_refused_total";
+    count(s, name, &[("reason", reason)])
+}
+
+/// The HTTP tracker's and the admin listener's addresses of a `shoal` process.
+fn addrs(shoal: &common::Shoal) -> (SocketAddr, SocketAddr) {
+    (
+        listening(shoal, "HTTP tracker"),
+        listening(shoal, "admin (metrics, status page, API)"),
+    )
+}
+
+/// Every HTTP connection the tracker turns away is counted, by why: past
+/// `http.max_connections`, and when the process has no file descriptor left for it (its
+/// open-file limit below the connection cap), where it was once left waiting in the
+/// kernel's queue, unserved and uncounted. Each counted exactly once: the counter equals
+/// what the clients saw closed. A `shoal` process of its own for each, so that its limits
+/// and its counters are its own.
+#[test]
+fn every_http_connection_turned_away_is_counted() {
+    let dir = temp_dir("metrics-refused");
+    let config = |max: usize| {
+        format!(
+            "workers = 1\n[udp]\nlisten = []\n\
+             [http]\nlisten = [\"127.0.0.1:0\"]\nmax_connections = {max}\n\
+             request_timeout_ms = 60000\nidle_timeout_ms = 60000\n\
+             [state]\nfile = \"\"\n[admin]\nlisten = [\"127.0.0.1:0\"]\n"
+        )
+    };
+    // Past the cap: 5 held, the other 7 closed at once.
+    let shoal = common::Shoal::start(&dir, "capped", &config(5));
+    let (http_addr, admin) = addrs(&shoal);
+    let (held, closed) = open_and_sort(http_addr, 12);
+    assert_eq!((held.len(), closed), (5, 7));
+    drop(held);
+    let s = scrape_until(admin, "a scrape", |_| true);
+    assert_eq!(refused(&s, "max_connections"), 7.0);
+    assert_eq!(refused(&s, "descriptors"), 0.0);
+    assert_documented(&s, &["shoal_http_connections_refused_total"]);
+    shoal.stop();
+
+    // Out of descriptors long before the cap (50,000): 64 open files, 100 connections.
+    let shoal = common::Shoal::start_with_open_files(&dir, "no-fds", &config(50_000), 64);
+    let (http_addr, admin) = addrs(&shoal);
+    let (held, closed) = open_and_sort(http_addr, 100);
+    let kept = held.len();
+    assert!(kept > 0 && closed > 0, "{kept} held, {closed} closed");
+    drop(held);
+    // The held connections' descriptors come back as the tracker reads their ends.
+    let s = scrape_until(admin, "refusals counted", |s| {
+        refused(s, "descriptors") > 0.0
+    });
+    assert_eq!(refused(&s, "descriptors"), closed as f64);
+    assert_eq!(refused(&s, "max_connections"), 0.0);
+    // The spare descriptor was taken back: the next connection is served.
+    let (status, _) = http(http_addr, "GET", "/scrape", None);
+    assert_eq!(status, 200);
+    assert!(shoal.output().contains("connections are turned away"));
+    shoal.stop();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// An HTTP announce of `peer` (from `port`) on torrent [1; 20] with passkey `key`, which
+/// must be served (no peers asked for, so the body is text).
+fn private_announce(at: SocketAddr, key: &str, peer: u8, port: u16, up: u64, event: &str) {
+    let target = format!(
+        "/{key}/announce?info_hash={}&peer_id={}&port={port}&uploaded={up}&downloaded=0\
+         &left=100&event={event}&numwant=0",
+        "%01".repeat(20),
+        format!("%{peer:02x}").repeat(20),
+    );
+    let (status, body) = http(at, "GET", &target, None);
+    assert!(
+        status == 200 && !body.contains("failure reason"),
+        "{status} {body}"
+    );
+}
+
+/// `shoal_private_pending_accounts` counts every sum waiting for the database, wherever it
+/// waits: user 1's client, announcing from one address, keeps its sums in its swarm slot
+/// (which the gauge once left out, reading less than was pending); user 2's, seen at two
+/// ports, keeps them in the ledger's map. The gauge is taken at the scrape; a flush empties both.
+#[test]
+fn pending_accounts_count_the_sums_in_swarm_slots_and_in_the_map() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    const TOKEN: &str = "metrics-pending-token";
+    let dir = temp_dir("metrics-pending");
+    let t = Tracker::start(common::private_config(&dir, TOKEN)).unwrap();
+    let (front, admin) = (t.http_addrs()[0], t.admin_addrs()[0]);
+    let api = |method, path: &str, body: &str| {
+        let (status, text) = common::http_with_body(admin, method, path, Some(TOKEN), body);
+        assert_eq!(status, 200, "{method} {path}: {text}");
+    };
+    api("PUT", "/api/users/1", r#"{"passkey": "pendingKey1"}"#);
+    api("PUT", "/api/users/2", r#"{"passkey": "pendingKey2"}"#);
+    api("PUT", &format!("/api/torrents/{}", "01".repeat(20)), "{}");
+    let pending = || {
+        let s = scrape_until(admin, "a scrape", |_| true);
+        value(&s, "shoal_private_pending_accounts", &[])
+    };
+    assert_eq!(pending(), Some(0.0));
+    // Client 1 from one port: its record, and its sums, in its slot.
+    private_announce(front, "pendingKey1", 1, 7001, 0, "started");
+    assert_eq!(pending(), Some(0.0), "a baseline is no sum");
+    private_announce(front, "pendingKey1", 1, 7001, 1000, "");
+    assert_eq!(pending(), Some(1.0));
+    // User 2's client from two ports: its record goes to the map, with its sums.
+    private_announce(front, "pendingKey2", 2, 7002, 0, "started");
+    private_announce(front, "pendingKey2", 2, 7003, 500, "");
+    assert_eq!(pending(), Some(2.0));
+    let s = scrape_until(admin, "a scrape", |_| true);
+    assert_documented(&s, &["shoal_private_pending_accounts"]);
+    api("POST", "/api/private/flush", "");
+    assert_eq!(pending(), Some(0.0));
+    // New sums in the slot after the write.
+    private_announce(front, "pendingKey1", 1, 7001, 1500, "");
+    assert_eq!(pending(), Some(1.0));
+    t.shutdown();
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -22,17 +22,7 @@ use shoal_server::{Config, Tracker};
 const TOKEN: &str = "private-mode-test-token";
 
 fn config(dir: &Path) -> Config {
-    let mut c = Config::ephemeral();
-    c.udp.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.workers = 1;
-    c.state.file = dir.join("shoal.state");
-    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    c.admin.token = TOKEN.into();
-    c.private.enabled = true;
-    // Long enough that only the API's flush writes, so each test decides when.
-    c.private.flush_interval = 3600;
-    c
+    common::private_config(dir, TOKEN)
 }
 
 struct Site {

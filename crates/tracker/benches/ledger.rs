@@ -159,5 +159,35 @@ fn whole_announce(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, whole_announce);
+/// What `shoal_private_pending_accounts` costs at each metrics scrape: the walk over every
+/// swarm slot that counts those with unwritten sums (`Ledger::pending_in_slots`), with
+/// 100,000 and 1,000,000 clients in slots, every other one with sums waiting. It takes
+/// the store's 512 shard locks one at a time, as a drain does every flush interval.
+fn pending_walk(c: &mut Criterion) {
+    let mut group = c.benchmark_group("pending walk");
+    group.sample_size(20);
+    for clients in [100_000u64, 1_000_000] {
+        let ledger = Ledger::default();
+        let store = Arc::new(SlotStore::with_extension(StoreConfig {
+            peer_ttl: u32::MAX / 2,
+            ..StoreConfig::default()
+        }));
+        ledger.attach(store.clone());
+        let mut out: Vec<CompactPeerV4> = Vec::with_capacity(50);
+        for round in 0..2 {
+            for client in (0..clients).filter(|c| round == 0 || c % 2 == 0) {
+                let a = announce(client, round);
+                out.clear();
+                ledger.announce(&store, &store_announce(client, &a), a.now, &mut out, &a);
+            }
+        }
+        assert_eq!(ledger.pending_in_slots() as u64, clients / 2);
+        group.bench_function(BenchmarkId::new("pending_in_slots", clients), |b| {
+            b.iter(|| ledger.pending_in_slots())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, whole_announce, pending_walk);
 criterion_main!(benches);

@@ -25,9 +25,11 @@ use shoal_swarm::webtorrent::{
 };
 use shoal_swarm::{Announce, Family, PeerSink, TorrentStats};
 
+use crate::policy::private_rule::NOT_REGISTERED;
 use crate::policy::Policy;
-use crate::private::{AccountedAnnounce, PeerLog};
+use crate::private::{AccountedAnnounce, Members, PeerLog};
 use crate::request::{Action, Counters, Protocol, Request, Verdict};
+use crate::site::{Admission, Asked, SiteRules};
 use crate::swarms::Swarms;
 
 /// An announce as every front end parsed it. `A` is where the peer is reached: its
@@ -104,6 +106,31 @@ pub enum Stop {
     Blocked,
 }
 
+/// What a served announce is answered with: the swarm's figures, and where a site's rules
+/// say so a warning and the interval to send.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Answer {
+    pub stats: TorrentStats,
+    pub warning: Option<&'static str>,
+    pub interval: Option<u32>,
+}
+
+impl Answer {
+    fn of(stats: TorrentStats, admission: Option<&Admission>) -> Self {
+        Self {
+            stats,
+            warning: admission.and_then(|a| a.warning),
+            interval: admission.and_then(|a| a.interval),
+        }
+    }
+}
+
+/// A site's rules and the members they are asked about.
+struct Site {
+    rules: Arc<dyn SiteRules>,
+    members: Arc<Members>,
+}
+
 /// The swarm the policy's `verdict` serves a request for `asked` from, or why it is not
 /// served.
 #[inline]
@@ -138,6 +165,8 @@ pub struct Core {
     webtorrent: WebTorrentStore,
     /// Each client's latest state, for a site schema that keeps a row per client.
     peers: Option<Arc<PeerLog>>,
+    /// A site schema's own rules, asked after the private rule.
+    site: Option<Site>,
 }
 
 impl Core {
@@ -147,6 +176,17 @@ impl Core {
             swarms,
             webtorrent,
             peers: None,
+            site: None,
+        }
+    }
+
+    /// This core, also asking a site's own `rules` about every announce the private rule
+    /// admits (`members`: the tables the private rule reads, to name the user of an
+    /// announce of an unknown torrent).
+    pub fn with_site(self, rules: Arc<dyn SiteRules>, members: Arc<Members>) -> Self {
+        Self {
+            site: Some(Site { rules, members }),
+            ..self
         }
     }
 
@@ -195,19 +235,18 @@ impl Core {
     }
 
     /// A UDP or HTTP announce: decided, stored, accounted. The peers chosen for the answer
-    /// go into `out`; the swarm's figures come back.
+    /// go into `out`; the swarm's figures come back, with what a site's rules add.
     #[inline]
     pub fn announce<A: Family>(
         &self,
         a: &PeerAnnounce<'_, A>,
         out: &mut impl PeerSink<A>,
-    ) -> Result<TorrentStats, Stop> {
+    ) -> Result<Answer, Stop> {
         let mut ticket = None;
-        let swarm = served(
-            self.policy.decide(&Self::request(a), &mut ticket),
-            &a.info_hash,
-        )?;
-        let announce = Announce {
+        let swarm = self.served(a, &mut ticket)?;
+        let addr = socket(a.addr.any());
+        let admission = self.admit(a, Some(addr), ticket.as_mut())?;
+        let mut announce = Announce {
             info_hash: swarm,
             peer_id: a.peer_id,
             addr: a.addr,
@@ -215,16 +254,104 @@ impl Core {
             left: a.left.unwrap_or(u64::MAX),
             numwant: a.numwant,
         };
+        if let Some(adm) = &admission {
+            if !adm.gets_peers {
+                announce.numwant = 0;
+            }
+            if !adm.listed {
+                // Kept out of the swarm: accounted beside it, as a WebRTC peer is.
+                if let Some(t) = &ticket {
+                    self.swarms.record_elsewhere(t);
+                }
+                return Ok(Answer::of(self.swarms.scrape(&swarm), admission.as_ref()));
+            }
+        }
         // Where the peer log (when kept) says the client is, read before the store changes
         // so that the call goes down only: policy, store, accounting.
-        let noted = self.peers.as_deref().map(|log| (log, socket(a.addr.any())));
-        let stats = self
-            .swarms
-            .announce_accounted(&announce, a.now, out, ticket.as_ref());
-        if let (Some((log, addr)), Some(t)) = (noted, &ticket) {
+        let noted = self.peers.as_deref();
+        let stats = match admission.as_ref().filter(|adm| !adm.hide.is_empty()) {
+            Some(adm) => self.swarms.announce_accounted(
+                &announce,
+                a.now,
+                &mut Hiding {
+                    out,
+                    hide: &adm.hide,
+                },
+                ticket.as_ref(),
+            ),
+            None => self
+                .swarms
+                .announce_accounted(&announce, a.now, out, ticket.as_ref()),
+        };
+        if let (Some(log), Some(t)) = (noted, &ticket) {
             log.note(t, a.protocol, Some(addr), a.agent, a.left);
         }
-        Ok(stats)
+        Ok(Answer::of(stats, admission.as_ref()))
+    }
+
+    /// The policy's verdict on announce `a` as the swarm it is served from; an announce
+    /// of an unknown torrent is told to the site's rules.
+    #[inline]
+    fn served<A>(
+        &self,
+        a: &PeerAnnounce<'_, A>,
+        ticket: &mut Option<AccountedAnnounce>,
+    ) -> Result<InfoHash, Stop> {
+        let served = served(self.policy.decide(&Self::request(a), ticket), &a.info_hash);
+        match (served, &self.site) {
+            (Err(Stop::Refuse(reason)), Some(site)) => {
+                if reason == NOT_REGISTERED {
+                    let user = a.credential.and_then(|key| site.members.user(key));
+                    if let Some(user) = user {
+                        site.rules.unregistered(user.id as u64, &a.info_hash, a.now);
+                    }
+                }
+                Err(Stop::Refuse(site.rules.reason(reason)))
+            }
+            (served, _) => served,
+        }
+    }
+
+    /// What the site's rules (if any) grant the announce the policy admitted with
+    /// `ticket`; the ticket takes the factors they credit.
+    #[inline]
+    fn admit<A>(
+        &self,
+        a: &PeerAnnounce<'_, A>,
+        addr: Option<SocketAddr>,
+        ticket: Option<&mut AccountedAnnounce>,
+    ) -> Result<Option<Admission>, Stop> {
+        let (Some(site), Some(t)) = (&self.site, ticket) else {
+            return Ok(None);
+        };
+        let asked = Asked {
+            protocol: a.protocol,
+            source: a.source,
+            user_id: t.user_id,
+            torrent_id: t.torrent_id,
+            info_hash: &a.info_hash,
+            peer_id: a.peer_id,
+            addr,
+            agent: a.agent,
+            uploaded: a.uploaded,
+            downloaded: a.downloaded,
+            left: a.left,
+            event: a.event,
+            now: a.now,
+        };
+        match site.rules.admit(&asked) {
+            Ok(adm) => {
+                t.download_factor = adm.download_factor;
+                t.upload_factor = adm.upload_factor;
+                Ok(Some(adm))
+            }
+            Err(refusal) => {
+                metrics::counter!("shoal_private_refused_total",
+                    "protocol" => a.protocol.label(), "reason" => refusal.label)
+                .increment(1);
+                Err(Stop::Refuse(refusal.reason))
+            }
+        }
     }
 
     /// A WebTorrent announce from connection `conn`: decided, stored (offers go to at most
@@ -239,12 +366,15 @@ impl Core {
         offers: &[OfferId],
         out: &mut Vec<OfferTarget>,
         takes_offers: impl Fn(ConnectionId) -> bool,
-    ) -> Result<WsAnnounceOutcome, Stop> {
+    ) -> Result<(WsAnnounceOutcome, Answer), Stop> {
         let mut ticket = None;
-        served(
-            self.policy.decide(&Self::request(a), &mut ticket),
-            &a.info_hash,
-        )?;
+        self.served(a, &mut ticket)?;
+        let admission = self.admit(a, None, ticket.as_mut())?;
+        // A peer the site's rules send no peers relays no offers.
+        let offers = match &admission {
+            Some(adm) if !adm.gets_peers => &[][..],
+            _ => offers,
+        };
         let outcome = self.webtorrent.announce_to(
             &WsAnnounce {
                 info_hash: a.info_hash,
@@ -264,7 +394,8 @@ impl Core {
                 log.note(t, a.protocol, None, a.agent, a.left);
             }
         }
-        Ok(outcome)
+        let answer = Answer::of(outcome.stats, admission.as_ref());
+        Ok((outcome, answer))
     }
 
     /// One info hash of a scrape, of either store: the figures of the swarm it is served
@@ -304,5 +435,25 @@ fn socket(addr: AnyAddr) -> SocketAddr {
     match addr {
         AnyAddr::V4(a) => a.addr().into(),
         AnyAddr::V6(a) => a.addr().into(),
+    }
+}
+
+/// A sink that passes on every peer but those at the addresses in `hide` (a user's own
+/// other clients, which a site's rules never send them).
+struct Hiding<'a, S> {
+    out: &'a mut S,
+    hide: &'a [SocketAddr],
+}
+
+impl<A: Family, S: PeerSink<A>> PeerSink<A> for Hiding<'_, S> {
+    fn push_run<X>(&mut self, addrs: &[A], meta: &[shoal_swarm::PeerMeta<X>]) {
+        for (i, addr) in addrs.iter().enumerate() {
+            if !self.hide.contains(&socket(addr.any())) {
+                self.out.push_run(
+                    std::slice::from_ref(addr),
+                    meta.get(i..i + 1).unwrap_or(&[]),
+                );
+            }
+        }
     }
 }

@@ -11,6 +11,7 @@
 //!   prefixes), the accounting rules ([`private::credit`]) and the ledger that keeps each
 //!   client's record and the pending sums until the database side drains them.
 //! - [`request`]: the types of the seam between the front ends and the policy.
+//! - [`site`]: the seam for a site schema's own announce rules ([`site::SiteRules`]).
 //!
 //! The arrows point down: `shoal-server` -> this crate -> `shoal-swarm` -> `shoal-proto`.
 //! Loading members from a site's database and writing the sums back is the server's (with
@@ -23,9 +24,10 @@ pub mod fixed_counter;
 pub mod policy;
 pub mod private;
 pub mod request;
+pub mod site;
 pub mod swarms;
 
-pub use decide::{Core, PeerAnnounce, ScrapeOf, Stop};
+pub use decide::{Answer, Core, PeerAnnounce, ScrapeOf, Stop};
 pub use policy::Policy;
 pub use request::{Action, Protocol, Verdict};
 pub use swarms::Swarms;

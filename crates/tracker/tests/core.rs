@@ -186,7 +186,7 @@ fn stored<A: Family>(core: &Core, a: &PeerAnnounce<'_, A>) -> Result<TorrentStat
 where
     Vec<A>: PeerSink<A>,
 {
-    core.announce(a, &mut Vec::new())
+    core.announce(a, &mut Vec::new()).map(|answer| answer.stats)
 }
 
 /// `ask` announces over `shape` with these counters at `now`.
@@ -216,7 +216,7 @@ fn announce(
             let a = announce_of(shape, ask, (), counters, now);
             let mut targets: Vec<OfferTarget> = Vec::new();
             core.announce_webrtc(&a, 1, &[], &mut targets, |_| true)
-                .map(|o| o.stats)
+                .map(|(o, _)| o.stats)
         }
     }
 }

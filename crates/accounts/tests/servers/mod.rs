@@ -98,6 +98,62 @@ impl Server {
         run(&self.dir, "pg_ctl-start", as_postgres(&start))
     }
 
+    /// Starts MariaDB on this server's port and data (again, after `stop_mariadb`), and
+    /// waits until it answers.
+    pub fn start_mariadb(&self) -> Result<(), String> {
+        let dir = self.dir.display().to_string();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("mariadbd.log"))
+            .map_err(|e| e.to_string())?;
+        Command::new("mariadbd")
+            .args([
+                "--no-defaults",
+                &format!("--datadir={dir}/data"),
+                "--user=root",
+                &format!("--port={}", self.port),
+                "--bind-address=127.0.0.1",
+                &format!("--socket={dir}/sock"),
+                &format!("--pid-file={dir}/pid"),
+            ])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("mariadbd: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while run(&self.dir, "ping", self.mariadb_client("SELECT 1")).is_err() {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "mariadbd did not answer within 60 s; see {dir}/mariadbd.log"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    /// Stops MariaDB (SIGTERM to the PID in its pid file), as an outage, and waits until
+    /// it has gone (it removes its pid file last). Used by shoal-unit3d's tests, which
+    /// include this module.
+    #[allow(dead_code)]
+    pub fn stop_mariadb(&self) -> Result<(), String> {
+        let pid_file = self.dir.join("pid");
+        let pid = std::fs::read_to_string(&pid_file).map_err(|e| format!("pid file: {e}"))?;
+        let mut kill = Command::new("kill");
+        kill.arg(pid.trim());
+        run(&self.dir, "kill-mariadbd", kill)?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while pid_file.exists() {
+            if Instant::now() > deadline {
+                return Err("mariadbd did not stop within 60 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
     fn pg_ctl(&self) -> String {
         let bin = self.pg_bin.as_ref().expect("a PostgreSQL server");
         bin.join("pg_ctl").display().to_string()
@@ -182,32 +238,9 @@ fn launch_mariadb() -> Result<Server, String> {
         "--auth-root-authentication-method=normal",
     ]);
     run(&server.dir, "mariadb-install-db", install_db)?;
-    let log = File::create(server.dir.join("mariadbd.log")).map_err(|e| e.to_string())?;
-    let daemon = Command::new("mariadbd")
-        .args([
-            "--no-defaults",
-            &format!("--datadir={dir}/data"),
-            "--user=root",
-            &format!("--port={}", server.port),
-            "--bind-address=127.0.0.1",
-            &format!("--socket={dir}/sock"),
-            &format!("--pid-file={dir}/pid"),
-        ])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(|e| e.to_string())?)
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("mariadbd: {e}"))?;
-    watch(&server.dir, &format!("kill {}", daemon.id()))?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while run(&server.dir, "ping", server.mariadb_client("SELECT 1")).is_err() {
-        if Instant::now() > deadline {
-            return Err(format!(
-                "mariadbd did not answer within 60 s; see {dir}/mariadbd.log"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // The daemon's PID changes when the outage tests restart it: read it at the end.
+    watch(&server.dir, &format!("kill $(cat {dir}/pid)"))?;
+    server.start_mariadb()?;
     let user = "CREATE USER 'shoal'@'127.0.0.1' IDENTIFIED BY 'pw'";
     run(&server.dir, "create-user", server.mariadb_client(user))?;
     eprintln!(

@@ -20,7 +20,9 @@ use anyhow::{bail, Context, Result};
 use crate::cpu::{self, CpuSnapshot};
 
 use super::contender::find_binary;
-use super::generator_output::{aquatic_reports, is_failure_line, window_means, wrk_summary};
+use super::generator_output::{
+    aquatic_reports, is_failure_line, window_means, wrk_summary, FailureTally,
+};
 use super::results::{Generator, GeneratorRun, Point};
 use super::tracker::stop_child;
 
@@ -234,6 +236,7 @@ impl GeneratorSetting<'_> {
         let mut text = String::new();
         let mut logged = std::fs::File::create(log)?;
         let (mut reports, mut failures) = (0, 0u64);
+        let mut tally = FailureTally::default();
         let deadline = Instant::now() + Duration::from_secs(self.total_seconds() + 60);
         let mut summary = false;
         loop {
@@ -248,6 +251,7 @@ impl GeneratorSetting<'_> {
             };
             if is_failure_line(&line) {
                 failures += 1;
+                tally.add(&line);
                 if failures > 20 {
                     continue;
                 }
@@ -282,8 +286,10 @@ impl GeneratorSetting<'_> {
             ..Default::default()
         };
         if failures > 0 {
-            run.notes
-                .push(format!("{failures} failure or error responses printed"));
+            run.notes.push(format!(
+                "{failures} failure or error responses printed: {}",
+                tally.summary(5)
+            ));
         }
         let errors = run
             .rates

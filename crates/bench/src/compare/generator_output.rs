@@ -73,6 +73,36 @@ pub fn is_failure_line(line: &str) -> bool {
     line.contains("failure response:") || line.contains("received error response")
 }
 
+/// Tallies failure lines by what they say (the failure reason, where the line gives one).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FailureTally(BTreeMap<String, u64>);
+
+impl FailureTally {
+    pub fn add(&mut self, line: &str) {
+        let said = line
+            .split_once("reason: ")
+            .map_or(line, |(_, reason)| reason)
+            .trim();
+        *self.0.entry(said.to_string()).or_default() += 1;
+    }
+
+    /// Every distinct line (most often first, then by text) with its count: `10 × invalid
+    /// port 0; 1 × ...`, the first `max` of them.
+    pub fn summary(&self, max: usize) -> String {
+        let mut all: Vec<(&String, &u64)> = self.0.iter().collect();
+        all.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let mut parts: Vec<String> = all
+            .iter()
+            .take(max)
+            .map(|(said, n)| format!("{n} × {said}"))
+            .collect();
+        if all.len() > max {
+            parts.push(format!("{} more", all.len() - max));
+        }
+        parts.join("; ")
+    }
+}
+
 /// wrk's summary.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WrkSummary {
@@ -259,6 +289,17 @@ Active connections: 7
             "[WARN] received error response: InfoHashNotAllowed"
         ));
         assert!(!is_failure_line("Responses in: 1/second"));
+        let mut tally = FailureTally::default();
+        for line in AQUATIC_HTTP.lines().filter(|l| is_failure_line(l)) {
+            tally.add(line);
+        }
+        tally.add("failure response: reason: unknown info hash");
+        tally.add("received error response: ErrorResponse { .. }");
+        assert_eq!(
+            tally.summary(2),
+            "2 × invalid port 0; 1 × received error response: ErrorResponse { .. }; \
+             1 more"
+        );
     }
 
     /// wrk -t1 -c16 -d4s --latency -H 'Connection: close' against opentracker (captured by

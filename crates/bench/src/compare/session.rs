@@ -119,7 +119,7 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
         .iter()
         .map(|c| PrivateTracker::of_command(&c.command))
         .collect();
-    let passkeys = crate::passkeys::Passkeys::from_flag(load.workload().passkeys.as_deref())?;
+    let passkeys = crate::passkeys::Passkeys::from_args(load.workload())?;
     if let Some(i) = privates.iter().position(Option::is_some) {
         if passkeys.is_none() || args.generator != Generator::Shoal {
             anyhow::bail!(

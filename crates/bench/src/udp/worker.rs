@@ -19,7 +19,7 @@ use shoal_proto::InfoHash;
 use super::answer::{self, Answer, Asked};
 use super::sock::Sock;
 use super::UdpArgs;
-use crate::passkeys::{udp_url_data_len, write_udp_url_data, Passkeys};
+use crate::passkeys::Passkeys;
 use crate::run::Control;
 use crate::stats::{ErrorKind, Op, Stats};
 use crate::sys::{self, MAX_DATAGRAM};
@@ -63,9 +63,7 @@ impl Worker {
     ) -> Result<Self> {
         let mut workload = Workload::new(&args.workload, index, workers);
         let nsock = slots_per_socket.len().max(1);
-        let url_data = passkeys
-            .as_ref()
-            .map_or(0, |p| udp_url_data_len(p.longest()));
+        let url_data = passkeys.as_ref().map_or(0, |p| p.udp_url_data_len());
         let buf_len = (16 + 20 * args.workload.scrape_hashes.max(1))
             .max(shoal_proto::udp::ANNOUNCE_REQUEST_LEN + url_data);
         let mut socks = Vec::new();
@@ -325,7 +323,7 @@ impl Worker {
                 })
                 .write(&mut self.packet);
                 if let Some(keys) = &self.passkeys {
-                    write_udp_url_data(keys.of(a.peer), &mut self.packet);
+                    keys.write_udp_url_data(a.peer, &mut self.packet);
                 }
                 Asked {
                     op: Op::Announce,

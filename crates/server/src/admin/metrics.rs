@@ -201,6 +201,20 @@ fn describe(r: &dyn Recorder) {
         0,
     );
     d(
+        "shoal_http_connections_refused_total",
+        None,
+        "HTTP(S) connections closed as soon as accepted, by reason: max_connections \
+         (http.max_connections were open) or descriptors (no file descriptor was left).",
+        0,
+    );
+    d(
+        "shoal_private_pending_accounts",
+        None,
+        "Accounting sums not yet written to the database, wherever they wait (the ledger, \
+         swarm slots, a batch being written or held after a failed write).",
+        1,
+    );
+    d(
         "shoal_snapshot_age_seconds",
         Some(Unit::Seconds),
         "Seconds since this process last wrote a snapshot (absent before the first).",
@@ -278,6 +292,9 @@ fn update(view: &TrackerView) {
         gauge!("shoal_cluster_exchange_lag_seconds").set(lag as f64);
     }
     gauge!("shoal_handover_waiting").set(if view.handover_waiting() { 1.0 } else { 0.0 });
+    if let Some(accounts) = &view.accounts {
+        accounts.publish_pending();
+    }
     gauge!("shoal_uptime_seconds").set(view.started.elapsed().as_secs_f64());
 }
 

@@ -2,7 +2,7 @@
 //! accounting in a database). Its own file because it is the one section whose meaning is
 //! a whole mode of the tracker; `docs/private.md` explains each key at length.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +21,15 @@ pub struct PrivateConfig {
     /// The most (user, torrent) accounts with unwritten sums kept in memory while the
     /// database is unreachable.
     pub max_pending_accounts: usize,
+    /// Whose tables the database holds: `shoal` (shoal's own, created at start) or
+    /// `unit3d` (a UNIT3D site's: read and written as UNIT3D-Announce does, nothing
+    /// created; see docs/unit3d.md).
+    pub schema: String,
+    /// The key of the site's control calls (`/announce/<key>/...`, UNIT3D's
+    /// `TRACKER_KEY`): at least 32 characters.
+    pub site_api_key: String,
+    /// A file holding the key instead (its first line).
+    pub site_api_key_file: PathBuf,
 }
 
 impl Default for PrivateConfig {
@@ -31,6 +40,9 @@ impl Default for PrivateConfig {
             flush_interval: 5,
             client_allow_list: false,
             max_pending_accounts: 1_000_000,
+            schema: "shoal".into(),
+            site_api_key: String::new(),
+            site_api_key_file: PathBuf::new(),
         }
     }
 }
@@ -57,7 +69,46 @@ impl PrivateConfig {
         if self.max_pending_accounts == 0 {
             anyhow::bail!("private.max_pending_accounts must be at least 1");
         }
+        match self.schema.as_str() {
+            "shoal" => {}
+            "unit3d" => {
+                if self.enabled {
+                    let key = self.site_key()?;
+                    if key.chars().count() < 32 {
+                        anyhow::bail!(
+                            "private.site_api_key must be at least 32 characters (the site's \
+                             TRACKER_KEY)"
+                        );
+                    }
+                }
+            }
+            other => anyhow::bail!("private.schema must be \"shoal\" or \"unit3d\", not {other:?}"),
+        }
         Ok(())
+    }
+
+    /// Whether the database is a UNIT3D site's.
+    pub fn unit3d(&self) -> bool {
+        self.enabled && self.schema == "unit3d"
+    }
+
+    /// The site's control key: `site_api_key`, or the first line of `site_api_key_file`.
+    pub fn site_key(&self) -> anyhow::Result<String> {
+        if !self.site_api_key.is_empty() {
+            return Ok(self.site_api_key.clone());
+        }
+        if self.site_api_key_file.as_os_str().is_empty() {
+            anyhow::bail!(
+                "private.schema = \"unit3d\" needs private.site_api_key or site_api_key_file"
+            );
+        }
+        let text = std::fs::read_to_string(&self.site_api_key_file).map_err(|e| {
+            anyhow::anyhow!(
+                "private.site_api_key_file {}: {e}",
+                self.site_api_key_file.display()
+            )
+        })?;
+        Ok(text.lines().next().unwrap_or("").trim().to_string())
     }
 }
 
@@ -82,5 +133,39 @@ mod tests {
             ..p
         };
         assert_eq!(named.database_url(None), "postgres://u@h/db");
+    }
+
+    #[test]
+    fn a_site_schema_needs_a_known_name_and_a_long_enough_key() {
+        let unit3d = |key: &str| PrivateConfig {
+            enabled: true,
+            schema: "unit3d".into(),
+            site_api_key: key.into(),
+            ..PrivateConfig::default()
+        };
+        assert!(unit3d(&"k".repeat(32)).validate().is_ok());
+        let short = unit3d(&"k".repeat(31)).validate().unwrap_err().to_string();
+        assert!(short.contains("at least 32 characters"), "{short}");
+        let none = unit3d("").validate().unwrap_err().to_string();
+        assert!(none.contains("site_api_key"), "{none}");
+        let other = PrivateConfig {
+            schema: "gazelle2".into(),
+            ..PrivateConfig::default()
+        };
+        assert!(other
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("gazelle2"));
+        // The key from a file: its first line.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, format!("{}\n", "f".repeat(40))).unwrap();
+        let from_file = PrivateConfig {
+            site_api_key_file: path,
+            ..unit3d("")
+        };
+        assert_eq!(from_file.site_key().unwrap(), "f".repeat(40));
+        assert!(from_file.validate().is_ok());
     }
 }

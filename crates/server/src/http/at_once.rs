@@ -106,6 +106,8 @@ impl AtOnce {
                 };
                 (body, *close)
             }
+            // A control call has a body to read: the general path reads it.
+            Next::SiteCall(_) => return Outcome::Serve(self.buf[..filled].to_vec()),
             Next::Upgrade(_) => {
                 let Next::Upgrade(u) = next else {
                     unreachable!()

@@ -29,6 +29,7 @@ use tokio::time::{timeout, timeout_at, Instant};
 
 use super::context::HttpContext;
 use super::handler::{write_http_error, Handler, Next};
+use super::site_call;
 use crate::config::MAX_HTTP_HEADERS;
 
 /// What one buffered request head came to.
@@ -96,7 +97,7 @@ where
         // Read until one complete head is buffered. The request timeout runs from the first
         // wait for more of a head already begun (the clock is read then, not per request).
         let mut deadline: Option<Instant> = None;
-        let (head_len, next) = loop {
+        let (mut head_len, next) = loop {
             if filled > 0 {
                 match answer_head(&buf[..filled], max_headers, &mut handler, remote, &mut out) {
                     Head::Complete(n, next) => break (n, next),
@@ -153,6 +154,40 @@ where
                 }
                 false
             }
+            Next::SiteCall(call) => {
+                // The body: what came with the head, then the rest from the stream.
+                let in_buf = call.length.min(filled - head_len);
+                let Some(body) = site_call_body(
+                    &mut stream,
+                    &buf[head_len..head_len + in_buf],
+                    &call,
+                    request_timeout,
+                )
+                .await
+                else {
+                    out.clear();
+                    let reply = shoal_unit3d::api::ApiReply::error(
+                        413,
+                        "the body is too long, or did not arrive in time",
+                    );
+                    site_call::write_reply(&mut out, &reply, true);
+                    let _ = timeout(request_timeout, write_and_close(&mut stream, &out)).await;
+                    return;
+                };
+                out.clear();
+                site_call::write_reply(&mut out, &call.api.answer(&call, &body), call.close);
+                match timeout(request_timeout, async {
+                    stream.write_all(&out).await?;
+                    stream.flush().await
+                })
+                .await
+                {
+                    Ok(Ok(())) => {}
+                    _ => return,
+                }
+                head_len += in_buf;
+                call.close
+            }
             Next::SendDocument { doc, gzip, close } => {
                 let body = match (&doc.gzip, gzip) {
                     (Some(z), true) => &z[..],
@@ -191,6 +226,23 @@ async fn timeout_if_waiting<F: Future>(limit: Duration, fut: F) -> Result<F::Out
         return Ok(out);
     }
     timeout(limit, fut).await
+}
+
+/// A control call's body: `have` (what came with the head) and the rest read from
+/// `stream`, within `limit`; `None` if it is longer than [`site_call::MAX_BODY`] or late.
+async fn site_call_body<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    have: &[u8],
+    call: &site_call::SiteCall,
+    limit: Duration,
+) -> Option<Vec<u8>> {
+    if call.length > site_call::MAX_BODY {
+        return None;
+    }
+    let mut body = have.to_vec();
+    body.resize(call.length, 0);
+    let read = timeout(limit, stream.read_exact(&mut body[have.len()..])).await;
+    matches!(read, Ok(Ok(_))).then_some(body)
 }
 
 async fn write_and_close<S: AsyncWrite + Unpin>(

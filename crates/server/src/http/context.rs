@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::full_scrape::FullScrape;
 use super::proxy::ProxyRules;
 use super::proxy_protocol::ProxyProtocol;
+use super::site_call::SiteApi;
 use crate::config::Config;
 use crate::ws::WsContext;
 use shoal_tracker::Core;
@@ -60,4 +61,6 @@ pub struct HttpContext {
     pub ws: Arc<WsContext>,
     /// Open connections, HTTP and HTTPS together.
     pub open: AtomicUsize,
+    /// A site's control calls (UNIT3D's), when its schema is in force.
+    pub site_api: Option<Arc<SiteApi>>,
 }

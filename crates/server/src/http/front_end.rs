@@ -20,6 +20,7 @@ use super::context::{HttpContext, HttpSettings};
 use super::full_scrape::FullScrape;
 use super::proxy::ProxyRules;
 use super::proxy_protocol::{self, ProxyProtocol};
+use super::site_call::SiteApi;
 use super::tls::TlsCerts;
 use super::{at_once, connection};
 use crate::config::Config;
@@ -87,6 +88,7 @@ impl HttpFrontEnd {
         core: Arc<Core>,
         ws: Arc<WsContext>,
         shutdown: Arc<AtomicBool>,
+        site_api: Option<Arc<SiteApi>>,
     ) -> anyhow::Result<Self> {
         let workers = config.worker_count().max(1);
         let tls = if config.https.listen.is_empty() {
@@ -126,6 +128,7 @@ impl HttpFrontEnd {
             full_scrape,
             ws,
             open: AtomicUsize::new(0),
+            site_api,
         });
 
         for w in 0..workers {
@@ -219,17 +222,78 @@ impl Drop for OpenConnection {
     }
 }
 
+/// Counts one connection turned away at accept, by why: `max_connections` (that many were
+/// open) or `descriptors` (the process had no file descriptor left for it).
+fn refused(reason: &'static str) {
+    metrics::counter!("shoal_http_connections_refused_total", "reason" => reason).increment(1);
+}
+
+/// Whether an accept failed for want of a file descriptor (the process's limit, or the
+/// system's).
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// A file descriptor held back for turning a connection away when there are none left.
+///
+/// Without one, a connection the process has no descriptor for stays in the kernel's
+/// queue, neither served nor refused, and the queue fills up unseen. With it, the accept
+/// loop gives the spare back, accepts the connection into it, closes it at once (the
+/// client sees it closed, as past `max_connections`) and counts it; then takes a spare
+/// again. The spare is a duplicate of the listener's own descriptor, so it needs no file
+/// (a chroot has no `/dev/null`).
+struct Spare(Option<std::os::fd::OwnedFd>);
+
+impl Spare {
+    fn of(listener: &TcpListener) -> Self {
+        use std::os::fd::AsFd;
+        Self(listener.as_fd().try_clone_to_owned().ok())
+    }
+
+    /// Turns away the connection waiting on `listener`; whether there was one to turn
+    /// away. Waits for nothing: the accept is tried once.
+    fn turn_away(&mut self, listener: &TcpListener) -> bool {
+        use futures_util::FutureExt;
+        if self.0.take().is_none() {
+            // Taken by another thread the last time: try again.
+            *self = Self::of(listener);
+            return false;
+        }
+        let turned_away = matches!(listener.accept().now_or_never(), Some(Ok(_)));
+        *self = Self::of(listener);
+        turned_away
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     ctx: Arc<HttpContext>,
 ) {
     let mut fast = at_once::AtOnce::new(ctx.clone());
+    let mut spare = Spare::of(&listener);
+    let mut warned: Option<std::time::Instant> = None;
     loop {
         let (tcp, remote) = match listener.accept().await {
             Ok(c) => c,
+            Err(e) if out_of_descriptors(&e) => {
+                if warned.is_none_or(|w| w.elapsed() > Duration::from_secs(60)) {
+                    tracing::warn!(
+                        "HTTP accept failed: {e}: connections are turned away until \
+                         descriptors are free (raise the open-file limit or lower \
+                         http.max_connections)"
+                    );
+                    warned = Some(std::time::Instant::now());
+                }
+                if spare.turn_away(&listener) {
+                    refused("descriptors");
+                } else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                continue;
+            }
             Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
+                // The kernel out of memory and the like: back off instead of spinning.
                 tracing::warn!("HTTP accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
@@ -237,7 +301,7 @@ async fn accept_loop(
         };
         if ctx.open.fetch_add(1, Ordering::Relaxed) >= ctx.settings.max_connections {
             ctx.open.fetch_sub(1, Ordering::Relaxed);
-            metrics::counter!("shoal_http_connections_refused_total").increment(1);
+            refused("max_connections");
             drop(tcp);
             continue;
         }

@@ -29,12 +29,13 @@ use shoal_proto::bencode::{write_failure, write_scrape, AnnounceResponse, Peers,
 use shoal_proto::common::Action;
 use shoal_proto::http::{parse_scrape, parse_target, AnnounceRequest, RequestError, Target};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use shoal_swarm::{Family, PeerSink, TorrentStats};
+use shoal_swarm::{Family, PeerSink};
 use shoal_tracker::fixed_counter::FixedCounter;
-use shoal_tracker::{policy, Core, PeerAnnounce, Protocol, ScrapeOf, Stop, Verdict};
+use shoal_tracker::{policy, Answer, Core, PeerAnnounce, Protocol, ScrapeOf, Stop, Verdict};
 
 use super::context::HttpContext;
 use super::full_scrape::Document;
+use super::site_call::SiteCall;
 use crate::ws::UpgradeRequest;
 
 /// What the connection does after writing the response.
@@ -52,6 +53,8 @@ pub enum Next {
     },
     /// Hand the connection to the WebSocket front end (nothing was written).
     Upgrade(UpgradeRequest),
+    /// A site's control call: read its body, answer it (nothing was written).
+    SiteCall(SiteCall),
 }
 
 /// 429s answered on one connection before the next one closes it: a client that keeps
@@ -237,7 +240,7 @@ fn announce_in<'b, A: Listed>(
     a: &PeerAnnounce<'_, A>,
     lists: &'b mut PeerLists<A>,
     (compact, with_ids): (bool, bool),
-) -> Result<(TorrentStats, Peers<'b>), Stop>
+) -> Result<(Answer, Peers<'b>), Stop>
 where
     Vec<A>: PeerSink<A>,
     Vec<(A, PeerId)>: PeerSink<A>,
@@ -333,6 +336,12 @@ impl Handler {
             return Next::Close;
         };
         let f = facts(req.headers);
+        if let Some(api) = &self.ctx.site_api {
+            let close = !self.ctx.settings.keep_alive || f.close || (version == 0 && !f.keep_alive);
+            if let Some(call) = api.call(method, path, req.headers, close) {
+                return Next::SiteCall(call);
+            }
+        }
         if method != "GET" {
             write_http_error(out, "405 Method Not Allowed", "only GET is served here");
             return Next::Close;
@@ -496,18 +505,20 @@ impl Handler {
                 announce_in(core, &a, &mut self.v6, form)
             }
         };
-        let (st, peers) = match served {
+        let (answer, peers) = match served {
             Ok(served) => served,
             Err(stop) => return self.not_served(stop),
         };
+        let st = answer.stats;
         self.body.clear();
         AnnounceResponse {
-            interval: s.settings.interval,
+            interval: answer.interval.unwrap_or(s.settings.interval),
             min_interval: s.settings.min_interval,
             complete: st.seeders,
             incomplete: st.leechers,
             downloaded: st.completed,
             peers,
+            warning: answer.warning,
         }
         .write(&mut self.body);
         Reply::Served
@@ -610,6 +621,7 @@ mod tests {
             full_scrape: None,
             ws: Arc::new(crate::ws::WsContext::new(&config, core)),
             open: Default::default(),
+            site_api: None,
         })
     }
 

@@ -39,6 +39,7 @@
 //! - [`proxy`]: the client address behind a reverse proxy.
 //! - [`proxy_protocol`]: the client address from a load balancer's PROXY header.
 //! - [`full_scrape`]: the cached, periodically rebuilt full-scrape document.
+//! - [`site_call`]: a site's control calls (UNIT3D's `/announce/<key>/...`), with bodies.
 //! - [`tls`]: rustls certificates, reloadable on SIGHUP.
 
 mod at_once;
@@ -49,6 +50,7 @@ pub mod full_scrape;
 pub mod handler;
 pub mod proxy;
 pub mod proxy_protocol;
+pub mod site_call;
 pub mod tls;
 
 pub use context::{HttpContext, HttpSettings};

@@ -18,7 +18,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,8 +97,11 @@ pub struct Flushed {
 /// The database, the tables in force and the ledger, with everything that changes them.
 pub struct Accounts {
     runtime: tokio::runtime::Runtime,
-    /// shoal's own schema: the admin API's edits go here.
-    db: Database,
+    /// shoal's own schema: the admin API's edits go here (none with a site's schema:
+    /// the site's own control calls keep it current).
+    db: Option<Database>,
+    /// A UNIT3D site in memory, with `[private] schema = "unit3d"`.
+    site: Option<Arc<shoal_unit3d::Site>>,
     /// The schema in force, through the seam every site schema implements: the members are
     /// loaded and the accounting written through it.
     schema: Arc<dyn Schema>,
@@ -112,6 +115,10 @@ pub struct Accounts {
     /// before anything newer; the database applies an id at most once. Holding it also
     /// serialises flushes (the writer, the admin API and shutdown).
     unsure: Mutex<Option<(String, Vec<Delta>)>>,
+    /// Sums taken from the ledger and not known to be written: the batch being written, or
+    /// the unsure one. Kept apart from `unsure` so that a metrics scrape never waits for a
+    /// write that holds that lock.
+    held: AtomicUsize,
     /// The ledger file, when there is a state file to put it beside.
     ledger_file: Option<PathBuf>,
     /// A ledger file was read at start and must be deleted once what it restored is written.
@@ -130,22 +137,38 @@ impl Accounts {
             .build()
             .context("starting the accounts runtime")?;
         let url = config.private_database();
-        let db = runtime
-            .block_on(Database::connect(&url))
-            .context("opening the private tracker's database")?
-            .with_operation_timeout(OPERATION_TIMEOUT);
-        let schema: Arc<dyn Schema> = Arc::new(db.clone());
-        let loaded = runtime
-            .block_on(schema.load())
-            .context("loading users, torrents and clients")?;
-        let members = Arc::new(Members::new(
-            &roster(&loaded),
-            config.private.client_allow_list,
-        ));
+        let (db, site, schema, members) = if config.private.unit3d() {
+            let (schema, members) = super::unit3d::open(&runtime, config, &url)?;
+            let site = schema.site().clone();
+            (None, Some(site), schema as Arc<dyn Schema>, members)
+        } else {
+            let db = runtime
+                .block_on(Database::connect(&url))
+                .context("opening the private tracker's database")?
+                .with_operation_timeout(OPERATION_TIMEOUT);
+            let schema: Arc<dyn Schema> = Arc::new(db.clone());
+            let loaded = runtime
+                .block_on(schema.load())
+                .context("loading users, torrents and clients")?;
+            let members = Arc::new(Members::new(
+                &roster(&loaded),
+                config.private.client_allow_list,
+            ));
+            (Some(db), None, schema, members)
+        };
         let ledger = Arc::new(Ledger::new(LedgerConfig {
             max_pending: config.private.max_pending_accounts,
             ..LedgerConfig::for_interval(config.announce.interval)
         }));
+        if let Some(site) = &site {
+            // The clients' last reports in the site's `peers` table; the ledger file's
+            // records, where there is one, replace them below (they are as new or newer).
+            ledger.restore_peers(super::unit3d::ledger_records(
+                site,
+                clock::now(),
+                clock::unix_now(),
+            ));
+        }
         let ledger_file = config.state_file().map(ledger_file::path_for);
         let mut restored = false;
         let mut unsure = None;
@@ -171,14 +194,17 @@ impl Accounts {
                 ),
             }
         }
+        let held = unsure.as_ref().map_or(0, |(_, batch)| batch.len());
         let accounts = Self {
             runtime,
             db,
+            site,
             peers: schema.keeps_peers().then(|| Arc::new(PeerLog::default())),
             schema,
             members,
             ledger,
             editing: Mutex::new(()),
+            held: AtomicUsize::new(held),
             unsure: Mutex::new(unsure),
             ledger_file,
             restored_file: AtomicBool::new(restored),
@@ -212,14 +238,33 @@ impl Accounts {
     }
 
     /// The database URL, password masked (for logs and the status page).
-    pub fn database_url(&self) -> &str {
-        self.db.url()
+    pub fn database_url(&self) -> String {
+        match (&self.db, &self.site) {
+            (Some(db), _) => db.url().to_string(),
+            _ => self.schema.name().to_string(),
+        }
+    }
+
+    /// The UNIT3D site in memory, with `[private] schema = "unit3d"`.
+    pub fn site(&self) -> Option<&Arc<shoal_unit3d::Site>> {
+        self.site.as_ref()
+    }
+
+    /// shoal's own database, for the admin API's edits; an error naming the schema in
+    /// force when a site's schema keeps the members (the site's control calls edit them).
+    fn own_db(&self) -> Result<Database, shoal_accounts::Error> {
+        self.db.clone().ok_or_else(|| {
+            shoal_accounts::Error::Invalid(format!(
+                "the {} schema is edited through the site's own control calls",
+                self.schema.name()
+            ))
+        })
     }
 
     /// Adds or updates a user: the database, then the tables in force.
     pub fn put_user(&self, user: User) -> Result<(), shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
+        let db = self.own_db()?;
         let stored = user.clone();
         self.run(async move { db.put_user(&stored).await })?;
         self.members.put_user(&user.passkey, member(&user));
@@ -235,7 +280,7 @@ impl Accounts {
     /// Removes a user; whether there was one.
     pub fn delete_user(&self, id: i64) -> Result<bool, shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
+        let db = self.own_db()?;
         let existed = self.run(async move { db.delete_user(id).await })?;
         let in_force = self.members.remove_user(id);
         self.publish_counts();
@@ -250,7 +295,7 @@ impl Accounts {
     /// Registers a torrent or updates one; returns it as now in force.
     pub fn put_torrent(&self, torrent: Torrent) -> Result<Registered, shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
+        let db = self.own_db()?;
         let stored = torrent.clone();
         let id = self.run(async move { db.put_torrent(&stored).await })?;
         let registered = registered(&Torrent {
@@ -265,7 +310,7 @@ impl Accounts {
     /// Removes the torrent with this v1 hash; whether there was one.
     pub fn delete_torrent(&self, info_hash: InfoHash) -> Result<bool, shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
+        let db = self.own_db()?;
         let existed = self.run(async move { db.delete_torrent(&info_hash.0).await })?;
         let in_force = self.members.remove_torrent(&info_hash);
         self.publish_counts();
@@ -280,7 +325,7 @@ impl Accounts {
         add: bool,
     ) -> Result<bool, shoal_accounts::Error> {
         let _guard = self.editing.lock();
-        let db = self.db.clone();
+        let db = self.own_db()?;
         let stored = prefix.clone();
         let changed = self.run(async move {
             if add {
@@ -306,7 +351,7 @@ impl Accounts {
 
     /// A user's totals and per-torrent rows, from the database.
     pub fn user_stats(&self, id: i64) -> Result<Option<UserStats>, shoal_accounts::Error> {
-        let db = self.db.clone();
+        let db = self.own_db()?;
         self.run(async move { db.user_stats(id).await })
     }
 
@@ -318,14 +363,18 @@ impl Accounts {
         let mut unsure = self.unsure.lock();
         if let Some((id, batch)) = unsure.take() {
             match self.write(&id, &batch, &[]) {
-                Ok(_) => {}
+                Ok(_) => self.held.store(0, Ordering::Relaxed),
                 Err(e) => {
                     *unsure = Some((id, batch));
                     return Err(e);
                 }
             }
         }
+        if let Some(site) = &self.site {
+            site.sweep_if_due(clock::unix_now() as i64);
+        }
         let batch = self.ledger.drain();
+        self.held.store(batch.len(), Ordering::Relaxed);
         let peers = self
             .peers
             .as_ref()
@@ -335,6 +384,7 @@ impl Accounts {
         let rows: Vec<PeerRow> = peers.iter().filter_map(|p| self.peer_row(p)).collect();
         match self.write(&id, &batch, &rows) {
             Ok(written) => {
+                self.held.store(0, Ordering::Relaxed);
                 if self.restored_file.swap(false, Ordering::Relaxed) {
                     if let Some(path) = &self.ledger_file {
                         let _ = std::fs::remove_file(path);
@@ -382,13 +432,15 @@ impl Accounts {
             metrics::gauge!("shoal_private_last_write_timestamp_seconds")
                 .set(clock::unix_now() as f64);
         }
-        self.publish_pending(if result.is_ok() { 0 } else { batch.len() });
         result
     }
 
-    /// Pending accounts: in the ledger, plus `held` in the batch of the last write (still
-    /// held if it failed).
-    fn publish_pending(&self, held: usize) {
+    /// Sets `shoal_private_pending_accounts` to every sum not yet written, wherever it
+    /// waits: in the ledger's map, in swarm slots (a walk over the store, so called by the
+    /// metrics scrape, not per announce), and in the batch being written or held after a
+    /// failed write.
+    pub fn publish_pending(&self) {
+        let held = self.held.load(Ordering::Relaxed);
         metrics::gauge!("shoal_private_pending_accounts")
             .set((self.ledger.pending_accounts() + held) as f64);
     }

@@ -7,6 +7,7 @@
 
 pub mod accounts;
 pub mod ledger_file;
+pub mod unit3d;
 pub mod writer;
 
 pub use accounts::Accounts;

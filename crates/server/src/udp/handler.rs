@@ -38,7 +38,7 @@ use shoal_proto::udp::{
 };
 use shoal_proto::{CompactPeerV4, CompactPeerV6};
 use shoal_swarm::{Family, PeerSink};
-use shoal_tracker::{Action, Core, PeerAnnounce, Protocol, ScrapeOf, Stop, Verdict};
+use shoal_tracker::{Action, Answer, Core, PeerAnnounce, Protocol, ScrapeOf, Stop, Verdict};
 
 use super::connection_id::{ConnectionIds, IdCheck};
 use super::counters::LocalCounters;
@@ -279,15 +279,16 @@ impl Handler {
                 (announce_in(&self.core, &a, &mut self.peers_v6), false)
             }
         };
-        let stats = match stats {
-            Ok(stats) => stats,
+        let answer = match stats {
+            Ok(answer) => answer,
             Err(stop) => return self.stopped(stop, ip, r.transaction_id, out),
         };
+        // BEP 15 has no room for a warning: a UDP client gets the figures and the peers.
         let header = AnnounceHeader {
             transaction_id: r.transaction_id,
-            interval: self.config.interval,
-            leechers: stats.leechers,
-            seeders: stats.seeders,
+            interval: answer.interval.unwrap_or(self.config.interval),
+            leechers: answer.stats.leechers,
+            seeders: answer.stats.seeders,
         };
         if is_v4 {
             Response::AnnounceV4 {
@@ -365,7 +366,7 @@ fn announce_in<A: Family>(
     core: &Core,
     a: &PeerAnnounce<'_, A>,
     peers: &mut Vec<A>,
-) -> Result<shoal_swarm::TorrentStats, Stop>
+) -> Result<Answer, Stop>
 where
     Vec<A>: PeerSink<A>,
 {

@@ -265,8 +265,8 @@ fn announce(
         &mut conn.targets,
         |to| is_remote(to) || ctx.registry.takes_offers(to),
     );
-    let outcome = match announced {
-        Ok(outcome) => outcome,
+    let (outcome, answer) = match announced {
+        Ok(served) => served,
         Err(Stop::Refuse(reason)) => {
             count!("announce", "refused");
             replies.push(failure(failures::of_policy(reason), reason, context));
@@ -343,7 +343,7 @@ fn announce(
             info_hash: a.info_hash,
             complete: outcome.stats.seeders,
             incomplete: outcome.stats.leechers,
-            interval: ctx.settings.limits.interval,
+            interval: answer.interval.unwrap_or(ctx.settings.limits.interval),
         }
         .to_json()
         .into(),

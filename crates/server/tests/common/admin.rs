@@ -19,20 +19,37 @@ pub fn http_with_body(
     token: Option<&str>,
     body: &str,
 ) -> (u16, String) {
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let (status, body) = http_with_headers(addr, method, path, &auth, body.as_bytes());
+    (status, String::from_utf8(body).unwrap())
+}
+
+/// One request with `headers` (whole lines, each ending in CRLF) and `body`, over a fresh
+/// connection; returns (status, body bytes). The server answers with `Content-Length`
+/// and closes when asked.
+pub fn http_with_headers(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &[u8],
+) -> (u16, Vec<u8>) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
     .unwrap();
+    s.write_all(body).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8(raw).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").expect("a whole response");
+    let at = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a whole response");
+    let head = String::from_utf8_lossy(&raw[..at]);
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    // The admin listener answers with Content-Length, never chunked.
-    (status, body.to_string())
+    (status, raw[at + 4..].to_vec())
 }

@@ -16,7 +16,7 @@ pub mod store;
 pub mod udp;
 pub mod ws;
 
-pub use admin::{http, http_with_body};
+pub use admin::{http, http_with_body, http_with_headers};
 pub use scratch::{free_udp_port, temp_dir, wait_until};
-pub use shoal::{refused_start, Shoal, Site, SHOAL};
+pub use shoal::{private_config, refused_start, Shoal, Site, SHOAL};
 pub use udp::{Ann, Client};

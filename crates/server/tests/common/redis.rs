@@ -189,10 +189,29 @@ impl RedisCluster {
 
     /// Starts master `i` again with its directory (it rejoins with its slots).
     pub fn restart(&mut self, i: usize) {
-        let child = self.spawn(i);
-        self.servers[i] = Some(child);
+        self.start_again(i);
         self.wait_for_ping(self.ports[i]);
         self.wait_until_ok();
+    }
+
+    /// Starts master `i` again with its directory, without waiting for anything (the
+    /// caller watches [`RedisCluster::state_of`]).
+    pub fn start_again(&mut self, i: usize) {
+        let child = self.spawn(i);
+        self.servers[i] = Some(child);
+    }
+
+    /// What master `i` says of the cluster: `Some(true)` for `cluster_state:ok`,
+    /// `Some(false)` for `cluster_state:fail`, `None` if it does not answer.
+    pub fn state_of(&self, i: usize) -> Option<bool> {
+        let info = self.cli(self.ports[i], &["cluster", "info"]);
+        if info.contains("cluster_state:ok") {
+            Some(true)
+        } else if info.contains("cluster_state:fail") {
+            Some(false)
+        } else {
+            None
+        }
     }
 
     /// The master that serves `key`'s slot (its index).

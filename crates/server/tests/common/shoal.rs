@@ -51,9 +51,27 @@ impl Shoal {
     /// waits (at most 20 s) until it says it listens.
     pub fn start(dir: &Path, name: &str, config: &str) -> Self {
         let path = write_config(dir, name, config);
-        let mut child = Command::new(SHOAL)
+        let mut command = Command::new(SHOAL);
+        command.arg("--config").arg(&path);
+        Self::spawn(command)
+    }
+
+    /// [`Shoal::start`] with the process's open-file limit at `files` (soft and hard, set
+    /// by `sh`'s `ulimit` before it runs `shoal`).
+    pub fn start_with_open_files(dir: &Path, name: &str, config: &str, files: u64) -> Self {
+        let path = write_config(dir, name, config);
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("ulimit -n {files} && exec \"$0\" \"$@\""))
+            .arg(SHOAL)
             .arg("--config")
-            .arg(&path)
+            .arg(&path);
+        Self::spawn(command)
+    }
+
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -186,4 +204,20 @@ impl Site {
     pub fn remove(self) {
         std::fs::remove_dir_all(&self.dir).unwrap();
     }
+}
+
+/// An in-process private tracker's config: UDP, HTTP and admin on loopback ports the system
+/// picks, one worker, the state file in `dir`, the admin API behind `token`, and a flush
+/// interval long enough that only the API's flush writes (each test decides when).
+pub fn private_config(dir: &Path, token: &str) -> shoal_server::Config {
+    let mut c = shoal_server::Config::ephemeral();
+    c.udp.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.http.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.workers = 1;
+    c.state.file = dir.join("shoal.state");
+    c.admin.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    c.admin.token = token.into();
+    c.private.enabled = true;
+    c.private.flush_interval = 3600;
+    c
 }

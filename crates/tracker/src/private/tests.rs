@@ -660,7 +660,21 @@ fn simulate(
             Step::Stop | Step::Crash => {}
             Step::Tick(secs) => now += secs,
             Step::Drain { fails } => {
+                let pending = l.pending_accounts();
                 let batch = l.drain();
+                // Every sum the drain takes was counted as pending, wherever it waited (in
+                // the map, in a slot, put back after a failed write); one count per client,
+                // so two clients of one account count twice for one sum.
+                assert!(
+                    pending >= batch.len(),
+                    "{pending} pending, {batch:?} drained"
+                );
+                assert_eq!(
+                    pending == 0,
+                    batch.is_empty(),
+                    "{pending} pending, {batch:?}"
+                );
+                assert_eq!(l.pending_accounts(), 0, "pending after a drain");
                 if fails {
                     l.restore(batch);
                 } else {
@@ -764,6 +778,39 @@ fn slot_housekeep(l: &Ledger, store: &SlotStore, route: usize, now: u32) {
             }
         }
     }
+}
+
+#[test]
+fn pending_sums_are_counted_in_slots_and_in_the_map() {
+    let l = ledger();
+    let store = Arc::new(SlotStore::with_extension(StoreConfig::default()));
+    l.attach(store.clone());
+    let (a, b) = (client(1), client(2));
+    let b = AccountedAnnounce { user_id: 2, ..b };
+    // A announces from its swarm slot: its sums wait there.
+    let v4 = CompactPeerV4::new(Ipv4Addr::new(10, 0, 0, 1), 1000);
+    announce_from(&l, &store, v4, &at(a, 0, Started, 0, 0, 1000));
+    assert_eq!(l.pending_accounts(), 0, "a baseline is no sum");
+    announce_from(&l, &store, v4, &at(a, 100, Regular, 10, 20, 980));
+    assert_eq!((l.pending_in_map(), l.pending_in_slots()), (0, 1));
+    // B announces over WebTorrent: its sums wait in the map.
+    l.record(&at(b, 0, Started, 0, 0, 1000));
+    l.record(&at(b, 100, Regular, 5, 5, 995));
+    assert_eq!((l.pending_in_map(), l.pending_in_slots()), (1, 1));
+    assert_eq!(l.pending_accounts(), 2);
+    // A's next announce adds to the same sums: still one.
+    announce_from(&l, &store, v4, &at(a, 200, Regular, 30, 40, 960));
+    assert_eq!(l.pending_accounts(), 2);
+    let batch = l.drain();
+    assert_eq!(batch.len(), 2);
+    assert_eq!(l.pending_accounts(), 0);
+    // A failed write puts the batch back into the map, where it is counted as well; the
+    // slot's new sums beside it.
+    announce_from(&l, &store, v4, &at(a, 300, Regular, 31, 40, 960));
+    l.restore(batch);
+    assert_eq!((l.pending_in_map(), l.pending_in_slots()), (2, 1));
+    assert_eq!(l.drain().len(), 2);
+    assert_eq!(l.pending_accounts(), 0);
 }
 
 proptest! {

@@ -1,0 +1,487 @@
+//! One batch into the site's tables, as UNIT3D-Announce writes them: `peers` and `history`
+//! upserted on their keys, `users` and `torrents` updated, `unregistered_info_hashes`
+//! upserted, the forgotten peers deleted. All in the caller's transaction.
+//!
+//! Each table is written with multi-row statements of [`ROWS_PER_STATEMENT`] rows: MariaDB
+//! and MySQL take at most 65,535 placeholders in one statement, and one statement per row
+//! would cost a busy site's server a round trip for each. `users` and `torrents` are
+//! updated through a join with the batch's rows (a derived table), never an upsert: an
+//! upsert would insert an empty user or torrent where the site has removed one.
+//!
+//! The site may remove a user or a torrent while shoal holds rows for it. `peers`,
+//! `history` and `unregistered_info_hashes` have foreign keys to them, and one row that
+//! breaks a key fails the whole batch, again at every retry: so the batch's users and
+//! torrents are looked up first, and the rows of those that are gone are left out
+//! (counted in [`Written::skipped`]).
+//!
+//! Values are fitted to their columns before they are bound: agents cut to the column's
+//! length, counts to `int`, times to what a `timestamp` holds, addresses to their 4 or 16
+//! bytes. A strict `sql_mode` then has nothing to refuse.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
+
+use sqlx::mysql::{MySqlArguments, MySqlConnection};
+use sqlx::{MySql, Row};
+
+use super::{Error, Widths, Written};
+use crate::model::{Batch, HistoryUpdate, Peer, TorrentUpdate, Unregistered, UserUpdate};
+
+/// Rows in one multi-row statement: 16 placeholders a row at most (`history`), 16,000 in
+/// all, well inside the 65,535 that MariaDB and MySQL take.
+pub(super) const ROWS_PER_STATEMENT: usize = 1000;
+/// Ids in one `IN (...)` look-up.
+const IDS_PER_LOOKUP: usize = 5000;
+
+const _: () = assert!(ROWS_PER_STATEMENT * 16 <= 65_535);
+
+type Query<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
+
+/// A multi-row statement: `head`, then `row` once per row joined by `separator`, then
+/// `tail`.
+struct Statement {
+    head: &'static str,
+    row: &'static str,
+    separator: &'static str,
+    tail: &'static str,
+}
+
+impl Statement {
+    fn sql(&self, rows: usize) -> String {
+        let mut sql = String::with_capacity(
+            self.head.len() + rows * (self.row.len() + self.separator.len()) + self.tail.len(),
+        );
+        sql.push_str(self.head);
+        for i in 0..rows {
+            if i > 0 {
+                sql.push_str(self.separator);
+            }
+            sql.push_str(self.row);
+        }
+        sql.push_str(self.tail);
+        sql
+    }
+}
+
+const DELETE_PEERS: Statement = Statement {
+    head: "DELETE FROM peers WHERE ",
+    row: "(user_id = ? AND torrent_id = ? AND peer_id = ?)",
+    separator: " OR ",
+    tail: "",
+};
+
+/// `created_at` is written when the row is new and kept after.
+const UPSERT_PEERS: Statement = Statement {
+    head: "INSERT INTO peers (user_id, torrent_id, peer_id, ip, port, agent, uploaded, \
+           downloaded, `left`, seeder, active, visible, connectable, created_at, updated_at) \
+           VALUES ",
+    row: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    separator: ", ",
+    tail: " ON DUPLICATE KEY UPDATE ip = VALUES(ip), port = VALUES(port), \
+           agent = VALUES(agent), uploaded = VALUES(uploaded), \
+           downloaded = VALUES(downloaded), `left` = VALUES(`left`), \
+           seeder = VALUES(seeder), active = VALUES(active), visible = VALUES(visible), \
+           connectable = VALUES(connectable), updated_at = VALUES(updated_at)",
+};
+
+/// The batch's bytes and seed time are added; the client's totals, the flags and the agent
+/// replaced; a row stays immune only while its user is (UNIT3D-Announce's rule for the
+/// hit-and-run job); `completed_at` is written once.
+const UPSERT_HISTORY: Statement = Statement {
+    head: "INSERT INTO history (user_id, torrent_id, agent, uploaded, actual_uploaded, \
+           client_uploaded, downloaded, actual_downloaded, client_downloaded, seeder, active, \
+           seedtime, immune, created_at, updated_at, completed_at) VALUES ",
+    row: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
+          FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    separator: ", ",
+    tail: " ON DUPLICATE KEY UPDATE agent = VALUES(agent), \
+           uploaded = uploaded + VALUES(uploaded), \
+           actual_uploaded = actual_uploaded + VALUES(actual_uploaded), \
+           client_uploaded = VALUES(client_uploaded), \
+           downloaded = downloaded + VALUES(downloaded), \
+           actual_downloaded = actual_downloaded + VALUES(actual_downloaded), \
+           client_downloaded = VALUES(client_downloaded), \
+           seeder = VALUES(seeder), active = VALUES(active), \
+           seedtime = seedtime + VALUES(seedtime), immune = immune AND VALUES(immune), \
+           updated_at = VALUES(updated_at), \
+           completed_at = COALESCE(completed_at, VALUES(completed_at))",
+};
+
+/// Each row of the derived table casts its values, so that every row has the column types
+/// of an integer (a bare placeholder in a `SELECT` list may be typed as text).
+const ADD_TO_USERS: Statement = Statement {
+    head: "UPDATE users AS u JOIN (",
+    row: "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS UNSIGNED) AS up, \
+          CAST(? AS UNSIGNED) AS down",
+    separator: " UNION ALL ",
+    tail: ") AS d ON u.id = d.id \
+           SET u.uploaded = u.uploaded + d.up, u.downloaded = u.downloaded + d.down",
+};
+
+const UPDATE_TORRENTS: Statement = Statement {
+    head: "UPDATE torrents AS t JOIN (",
+    row: "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS SIGNED) AS seeders, \
+          CAST(? AS SIGNED) AS leechers, CAST(? AS SIGNED) AS completed, \
+          CAST(? AS SIGNED) AS balance",
+    separator: " UNION ALL ",
+    tail: ") AS d ON t.id = d.id \
+           SET t.seeders = d.seeders, t.leechers = d.leechers, \
+           t.times_completed = d.completed, t.balance = COALESCE(t.balance, 0) + d.balance",
+};
+
+/// The first announce's time stays in `created_at`; the latest goes to `updated_at`.
+const UPSERT_UNREGISTERED: Statement = Statement {
+    head: "INSERT INTO unregistered_info_hashes (user_id, info_hash, created_at, updated_at) \
+           VALUES ",
+    row: "(?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    separator: ", ",
+    tail: " ON DUPLICATE KEY UPDATE updated_at = VALUES(updated_at)",
+};
+
+/// Writes `batch` on `conn`, inside the caller's transaction. Deletions go first: a peer
+/// both deleted and upserted in one batch ends up in the table.
+pub(super) async fn run(
+    conn: &mut MySqlConnection,
+    batch: &Batch,
+    widths: Widths,
+) -> Result<Written, Error> {
+    let mut written = Written::default();
+    let users = existing(conn, "users", user_ids(batch), &mut written).await?;
+    let torrents = existing(conn, "torrents", torrent_ids(batch), &mut written).await?;
+    let known = |user: u32, torrent: u32| users.contains(&user) && torrents.contains(&torrent);
+
+    written.peers_deleted = in_chunks(
+        conn,
+        &DELETE_PEERS,
+        &batch.peer_deletions,
+        &mut written,
+        |q, d| q.bind(d.0).bind(d.1).bind(d.2.to_vec()),
+    )
+    .await?;
+
+    let peers: Vec<&Peer> = batch
+        .peers
+        .iter()
+        .filter(|p| known(p.user_id, p.torrent_id))
+        .collect();
+    in_chunks(conn, &UPSERT_PEERS, &peers, &mut written, |q, p| {
+        q.bind(p.user_id)
+            .bind(p.torrent_id)
+            .bind(p.peer_id.to_vec())
+            .bind(address(p.ip))
+            .bind(p.port)
+            .bind(fitted(&p.agent, widths.peers_agent))
+            .bind(p.uploaded)
+            .bind(p.downloaded)
+            .bind(p.left)
+            .bind(p.seeder)
+            .bind(p.active)
+            .bind(p.visible)
+            .bind(p.connectable)
+            .bind(timestamp(p.created_at))
+            .bind(timestamp(p.updated_at))
+    })
+    .await?;
+    written.peers = peers.len();
+    written.skipped += batch.peers.len() - peers.len();
+
+    let history: Vec<&HistoryUpdate> = batch
+        .history
+        .iter()
+        .filter(|h| known(h.user_id, h.torrent_id))
+        .collect();
+    in_chunks(conn, &UPSERT_HISTORY, &history, &mut written, |q, h| {
+        q.bind(h.user_id)
+            .bind(h.torrent_id)
+            .bind(fitted(&h.agent, widths.history_agent))
+            .bind(h.credited_uploaded)
+            .bind(h.actual_uploaded)
+            .bind(h.client_uploaded)
+            .bind(h.credited_downloaded)
+            .bind(h.actual_downloaded)
+            .bind(h.client_downloaded)
+            .bind(h.seeder)
+            .bind(h.active)
+            .bind(h.seedtime)
+            .bind(h.immune)
+            .bind(timestamp(h.updated_at))
+            .bind(timestamp(h.updated_at))
+            .bind(h.completed_at.map(timestamp))
+    })
+    .await?;
+    written.history = history.len();
+    written.skipped += batch.history.len() - history.len();
+
+    let mut totals = user_totals(&batch.users);
+    let summed = totals.len();
+    totals.retain(|u| users.contains(&u.user_id));
+    written.skipped += summed - totals.len();
+    in_chunks(conn, &ADD_TO_USERS, &totals, &mut written, |q, u| {
+        q.bind(u.user_id).bind(u.uploaded).bind(u.downloaded)
+    })
+    .await?;
+    written.users = totals.len();
+
+    let mut figures = torrent_figures(&batch.torrents);
+    let summed = figures.len();
+    figures.retain(|t| torrents.contains(&t.torrent_id));
+    written.skipped += summed - figures.len();
+    in_chunks(conn, &UPDATE_TORRENTS, &figures, &mut written, |q, t| {
+        q.bind(t.torrent_id)
+            .bind(int(t.seeders))
+            .bind(int(t.leechers))
+            .bind(int(t.times_completed))
+            .bind(t.balance)
+    })
+    .await?;
+    written.torrents = figures.len();
+
+    let unregistered: Vec<&Unregistered> = batch
+        .unregistered
+        .iter()
+        .filter(|u| users.contains(&u.user_id))
+        .collect();
+    in_chunks(
+        conn,
+        &UPSERT_UNREGISTERED,
+        &unregistered,
+        &mut written,
+        |q, u| {
+            q.bind(u.user_id)
+                .bind(u.info_hash.to_vec())
+                .bind(timestamp(u.at))
+                .bind(timestamp(u.at))
+        },
+    )
+    .await?;
+    written.unregistered = unregistered.len();
+    written.skipped += batch.unregistered.len() - unregistered.len();
+    Ok(written)
+}
+
+/// Runs `statement` over `rows`, [`ROWS_PER_STATEMENT`] at a time, each row bound by
+/// `bind`; answers the rows the server says it affected.
+async fn in_chunks<T>(
+    conn: &mut MySqlConnection,
+    statement: &Statement,
+    rows: &[T],
+    written: &mut Written,
+    bind: impl for<'q> Fn(Query<'q>, &T) -> Query<'q>,
+) -> Result<u64, Error> {
+    let mut affected = 0;
+    let full = (rows.len() >= ROWS_PER_STATEMENT).then(|| statement.sql(ROWS_PER_STATEMENT));
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let partial;
+        let sql = match &full {
+            Some(full) if chunk.len() == ROWS_PER_STATEMENT => full,
+            _ => {
+                partial = statement.sql(chunk.len());
+                &partial
+            }
+        };
+        // A full chunk's statement recurs and stays prepared; a shorter one may not.
+        let mut query = sqlx::query(sql).persistent(chunk.len() == ROWS_PER_STATEMENT);
+        for row in chunk {
+            query = bind(query, row);
+        }
+        affected += query.execute(&mut *conn).await?.rows_affected();
+        written.statements += 1;
+    }
+    Ok(affected)
+}
+
+/// Which of `ids` are rows of `table` (`users` or `torrents`).
+async fn existing(
+    conn: &mut MySqlConnection,
+    table: &str,
+    ids: Vec<u32>,
+    written: &mut Written,
+) -> Result<HashSet<u32>, Error> {
+    let mut found = HashSet::with_capacity(ids.len());
+    for chunk in ids.chunks(IDS_PER_LOOKUP) {
+        let places = vec!["?"; chunk.len()].join(", ");
+        let sql = format!("SELECT CAST(id AS SIGNED) AS id FROM {table} WHERE id IN ({places})");
+        let mut query = sqlx::query(&sql).persistent(false);
+        for id in chunk {
+            query = query.bind(*id);
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            let id: i64 = row.try_get("id")?;
+            found.extend(u32::try_from(id).ok());
+        }
+        written.statements += 1;
+    }
+    Ok(found)
+}
+
+fn user_ids(batch: &Batch) -> Vec<u32> {
+    let ids: HashSet<u32> = (batch.peers.iter().map(|p| p.user_id))
+        .chain(batch.history.iter().map(|h| h.user_id))
+        .chain(batch.users.iter().map(|u| u.user_id))
+        .chain(batch.unregistered.iter().map(|u| u.user_id))
+        .collect();
+    ids.into_iter().collect()
+}
+
+fn torrent_ids(batch: &Batch) -> Vec<u32> {
+    let ids: HashSet<u32> = (batch.peers.iter().map(|p| p.torrent_id))
+        .chain(batch.history.iter().map(|h| h.torrent_id))
+        .chain(batch.torrents.iter().map(|t| t.torrent_id))
+        .collect();
+    ids.into_iter().collect()
+}
+
+/// One row per user, by id: a multi-table `UPDATE` changes a row once however many rows of
+/// the derived table match it, so two rows of one user would lose one's bytes.
+fn user_totals(updates: &[UserUpdate]) -> Vec<UserUpdate> {
+    let mut totals: BTreeMap<u32, UserUpdate> = BTreeMap::new();
+    for u in updates {
+        let total = totals.entry(u.user_id).or_insert_with(|| UserUpdate {
+            user_id: u.user_id,
+            ..UserUpdate::default()
+        });
+        total.uploaded = total.uploaded.saturating_add(u.uploaded);
+        total.downloaded = total.downloaded.saturating_add(u.downloaded);
+    }
+    totals.into_values().collect()
+}
+
+/// One row per torrent, by id: the latest figures, the balances summed.
+fn torrent_figures(updates: &[TorrentUpdate]) -> Vec<TorrentUpdate> {
+    let mut figures: BTreeMap<u32, TorrentUpdate> = BTreeMap::new();
+    for t in updates {
+        let balance = figures
+            .get(&t.torrent_id)
+            .map_or(0, |earlier| earlier.balance);
+        figures.insert(
+            t.torrent_id,
+            TorrentUpdate {
+                balance: balance.saturating_add(t.balance),
+                ..t.clone()
+            },
+        );
+    }
+    figures.into_values().collect()
+}
+
+/// `text` cut to `width` characters (`varchar(64)` counts characters, not bytes).
+fn fitted(text: &str, width: usize) -> String {
+    if text.len() <= width {
+        return text.to_owned();
+    }
+    text.chars().take(width).collect()
+}
+
+/// A Unix time as a `timestamp` column holds it (1970-01-01 00:00:01 to 2038-01-19).
+fn timestamp(unix: i64) -> i64 {
+    unix.clamp(1, i64::from(i32::MAX))
+}
+
+/// A count as an `int` column holds it.
+fn int(count: u32) -> i32 {
+    i32::try_from(count).unwrap_or(i32::MAX)
+}
+
+/// `peers.ip`: the 4 bytes of an IPv4 address (mapped into IPv6 or not), the 16 of an
+/// IPv6 one.
+fn address(ip: IpAddr) -> Vec<u8> {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => v4.octets().to_vec(),
+        IpAddr::V6(v6) => v6.octets().to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_repeat_their_row() {
+        assert_eq!(
+            DELETE_PEERS.sql(2),
+            "DELETE FROM peers WHERE (user_id = ? AND torrent_id = ? AND peer_id = ?) OR \
+             (user_id = ? AND torrent_id = ? AND peer_id = ?)"
+        );
+        let history = UPSERT_HISTORY.sql(ROWS_PER_STATEMENT);
+        assert_eq!(history.matches('?').count(), ROWS_PER_STATEMENT * 16);
+        assert_eq!(UPSERT_PEERS.sql(1).matches('?').count(), 15);
+    }
+
+    #[test]
+    fn agents_are_cut_to_characters() {
+        assert_eq!(fitted("qBittorrent/4.6.2", 64), "qBittorrent/4.6.2");
+        assert_eq!(fitted("ééé", 2), "éé");
+        assert_eq!(fitted(&"x".repeat(100), 64).len(), 64);
+    }
+
+    #[test]
+    fn values_fit_their_columns() {
+        assert_eq!(timestamp(0), 1);
+        assert_eq!(timestamp(i64::MAX), 2_147_483_647);
+        assert_eq!(int(u32::MAX), i32::MAX);
+        assert_eq!(address("::ffff:10.1.2.3".parse().unwrap()), [10, 1, 2, 3]);
+        assert_eq!(address("2001:db8::1".parse().unwrap()).len(), 16);
+    }
+
+    #[test]
+    fn one_row_per_user_and_torrent() {
+        let users = user_totals(&[
+            UserUpdate {
+                user_id: 2,
+                uploaded: 5,
+                downloaded: 1,
+            },
+            UserUpdate {
+                user_id: 1,
+                uploaded: 7,
+                downloaded: 0,
+            },
+            UserUpdate {
+                user_id: 2,
+                uploaded: 3,
+                downloaded: 4,
+            },
+        ]);
+        assert_eq!(
+            users,
+            [
+                UserUpdate {
+                    user_id: 1,
+                    uploaded: 7,
+                    downloaded: 0
+                },
+                UserUpdate {
+                    user_id: 2,
+                    uploaded: 8,
+                    downloaded: 5
+                }
+            ]
+        );
+        let torrents = torrent_figures(&[
+            TorrentUpdate {
+                torrent_id: 9,
+                seeders: 1,
+                leechers: 2,
+                times_completed: 3,
+                balance: -10,
+            },
+            TorrentUpdate {
+                torrent_id: 9,
+                seeders: 4,
+                leechers: 0,
+                times_completed: 4,
+                balance: 25,
+            },
+        ]);
+        assert_eq!(
+            torrents,
+            [TorrentUpdate {
+                torrent_id: 9,
+                seeders: 4,
+                leechers: 0,
+                times_completed: 4,
+                balance: 15,
+            }]
+        );
+    }
+}
