@@ -170,6 +170,7 @@ pub struct WsConfig {
     pub max_torrents_per_connection: usize,
     pub outgoing_queue: usize,
     pub answer_queue: usize,
+    pub offers_per_reply: u8,
     pub send_buffer: usize,
     pub send_timeout: u64,
     pub ping_interval: u64,
@@ -192,6 +193,7 @@ impl Default for WsConfig {
             max_torrents_per_connection: 10_000,
             outgoing_queue: 1024,
             answer_queue: 16_384,
+            offers_per_reply: 4,
             send_buffer: 64 << 10,
             send_timeout: 10,
             ping_interval: 60,
@@ -400,12 +402,13 @@ impl Config {
         }
         if ws.outgoing_queue == 0
             || ws.answer_queue == 0
+            || ws.offers_per_reply == 0
             || ws.max_connections == 0
             || ws.max_strikes == 0
             || ws.max_torrents_per_connection == 0
         {
             bail!(
-                "ws.outgoing_queue, ws.answer_queue, ws.max_connections, ws.max_strikes and \
+                "ws.outgoing_queue, ws.answer_queue, ws.offers_per_reply, ws.max_connections, ws.max_strikes and \
                  ws.max_torrents_per_connection must be at least 1"
             );
         }

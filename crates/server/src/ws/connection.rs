@@ -107,6 +107,7 @@ where
         offers: s.limits.outgoing_queue,
         answers: s.limits.answer_queue,
         offer_max_age: s.limits.offer_max_age,
+        offers_per_reply: s.limits.offers_per_reply,
     }));
     ctx.registry.insert(id, own.clone());
     let mut writer = tokio::spawn(write(sink, own.clone(), s.send_timeout, written));

@@ -10,7 +10,7 @@
 //!
 //! When the socket takes everything, the queues stay empty and every message goes out as
 //! it comes. When it does not (the client reads more slowly than it is sent to), the
-//! writer takes every waiting answer, then replies and offers in turn, [`OFFERS_PER_REPLY`]
+//! writer takes every waiting answer, then replies and offers in turn, `ws.offers_per_reply`
 //! offers for each reply, and what does not fit is shed, in this order:
 //!
 //! 1. offers: a connection whose offer queue (`ws.outgoing_queue`) is full is not chosen
@@ -62,9 +62,6 @@ use super::Text;
 /// through the writer.
 pub const REPLY_BACKLOG: usize = 256;
 
-/// Offers written for each reply while both wait (see the module's notes).
-pub const OFFERS_PER_REPLY: u8 = 2;
-
 /// Bytes of answers one connection may have waiting, whatever `ws.answer_queue` says: an
 /// answer is at most `ws.max_message_size`, and clients that answer a connection's offers
 /// with large ones must not make it hold more than this.
@@ -92,6 +89,8 @@ pub struct Bounds {
     pub answers: usize,
     /// `ws.offer_max_age`: after how long an unanswered offer gives its place back.
     pub offer_max_age: u32,
+    /// `ws.offers_per_reply`: offers written for each reply while both wait.
+    pub offers_per_reply: u8,
 }
 
 /// This connection's offers relayed and not yet answered, in two windows of
@@ -282,7 +281,7 @@ impl Outbox {
             shrink(&mut q.answers);
             Message::text(a)
         } else if !q.replies.is_empty()
-            && (q.offers.is_empty() || q.offers_in_a_row >= OFFERS_PER_REPLY)
+            && (q.offers.is_empty() || q.offers_in_a_row >= self.bounds.offers_per_reply)
         {
             q.offers_in_a_row = 0;
             let m = q.replies.pop_front();
@@ -316,6 +315,7 @@ mod tests {
             offers,
             answers,
             offer_max_age: 60,
+            offers_per_reply: 2,
         })
     }
 

@@ -129,6 +129,7 @@ mod tests {
             offers: 2,
             answers: 4,
             offer_max_age: 60,
+            offers_per_reply: 2,
         }));
         r.insert(7, outbox.clone());
         assert!(r.takes_offers(7) && !r.takes_offers(8));
