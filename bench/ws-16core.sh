@@ -33,6 +33,22 @@ mkdir -p "$OUT" "$W/ws"
 cp "$D/cert.pem" "$D/key.pem" "$W/ws/"
 shoal="shoal=$D/bin/shoal --https 127.0.0.1:{port} --workers {workers} --state-file= \
 --tls-cert {cert} --tls-key {key} --admin 127.0.0.1:3811"
+# TWO_CPU_ROUNDS=7 first runs the 2-core comparison (one tracker worker, one load worker)
+# confined to CPUs 0 and 1 with taskset, TWO_DUR (10s) after TWO_WARM (5s), to
+# OUT/ws-2cpu.tgz: the 2-core figures on a machine quieter than a shared 2-core VM.
+if [ "${TWO_CPU_ROUNDS:-0}" -gt 0 ]; then
+  start=$(date +%s)
+  mkdir -p "$W/ws-2cpu"; cp "$D/cert.pem" "$D/key.pem" "$W/ws-2cpu/"
+  timeout "${TWO_LIMIT:-300}" taskset -c 0,1 shoal-bench compare --generator aquatic \
+      --bin-dir "$D/bin" --rounds "$TWO_CPU_ROUNDS" --noisy-retries 0 \
+      --tracker "$shoal" --tracker aquatic_ws --out "$W/ws-2cpu" --port 3700 \
+      ws --target wss://127.0.0.1:3700 --duration "${TWO_DUR:-10s}" --warmup "${TWO_WARM:-5s}" \
+      --torrents 10000 > "$W/ws-2cpu.log" 2>&1
+  echo "ws-2cpu rc=$? $(( $(date +%s) - start ))s"
+  grep -E "^- median" "$W/ws-2cpu/report.md"
+  rm -f "$W"/ws-2cpu/key.pem
+  tar czf "$OUT/ws-2cpu.tgz" -C "$W" ws-2cpu ws-2cpu.log
+fi
 start=$(date +%s)
 timeout "${LIMIT:-330}" shoal-bench compare --generator aquatic --tracker-workers "${TIERS:-1,2,4}" \
     --levels "${LOAD_WORKERS:-4}" --bin-dir "$D/bin" --rounds "${ROUNDS:-5}" --noisy-retries 0 \
