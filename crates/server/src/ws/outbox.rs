@@ -3,15 +3,15 @@
 //! it loses.
 //!
 //! - **answers** relayed to this connection (each completes a WebRTC connection that this
-//!   client started with an offer): written first, always;
+//!   client started with an offer): never shed;
 //! - **replies** to the client's own messages (announce and scrape replies, failures,
 //!   pings, the closing frame);
 //! - **offers** relayed to this connection from other peers.
 //!
 //! When the socket takes everything, the queues stay empty and every message goes out as
 //! it comes. When it does not (the client reads more slowly than it is sent to), the
-//! writer takes every waiting answer, then replies and offers in turn, `ws.offers_per_reply`
-//! offers for each reply, and what does not fit is shed, in this order:
+//! writer takes answers and offers in turn (one each while both wait), and a reply after
+//! every `ws.offers_per_reply` of those relays; what does not fit is shed, in this order:
 //!
 //! 1. offers: a connection whose offer queue (`ws.outgoing_queue`) is full is not chosen
 //!    as an offer's recipient (the offer goes to another peer of the swarm, or nowhere);
@@ -32,7 +32,14 @@
 //! only into free places; the others are shed (`shoal_ws_relayed_total{message="offer",
 //! result="shed"}`).
 //!
-//! Why replies give way to answers: a client that reads one message for each it sends
+//! Why answers and offers take turns: every offer this client reads is an answer another
+//! connection must be written, and every answer written here frees a place for one of
+//! this client's offers; in the steady state each connection reads about as many of one
+//! as of the other. Answers first, always, made a connection that had fallen behind read
+//! nothing but answers while the offers for it waited, so that the answers for the others
+//! stopped coming too.
+//!
+//! Why replies give way to relays: a client that reads one message for each it sends
 //! (aquatic_ws_load_test's do) sends an answer for every offer it reads, and an answer has
 //! no reply; every answer it is then sent needs a read that no message of its own paid for.
 //! If every reply went out, answers could only be read in the place of offers, and the
@@ -139,8 +146,10 @@ struct Queues {
     replies: VecDeque<Message>,
     offers: VecDeque<Text>,
     offer_bytes: usize,
-    /// Offers written since the last reply.
-    offers_in_a_row: u8,
+    /// Answers and offers written since the last reply.
+    relays_in_a_row: u8,
+    /// The last relay written was an answer (the next, if offers wait, is an offer).
+    answer_was_last: bool,
     /// The reader has ended: relays are refused, the replies left are written.
     closed: bool,
 }
@@ -276,25 +285,35 @@ impl Outbox {
     pub fn pop(&self) -> Option<Message> {
         let mut q = self.queues.lock();
         let q = &mut *q;
-        let m = if let Some(a) = q.answers.pop_front() {
-            q.answer_bytes -= a.len();
-            shrink(&mut q.answers);
-            Message::text(a)
-        } else if !q.replies.is_empty()
-            && (q.offers.is_empty() || q.offers_in_a_row >= self.bounds.offers_per_reply)
+        let relays_wait = !q.answers.is_empty() || !q.offers.is_empty();
+        if !q.replies.is_empty()
+            && (!relays_wait || q.relays_in_a_row >= self.bounds.offers_per_reply)
         {
-            q.offers_in_a_row = 0;
+            q.relays_in_a_row = 0;
             let m = q.replies.pop_front();
             shrink(&mut q.replies);
-            m?
+            return m;
+        }
+        if !relays_wait {
+            return None;
+        }
+        q.relays_in_a_row = q.relays_in_a_row.saturating_add(1);
+        // Answers and offers in turn while both wait: each offer read here is an answer
+        // to write elsewhere, each answer written here frees a place for an offer.
+        let answer_now = !q.answers.is_empty() && (q.offers.is_empty() || !q.answer_was_last);
+        if answer_now {
+            let a = q.answers.pop_front()?;
+            q.answer_bytes -= a.len();
+            shrink(&mut q.answers);
+            q.answer_was_last = true;
+            Some(Message::text(a))
         } else {
             let o = q.offers.pop_front()?;
             q.offer_bytes -= o.len();
             shrink(&mut q.offers);
-            q.offers_in_a_row = q.offers_in_a_row.saturating_add(1);
-            Message::text(o)
-        };
-        Some(m)
+            q.answer_was_last = false;
+            Some(Message::text(o))
+        }
     }
 }
 
@@ -328,20 +347,25 @@ mod tests {
     }
 
     #[test]
-    fn answers_go_first_then_two_offers_for_each_reply() {
+    fn answers_and_offers_take_turns_with_a_reply_after_each_few() {
         let o = outbox(8, 8);
         for i in 0..4 {
             assert_eq!(o.offer(format!("o{i}").into()), Delivery::Queued);
             assert_eq!(o.reply(Message::text(format!("r{i}"))), Delivery::Queued);
         }
-        assert_eq!(o.answer("a0".into(), 0), Delivery::Queued);
+        for i in 0..2 {
+            assert_eq!(o.answer(format!("a{i}").into(), 0), Delivery::Queued);
+        }
+        // offers_per_reply 2: two relays, then a reply; answers and offers in turn.
         assert_eq!(
             drain(&o),
-            ["a0", "o0", "o1", "r0", "o2", "o3", "r1", "r2", "r3"]
+            ["a0", "o0", "r0", "a1", "o1", "r1", "o2", "o3", "r2", "r3"]
         );
         // Nothing waiting: nothing is held back either.
         assert_eq!(o.reply(Message::text("r4")), Delivery::Queued);
         assert_eq!(drain(&o), ["r4"]);
+        assert_eq!(o.answer("a2".into(), 0), Delivery::Queued);
+        assert_eq!(drain(&o), ["a2"]);
     }
 
     #[test]
