@@ -47,7 +47,8 @@
 # without its lock file a newer zerocopy breaks its primitives crate), opentracker and wrk
 # (apt-get), openssl, cc, and npm for compare-ws.
 # Environment: ROUNDS (3, compare-*), DURATION (10s) and WARMUP (5s) for compare-*,
-# GEN_ROUNDS (3; udp-aquatic and udp-baseline: UDP_GEN_ROUNDS, 7), GEN_DURATION (15s) and GEN_WARMUP (5s)
+# GEN_ROUNDS (3; udp-aquatic and udp-baseline: UDP_GEN_ROUNDS, 7; ws-aquatic: WS_GEN_ROUNDS, 7),
+# GEN_DURATION (15s) and GEN_WARMUP (5s)
 # for the runs under aquatic's testers and wrk (multiples of 5 s), LEVELS (1,2),
 # HTTP_CLIENTS (64,256,1024), WS_CLIENTS (16,64,256,1024), WRK_CLIENTS (64),
 # TORRENTS (10000), IDLE (10000), BASELINE_SHOAL (udp-baseline), BASELINE_DIR (earlier
@@ -64,6 +65,7 @@ DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-5s}
 GEN_ROUNDS=${GEN_ROUNDS:-3}
 UDP_GEN_ROUNDS=${UDP_GEN_ROUNDS:-7}
+WS_GEN_ROUNDS=${WS_GEN_ROUNDS:-7}
 GEN_DURATION=${GEN_DURATION:-15s}
 GEN_WARMUP=${GEN_WARMUP:-5s}
 LEVELS=${LEVELS:-1,2}
@@ -188,9 +190,11 @@ for report in "${reports[@]}"; do
             # Both trackers at their default configs (issue 14): aquatic_ws_load_test
             # announces every torrent it picks on each of its connections, which shoal's
             # default ws.max_torrents_per_connection (10,000, least recently announced
-            # evicted past it) serves without refusals.
-            compare "$report" 3800 --generator aquatic --rounds "$GEN_ROUNDS" \
-                --tracker shoal --tracker aquatic_ws \
+            # evicted past it) serves without refusals. shoal's admin listener gives the
+            # report its counters round by round (answers dropped, failure reasons sent).
+            compare "$report" 3800 --generator aquatic --rounds "$WS_GEN_ROUNDS" \
+                --tracker "shoal=target/release/shoal --https 127.0.0.1:{port} --workers {workers} --state-file= --tls-cert {cert} --tls-key {key} --admin 127.0.0.1:3811" \
+                --tracker aquatic_ws \
                 ws --target wss://127.0.0.1:3800 "${gen[@]}" ;;
         ws-idle)
             compare "$report" 3900 --idle-connections "$IDLE" --idle-modes ws,wss \

@@ -69,9 +69,10 @@ pub struct ClusterSettings {
 /// Where messages that other nodes forwarded to this node's WebTorrent peers are handed
 /// over: the server's registry of live connections.
 pub trait LocalDelivery: Send + Sync {
-    /// Queues `message` for local connection `conn`, without waiting (a full queue or a
-    /// closed connection drops it, as for a message relayed on one node).
-    fn deliver(&self, conn: ConnectionId, message: String);
+    /// Queues `message` (an offer, or else an answer) for local connection `conn`, without
+    /// waiting (a full queue or a closed connection drops it, as for a message relayed on
+    /// one node).
+    fn deliver(&self, conn: ConnectionId, message: String, offer: bool);
 }
 
 /// The WebTorrent front end, as the exchange sees it.

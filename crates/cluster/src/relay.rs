@@ -130,7 +130,9 @@ pub fn deliver(core: &Core, front: &WebTorrentFrontEnd, message: &Forwarded) -> 
     };
     match conn {
         Some(conn) => {
-            front.delivery.deliver(conn, message.body.clone());
+            front
+                .delivery
+                .deliver(conn, message.body.clone(), message.offer);
             true
         }
         None => false,

@@ -136,6 +136,9 @@ pub enum RequestError {
     UnknownEvent(String),
     #[error("{0}")]
     Invalid(&'static str),
+    /// A message over the server's size limit: its size and the limit, in bytes.
+    #[error("message too large: {0} bytes, at most {1}")]
+    TooLarge(usize, usize),
 }
 
 impl RequestError {
@@ -147,6 +150,7 @@ impl RequestError {
             RequestError::UnknownAction(_) => "unknown_action",
             RequestError::UnknownEvent(_) => "unknown_event",
             RequestError::Invalid(_) => "invalid",
+            RequestError::TooLarge(..) => "too_large",
         }
     }
 }

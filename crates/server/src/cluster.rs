@@ -35,7 +35,12 @@ pub fn webtorrent(ws: &Arc<WsContext>) -> Option<WebTorrentFrontEnd> {
 }
 
 impl LocalDelivery for WsContext {
-    fn deliver(&self, conn: ConnectionId, message: String) {
-        self.registry.deliver(conn, message.into());
+    fn deliver(&self, conn: ConnectionId, message: String, offer: bool) {
+        if offer {
+            self.registry.deliver_offer(conn, message.into());
+        } else {
+            let now = shoal_swarm::clock::now();
+            self.registry.deliver(conn, message.into(), now);
+        }
     }
 }

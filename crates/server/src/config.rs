@@ -169,6 +169,9 @@ pub struct WsConfig {
     pub max_connections: usize,
     pub max_torrents_per_connection: usize,
     pub outgoing_queue: usize,
+    pub answer_queue: usize,
+    pub offers_per_reply: u8,
+    pub send_buffer: usize,
     pub send_timeout: u64,
     pub ping_interval: u64,
     pub idle_timeout: u64,
@@ -188,7 +191,10 @@ impl Default for WsConfig {
             max_frame_size: 64 << 10,
             max_connections: 50_000,
             max_torrents_per_connection: 10_000,
-            outgoing_queue: 64,
+            outgoing_queue: 1024,
+            answer_queue: 16_384,
+            offers_per_reply: 4,
+            send_buffer: 64 << 10,
             send_timeout: 10,
             ping_interval: 60,
             idle_timeout: 180,
@@ -395,12 +401,14 @@ impl Config {
             bail!("ws.max_message_size and ws.max_frame_size must be at least 1024");
         }
         if ws.outgoing_queue == 0
+            || ws.answer_queue == 0
+            || ws.offers_per_reply == 0
             || ws.max_connections == 0
             || ws.max_strikes == 0
             || ws.max_torrents_per_connection == 0
         {
             bail!(
-                "ws.outgoing_queue, ws.max_connections, ws.max_strikes and \
+                "ws.outgoing_queue, ws.answer_queue, ws.offers_per_reply, ws.max_connections, ws.max_strikes and \
                  ws.max_torrents_per_connection must be at least 1"
             );
         }

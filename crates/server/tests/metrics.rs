@@ -258,6 +258,14 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
         .unwrap();
     rt.block_on(async {
         let before = scrape_until(admin, "first scrape", |_| true);
+        // Every failure reason is listed before any was sent.
+        for reason in shoal_server::ws::failures::REASONS {
+            let series = [("reason", reason)];
+            assert!(
+                value(&before, "shoal_ws_failures_total", &series).is_some(),
+                "{reason} not listed"
+            );
+        }
         let (mut a, mut b) = (ws::connect(front).await, ws::connect(front).await);
         // B is in the swarm; A announces with an offer, which goes to B; B answers.
         assert_eq!(
@@ -293,6 +301,7 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
                 "shoal_ws_torrents",
                 "shoal_ws_connections",
                 "shoal_ws_relayed_total",
+                "shoal_ws_failures_total",
             ],
         );
         let (status, body) = http(admin, "GET", "/status.json", None);
@@ -323,6 +332,17 @@ fn metrics_report_webtorrent_peers_connections_and_relays() {
         });
         assert_eq!(ws_requests(&s, "answer", "no_such_offer"), refused + 1.0);
         assert_eq!(ws_requests(&s, "invalid", "malformed"), malformed + 1.0);
+        // The two failure reasons sent, each under its reason, and no other.
+        let failures =
+            |s: &Scrape, reason: &str| count(s, "shoal_ws_failures_total", &[("reason", reason)]);
+        for reason in shoal_server::ws::failures::REASONS {
+            let sent = f64::from(u8::from(["no_such_offer", "malformed"].contains(&reason)));
+            assert_eq!(
+                failures(&s, reason),
+                failures(&before, reason) + sent,
+                "{reason}"
+            );
+        }
         assert_eq!(relayed(&s, "answer") - relayed(&before, "answer"), 1.0);
 
         // A leaves: one connection open, and its peer is gone.

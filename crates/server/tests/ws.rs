@@ -374,6 +374,54 @@ async fn a_slow_reader_loses_relays_not_its_connection_and_a_stopped_one_times_o
     }
 }
 
+/// An answer to a busy offerer reaches it, and before what was waiting for it: its offer
+/// queue is full and a reply to its own announce was queued first, yet the answer (what
+/// completes the WebRTC connection it started) is written next (`outbox`'s order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_a_busy_offerer_goes_before_its_replies_and_offers() {
+    let h = start(|ws| ws.outgoing_queue = 4);
+    // The offerer: small receive buffer, reads nothing from now on.
+    let mut busy = small_buffer_client(h.addr, false).await;
+    request(&mut busy, announce(ih(1), pid(1), Some(0), "started")).await;
+    // The answerer, alone in torrent 2.
+    let mut answerer = h.joined(2, 3, 5).await;
+    // Another peer's big offers back up the offerer's socket and fill its offer queue.
+    let _offers = offers_to_peer_1(h.addr, 300).await;
+    // It offers in torrent 2 without reading the reply; the answerer answers.
+    send(
+        &mut busy,
+        with_offers(announce(ih(2), pid(1), Some(0), "update"), &[9]),
+    )
+    .await;
+    let offer = recv(&mut answerer).await;
+    let offer_id = offer["offer_id"].as_str().unwrap().to_owned();
+    send(&mut answerer, answer(ih(2), pid(3), pid(1), &offer_id)).await;
+    // The answerer's next reply says the tracker has handled its answer.
+    request(&mut answerer, announce(ih(2), pid(3), Some(5), "update")).await;
+    // The offerer reads everything.
+    let mut got = Vec::new();
+    while let Ok(m) = tokio::time::timeout(Duration::from_secs(1), busy.next()).await {
+        let m = m.expect("the offerer's connection is alive").unwrap();
+        got.push(serde_json::from_str::<serde_json::Value>(m.to_text().unwrap()).unwrap());
+    }
+    let position = |what: &str, f: &dyn Fn(&serde_json::Value) -> bool| {
+        got.iter()
+            .position(f)
+            .unwrap_or_else(|| panic!("no {what} among {} messages", got.len()))
+    };
+    let answered = position("answer", &|v| v["answer"]["sdp"] == "ans");
+    let replied = position("reply in torrent 2", &|v| {
+        v.get("complete").is_some() && v["info_hash"] == bin(&ih(2))
+    });
+    assert!(answered < replied, "answer {answered}, reply {replied}");
+    // The offers that waited in its queue come after the answer.
+    let offers_after = got[answered..]
+        .iter()
+        .filter(|v| v.get("offer").is_some())
+        .count();
+    assert_eq!(offers_after, 4, "{got:?}");
+}
+
 /// A client that reads one message for each it sends (aquatic_ws_load_test's clients do)
 /// keeps its connection when the tracker has more for it than the TCP buffers hold: the
 /// tracker goes on reading it while a write to it waits. When one task did both, the

@@ -46,8 +46,10 @@ pub struct WsStoreConfig {
     pub torrent_ttl: u32,
     /// Seconds an answer to a relayed offer is accepted after the offer went out.
     pub offer_max_age: u32,
-    /// Offers remembered per recipient peer; older ones are forgotten first. An offer can
-    /// wait in the recipient's socket buffers for as long as its client takes to read
+    /// Offers remembered per recipient peer. A peer that holds this many unanswered ones,
+    /// none expired, is not chosen for another (which would push out the oldest, and its
+    /// answer would be refused); only offers relayed for another node of a cluster push out
+    /// the oldest. An offer can wait in the recipient's socket buffers for as long as its client takes to read
     /// them, so this must cover what a busy peer has in flight, not what it answers in a
     /// round trip: 16 bytes an offer, and only a peer that is sent many offers fills it.
     pub max_pending_offers: usize,

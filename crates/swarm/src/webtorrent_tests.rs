@@ -110,10 +110,15 @@ fn offer_from_1(
 }
 
 fn store() -> WebTorrentStore {
+    store_holding(64)
+}
+
+/// A store whose peers remember at most `pending` offers each.
+fn store_holding(pending: usize) -> WebTorrentStore {
     WebTorrentStore::new(WsStoreConfig {
         shards: 4,
         offer_max_age: 10,
-        max_pending_offers: 3,
+        max_pending_offers: pending,
         ..WsStoreConfig::default()
     })
 }
@@ -225,24 +230,43 @@ fn late_answers_and_answers_to_departed_peers_are_refused() {
     );
 }
 
+/// A peer that holds `max_pending_offers` answerable offers is sent no more until one is
+/// answered or expires: another would push out the oldest, whose answer, sent by a client
+/// that did nothing wrong, would then be refused.
 #[test]
-fn pending_offers_per_peer_are_bounded() {
-    let (s, mut out) = store_with(&[ann(1, 10, Started, false)]);
+fn a_peer_with_its_pending_offers_full_is_passed_over() {
+    let s = store_holding(3);
+    let mut out = Vec::new();
+    s.announce(&ann(1, 10, Started, false), &[], 0, &mut out);
     for n in 0..5 {
         announce(&s, ann(2, 20, Regular, false), &[n], 0, &mut out);
+        // Cap 3: the fourth and fifth offers found no peer to go to.
+        assert_eq!(out.len(), usize::from(n < 3), "offer {n}");
     }
-    // Cap 3: the two oldest were forgotten.
-    assert_eq!(
-        answer(&s, 1, 10, 2, &oid(0), 0),
-        Err(AnswerRefusal::NoSuchOffer)
-    );
-    assert_eq!(
-        answer(&s, 1, 10, 2, &oid(1), 0),
-        Err(AnswerRefusal::NoSuchOffer)
-    );
-    for n in 2..5 {
+    for n in 3..5 {
+        assert_eq!(
+            answer(&s, 1, 10, 2, &oid(n), 0),
+            Err(AnswerRefusal::NoSuchOffer)
+        );
+    }
+    assert_eq!(answer(&s, 1, 10, 2, &oid(1), 0), Ok(20));
+    // One answered: room for one more.
+    announce(&s, ann(2, 20, Regular, false), &[5], 0, &mut out);
+    assert_eq!(out.len(), 1);
+    announce(&s, ann(2, 20, Regular, false), &[6], 0, &mut out);
+    assert!(out.is_empty());
+    for n in [0, 2, 5] {
         assert_eq!(answer(&s, 1, 10, 2, &oid(n), 0), Ok(20));
     }
+    // Full again, then the oldest expire (age 10): offers go through again.
+    for n in 7..10 {
+        announce(&s, ann(2, 20, Regular, false), &[n], 0, &mut out);
+    }
+    announce(&s, ann(2, 20, Regular, false), &[10], 10, &mut out);
+    assert!(out.is_empty(), "the oldest is not expired at 10");
+    announce(&s, ann(2, 20, Regular, false), &[10], 11, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(answer(&s, 1, 10, 2, &oid(10), 11), Ok(20));
 }
 
 /// A busy peer is sent thousands of offers before it reads the first (they wait in its

@@ -116,10 +116,15 @@ impl GeneratorSetting<'_> {
                 self.tls,
                 connections_line(point)
             ),
+            // `warn`: it then prints each error response's failure reason (the run's log
+            // keeps the first 20 and the notes count them).
+            // One report past the window: its connections are still open when the window
+            // ends (what the tracker counted is read then), not closing as it exits.
             _ => format!(
-                "{head}server_address = \"127.0.0.1:{}\"\nlog_level = \"error\"\nnum_workers = {workers}\n\
-                 duration = {total}\nmeasure_after_max_connections_reached = false\n{}",
+                "{head}server_address = \"127.0.0.1:{}\"\nlog_level = \"warn\"\nnum_workers = {workers}\n\
+                 duration = {}\nmeasure_after_max_connections_reached = false\n{}",
                 self.port,
+                total + REPORT_EVERY_S,
                 connections_line(point)
             ),
         };
@@ -145,10 +150,24 @@ impl GeneratorSetting<'_> {
         tracker_pid: u32,
         log: &Path,
     ) -> Result<GeneratorRun> {
+        self.run_with(point, round, tracker_pid, log, &mut || {})
+    }
+
+    /// [`GeneratorSetting::run`], calling `at_window_end` when the measured window ends
+    /// (for aquatic's testers: when its last report is printed; aquatic_ws_load_test runs
+    /// one report longer, so that its connections are still open then).
+    pub fn run_with(
+        &self,
+        point: Point,
+        round: usize,
+        tracker_pid: u32,
+        log: &Path,
+        at_window_end: &mut dyn FnMut(),
+    ) -> Result<GeneratorRun> {
         let (words, _) = self.command(point)?;
         let mut run = match self.generator {
             Generator::Wrk => self.run_wrk(&words, tracker_pid, log)?,
-            _ => self.run_aquatic(&words, tracker_pid, log)?,
+            _ => self.run_aquatic(&words, tracker_pid, log, at_window_end)?,
         };
         run.round = round;
         run.point = point;
@@ -177,7 +196,13 @@ impl GeneratorSetting<'_> {
             .with_context(|| format!("starting {}", words.join(" ")))
     }
 
-    fn run_aquatic(&self, words: &[String], tracker_pid: u32, log: &Path) -> Result<GeneratorRun> {
+    fn run_aquatic(
+        &self,
+        words: &[String],
+        tracker_pid: u32,
+        log: &Path,
+        at_window_end: &mut dyn FnMut(),
+    ) -> Result<GeneratorRun> {
         let mut child = self.spawn(words, Stdio::piped())?;
         let pid = child.id();
         let (tx, rx) = mpsc::channel();
@@ -240,6 +265,7 @@ impl GeneratorSetting<'_> {
                 }
                 if reports == last {
                     end = Some(CpuSnapshot::of(Some(pid), Some(tracker_pid)));
+                    at_window_end();
                 }
             }
             text.push_str(&line);

@@ -35,6 +35,7 @@ pub mod session;
 pub mod tier_report;
 pub mod tiers;
 pub mod tracker;
+pub mod ws_counters;
 
 pub use args::{CompareArgs, HeadlineArgs, RenderArgs};
 pub use report::markdown;

@@ -31,7 +31,7 @@ use super::results::{describe, Comparison, Contender, Point};
 
 /// The value of `flag` on a command line: the word after `flag`, or what follows
 /// `flag=` (the first occurrence of either).
-fn flag_value<'a>(command: &'a str, flag: &str) -> Option<&'a str> {
+pub(super) fn flag_value<'a>(command: &'a str, flag: &str) -> Option<&'a str> {
     let words: Vec<&str> = command.split_whitespace().collect();
     words.iter().enumerate().find_map(|(i, w)| {
         if *w == flag {
@@ -153,13 +153,7 @@ impl PrivateTracker {
 
     /// The database-write counters now, from `/metrics` (0 for a counter not there yet).
     pub fn writes(&self) -> Result<DatabaseWrites> {
-        let admin = self.admin;
-        let text = runtime()?.block_on(async move {
-            AdminConnection::open(admin)
-                .await?
-                .call("GET", "/metrics", "")
-                .await
-        })?;
+        let text = metrics_text(self.admin)?;
         Ok(DatabaseWrites {
             flushes: counter(&text, FLUSHES),
             deltas: counter(&text, DELTAS),
@@ -175,6 +169,16 @@ impl PrivateTracker {
         record(&mut result, before, after, started.elapsed());
         Ok(result)
     }
+}
+
+/// The `/metrics` text of the admin listener at `admin`.
+pub(super) fn metrics_text(admin: SocketAddr) -> Result<String> {
+    runtime()?.block_on(async move {
+        AdminConnection::open(admin)
+            .await?
+            .call("GET", "/metrics", "")
+            .await
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

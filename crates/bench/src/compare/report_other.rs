@@ -140,6 +140,7 @@ pub fn generator_section(cmp: &Comparison) -> String {
         }
     }
     out.push_str(&ratios(cmp));
+    out.push_str(&super::ws_counters::section(cmp));
     let notes: Vec<String> = cmp
         .contenders
         .iter()
@@ -188,27 +189,37 @@ fn ratios(cmp: &Comparison) -> String {
             (None, "responses"),
             (Some("announce"), "announces"),
             (Some("offer"), "offers relayed"),
+            (Some("answer"), "answers relayed"),
         ]
     } else {
         &[(None, "responses")]
     };
+    let points = generator_points(first);
     for other in &cmp.contenders[1..] {
-        for (kind, label) in kinds {
-            if let (Some(a), Some(b)) = (per_cpu_median(first, *kind), per_cpu_median(other, *kind))
-            {
-                let by_round = generator_points(first)
-                    .last()
-                    .and_then(|&p| round_ratios(first, other, p, *kind))
-                    .map_or(String::new(), |r| {
-                        format!("; round by round {}", r.describe())
-                    });
-                let _ = writeln!(
-                    out,
-                    "- median {label} per tracker CPU-second, {} / {}: **{:.3}**{by_round}",
-                    first.name,
-                    other.name,
-                    a / b
-                );
+        for &p in &points {
+            // At one load point the line reads as before; at several (tiers of tracker
+            // workers), one line per point.
+            let at = if points.len() > 1 {
+                format!(" at {}", describe(p))
+            } else {
+                String::new()
+            };
+            for (kind, label) in kinds {
+                let median =
+                    |c: &Contender| median_of(&runs_at(c, p), |r| r.per_tracker_cpu_second(*kind));
+                if let (Some(a), Some(b)) = (median(first), median(other)) {
+                    let by_round = round_ratios(first, other, p, *kind)
+                        .map_or(String::new(), |r| {
+                            format!("; round by round {}", r.describe())
+                        });
+                    let _ = writeln!(
+                        out,
+                        "- median {label} per tracker CPU-second{at}, {} / {}: **{:.3}**{by_round}",
+                        first.name,
+                        other.name,
+                        a / b
+                    );
+                }
             }
         }
     }

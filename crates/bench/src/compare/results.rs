@@ -171,6 +171,10 @@ pub struct GeneratorRun {
     pub latency_ms: BTreeMap<String, f64>,
     /// What looked wrong (error responses, socket errors, threads not pinned).
     pub notes: Vec<String>,
+    /// The tracker's `shoal_ws_*` series when the round's load had stopped, for a contender
+    /// with an admin listener (see `ws_counters`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tracker_counters: BTreeMap<String, f64>,
 }
 
 impl GeneratorRun {

@@ -276,10 +276,24 @@ fn run_tier(
                     let others = match tier.external {
                         Some(g) => {
                             let log = out.join(format!("{}-load.log", c.name));
-                            let r =
-                                g.run(point, round, tracker.pid(), &log).with_context(|| {
+                            // shoal's WebTorrent counters, read when the window ends.
+                            let admin = super::ws_counters::admin_of(command)
+                                .filter(|_| g.protocol == "ws");
+                            let mut counters = None;
+                            let mut read = || {
+                                if let Some(a) = admin {
+                                    counters = Some(super::ws_counters::read(a));
+                                }
+                            };
+                            let mut r = g
+                                .run_with(point, round, tracker.pid(), &log, &mut read)
+                                .with_context(|| {
                                     format!("{} round {} at {at}", c.name, round + 1)
                                 })?;
+                            if let Some(c2) = counters {
+                                r.tracker_counters =
+                                    c2.with_context(|| format!("{}'s /metrics", c.name))?;
+                            }
                             let others = r.cpu.others_percent;
                             c.generator_runs.push(r);
                             others

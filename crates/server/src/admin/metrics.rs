@@ -55,6 +55,8 @@ fn installed() -> &'static Installed {
             );
         }
         describe(&*recorder);
+        // Every WebTorrent failure reason, at zero until it counts.
+        metrics::with_local_recorder(&*recorder, crate::ws::failures::register);
         shoal_tracker::fixed_counter::recorder_installed();
         Installed { recorder, handle }
     })
@@ -171,13 +173,19 @@ fn describe(r: &dyn Recorder) {
     d(
         "shoal_ws_relayed_total",
         None,
-        "WebTorrent offers and answers relayed to another connection, by message and result.",
+        "WebTorrent offers and answers relayed to another connection, by message and result (offers shed: not relayed, the offerer having no room left for their answers).",
         0,
     );
     d(
         "shoal_ws_replies_dropped_total",
         None,
-        "WebTorrent replies dropped because 256 were already waiting for a client that was not reading.",
+        "WebTorrent replies dropped because 256 were already waiting for a client that was not reading (answers to it go first).",
+        0,
+    );
+    d(
+        "shoal_ws_failures_total",
+        None,
+        "WebTorrent failure reasons sent to clients, by reason (every reason listed, from zero).",
         0,
     );
     d(

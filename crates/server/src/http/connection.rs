@@ -81,7 +81,7 @@ pub(super) fn answer_head(
 /// already read from it (by the accept loop's fast path), nothing having been answered.
 pub async fn serve<S>(mut stream: S, remote: SocketAddr, ctx: Arc<HttpContext>, initial: &[u8])
 where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + crate::ws::OverTcp + Unpin + Send + 'static,
 {
     let settings = &ctx.settings;
     let mut buf = vec![0u8; settings.max_request_bytes];

@@ -2,9 +2,9 @@
 //!
 //! The reader waits on a frame from the client and on a timer for pings and the idle
 //! timeout; it handles each message and hands the replies to the writer. The writer waits
-//! on those replies and on messages other connections relayed into this one's bounded
-//! queue (when the queue is full, relays are dropped, not the connection: see
-//! `registry`). Writes are batched (everything waiting is written, then one flush) and
+//! on those replies and on the offers and answers other connections relayed, all in the
+//! connection's bounded queues (when one is full, what it holds is dropped, not the
+//! connection; which goes first is in `outbox`). Writes are batched (everything waiting is written, then one flush) and
 //! bounded in time, so a client that stops reading is closed, not buffered; the reading
 //! never waits on a write (see [`run`]). When the reader ends for any reason, the
 //! connection's peers leave their swarms at once.
@@ -22,8 +22,7 @@
 //! ws_text`). Its read buffer is tokio-util's (8 KiB, allocated when the connection
 //! starts).
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +31,6 @@ use futures_util::{FutureExt, SinkExt, StreamExt};
 use shoal_proto::ws::{FailureContext, RequestError};
 use shoal_swarm::webtorrent::ConnectionId;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, Notify};
 use tokio::time::{timeout, Instant};
 use tokio_websockets::{
     CloseCode, Error as WsError, Limits, Message, ServerBuilder, WebSocketStream,
@@ -40,68 +38,12 @@ use tokio_websockets::{
 
 use super::context::WsContext;
 use super::handler::{self, ConnState, Verdict};
+use super::outbox::{Bounds, Delivery, Outbox};
 use super::upgrade_request::{Prefixed, UpgradeRequest};
 use super::Text;
 
 /// Most queued messages written before one flush.
 const WRITE_BATCH: usize = 64;
-
-/// Replies to the client's own messages waiting for the writer. While the writer waits
-/// for the client to read, the reader goes on reading; past this many waiting replies, new
-/// ones are dropped (`shoal_ws_replies_dropped_total`) rather than the reading stopped:
-/// the client may itself be waiting to write before it reads again (one message read per
-/// message sent, with megabytes of relayed messages ahead of it in the TCP buffers), and
-/// a reader that stopped would bring back the wait on each other. A client that does not
-/// read at all is still closed by `send_timeout`, through the writer.
-const REPLY_BACKLOG: usize = 256;
-
-/// The replies (and pings and the closing frame) the reader hands the writer. A queue
-/// that allocates only while replies wait, not a channel: a tokio channel allocates a
-/// block of 32 slots when it is made (1.8 KiB of `Message`s), which every idle
-/// connection would carry.
-#[derive(Default)]
-struct Replies {
-    queue: parking_lot::Mutex<VecDeque<Message>>,
-    ready: Notify,
-    closed: AtomicBool,
-}
-
-impl Replies {
-    /// Queues `m` unless [`REPLY_BACKLOG`] messages wait already (`false`: dropped).
-    fn push(&self, m: Message) -> bool {
-        let mut q = self.queue.lock();
-        if q.len() >= REPLY_BACKLOG {
-            return false;
-        }
-        q.push_back(m);
-        drop(q);
-        self.ready.notify_one();
-        true
-    }
-
-    /// The last message: queued whatever is waiting; the reader hands over nothing after.
-    fn close_with(&self, last: Option<Message>) {
-        if let Some(m) = last {
-            self.queue.lock().push_back(m);
-        }
-        self.closed.store(true, Ordering::Release);
-        self.ready.notify_one();
-    }
-
-    fn pop(&self) -> Option<Message> {
-        let mut q = self.queue.lock();
-        let m = q.pop_front();
-        if q.is_empty() && q.capacity() > 16 {
-            // A burst is over: an idle connection keeps no memory for it.
-            *q = VecDeque::new();
-        }
-        m
-    }
-
-    fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-}
 
 /// Why a connection ended (for logs and metrics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,14 +93,24 @@ where
     // that a message over `max_message_size` gets a failure reason before the close (see
     // below); past twice the larger of our two limits it closes at once (1009).
     let hard_limit = 2 * s.limits.max_message_size.max(s.limits.max_frame_size);
+    // Bytes written to the client so far: what `send_timeout` watches.
+    let written = Arc::new(AtomicU64::new(0));
     let ws = ServerBuilder::new()
         .limits(Limits::default().max_payload_len(Some(hard_limit)))
-        .serve(Prefixed::new(std::mem::take(&mut upgrade.leftover), stream));
+        .serve(Prefixed::new(
+            std::mem::take(&mut upgrade.leftover),
+            stream,
+            written.clone(),
+        ));
     let (sink, mut stream) = ws.split();
-    let (queue, inbox) = mpsc::channel(s.limits.outgoing_queue.max(1));
-    ctx.registry.insert(id, queue);
-    let own = Arc::new(Replies::default());
-    let mut writer = tokio::spawn(write(sink, own.clone(), inbox, s.send_timeout));
+    let own = Arc::new(Outbox::new(Bounds {
+        offers: s.limits.outgoing_queue,
+        answers: s.limits.answer_queue,
+        offer_max_age: s.limits.offer_max_age,
+        offers_per_reply: s.limits.offers_per_reply,
+    }));
+    ctx.registry.insert(id, own.clone());
+    let mut writer = tokio::spawn(write(sink, own.clone(), s.send_timeout, written));
     let mut state = ConnState::new(id, upgrade.remote.ip().to_canonical(), passkey);
     let mut replies: Vec<Text> = Vec::new();
     let mut last_heard = Instant::now();
@@ -180,11 +132,7 @@ where
                     Some(Err(_)) => break (End::Error, None),
                     Some(Ok(msg)) if msg.as_payload().len() > s.limits.max_message_size => {
                         // Over the size limit: say so, then close.
-                        let err = RequestError::Json(format!(
-                            "message too large: {} bytes, at most {}",
-                            msg.as_payload().len(),
-                            s.limits.max_message_size
-                        ));
+                        let err = RequestError::TooLarge(msg.as_payload().len(), s.limits.max_message_size);
                         handler::misbehaved(ctx, &mut state, &err, FailureContext::default(), &mut replies);
                         hand_over(&own, &mut replies);
                         break (End::TooLarge, Some((CloseCode::MESSAGE_TOO_BIG, "message too large")));
@@ -222,14 +170,14 @@ where
                 }
                 if quiet >= s.ping_interval {
                     // Skipped if replies are waiting: the client has not read them either.
-                    own.push(Message::ping(""));
+                    own.reply(Message::ping(""));
                 }
             }
         }
     };
 
-    // The writer gets what is left (and the close frame) before the relays stop, and then
-    // `send_timeout` to send it; the client's own peers leave at once.
+    // The writer gets the replies left (and the close frame), relays stop, and the writer
+    // has `send_timeout` to send them; the client's own peers leave at once.
     own.close_with(closing.map(|(code, reason)| Message::close(Some(code), reason)));
     ctx.registry.remove(id);
     let removed = handler::leave(ctx, id, state.peers.drain());
@@ -245,66 +193,51 @@ where
     );
 }
 
-/// Hands the replies to the writer, in order, dropping those past [`REPLY_BACKLOG`].
-fn hand_over(own: &Replies, replies: &mut Vec<Text>) {
+/// Hands the replies to the writer, in order, dropping those past
+/// [`super::outbox::REPLY_BACKLOG`].
+fn hand_over(own: &Outbox, replies: &mut Vec<Text>) {
     for r in replies.drain(..) {
-        if !own.push(Message::text(r)) {
+        if own.reply(Message::text(r)) == Delivery::Dropped {
             shoal_tracker::fixed_counter!("shoal_ws_replies_dropped_total").increment(1);
         }
     }
 }
 
-/// The writer: replies to the client's own messages first, then what other connections
-/// relayed, up to [`WRITE_BATCH`] messages, then one flush. A client that does not read
-/// at all is closed when a write has waited `send_timeout`; one that reads slowly keeps
-/// its connection and loses the relayed messages its full queue cannot take (see
-/// `registry`). Ends when the reader has closed the replies and they are all written
-/// (after a flush, which also sends the crate's reply to a client's close), after a
-/// close frame, or on a failed or timed out write.
+/// The writer: what the connection's [`Outbox`] gives, in its order, up to
+/// [`WRITE_BATCH`] messages, then one flush. A client that does not read at all is closed
+/// when a write has made no progress for `send_timeout`; one that reads, however slowly,
+/// keeps its connection and loses what its full queues cannot take (see `outbox`). Ends when the reader has closed
+/// the outbox and its replies are all written (after a flush, which also sends the crate's
+/// reply to a client's close), after a close frame, or on a failed or timed out write.
 async fn write<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
-    own: Arc<Replies>,
-    mut inbox: mpsc::Receiver<Text>,
+    own: Arc<Outbox>,
     limit: Duration,
+    written: Arc<AtomicU64>,
 ) -> End
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut relays_open = true;
     loop {
         let first = match own.pop() {
             Some(m) => m,
             None if own.is_closed() => {
-                let _ = within(limit, sink.flush()).await;
+                let _ = within(limit, &written, sink.flush()).await;
                 return End::Closed;
             }
-            None => tokio::select! {
-                biased;
-                _ = own.ready.notified() => continue,
-                m = inbox.recv(), if relays_open => match m {
-                    Some(t) => Message::text(t),
-                    // The registry let go: the reader is ending, and says so next.
-                    None => {
-                        relays_open = false;
-                        continue;
-                    }
-                },
-            },
+            None => {
+                own.ready.notified().await;
+                continue;
+            }
         };
         let mut closing = first.is_close();
-        let sent = within(limit, async {
+        let sent = within(limit, &written, async {
             sink.feed(first).await?;
             for _ in 1..WRITE_BATCH {
                 if closing {
                     break;
                 }
-                let next = match own.pop() {
-                    Some(m) => m,
-                    None => match inbox.try_recv() {
-                        Ok(t) => Message::text(t),
-                        Err(_) => break,
-                    },
-                };
+                let Some(next) = own.pop() else { break };
                 closing = next.is_close();
                 sink.feed(next).await?;
             }
@@ -323,8 +256,13 @@ where
 /// How often a write that waits is polled again, woken or not.
 const WRITE_REPOLL: Duration = Duration::from_millis(50);
 
-/// Runs `write` to its end within `limit` (`None`: it did not end in time), polling it
-/// again every [`WRITE_REPOLL`] while it waits.
+/// Runs `write` to its end unless it makes no progress for `limit` (`None`: no byte was
+/// `written` for that long), polling it again every [`WRITE_REPOLL`] while it waits.
+///
+/// Progress, not the whole write: the socket's send buffer is bounded (`socket`), and a
+/// client that reads a few hundred messages a second (aquatic_ws_load_test's executor
+/// serves some of its connections so, at times) takes longer than `send_timeout` to read
+/// a batch and what waits in the buffers before it, but is reading.
 ///
 /// The connection's two tasks share one stream, and tokio-websockets lets the reading
 /// half finish a flush the writing half began (each read first writes what is queued).
@@ -335,18 +273,27 @@ const WRITE_REPOLL: Duration = Duration::from_millis(50);
 /// both tasks through proxies; here the writer looks again itself. Seen once in fourteen
 /// 20-s rounds of aquatic_ws_load_test before this: 7 connections closed by `send_timeout`.
 /// A write done at its first poll (the usual case) costs no clock read and no timer.
-async fn within<F: std::future::Future>(limit: Duration, write: F) -> Option<F::Output> {
+async fn within<F: std::future::Future>(
+    limit: Duration,
+    written: &AtomicU64,
+    write: F,
+) -> Option<F::Output> {
     tokio::pin!(write);
     if let Some(out) = (&mut write).now_or_never() {
         return Some(out);
     }
-    let deadline = Instant::now() + limit;
+    let mut seen = written.load(Ordering::Relaxed);
+    let mut deadline = Instant::now() + limit;
     loop {
         tokio::select! {
             biased;
             out = &mut write => return Some(out),
             _ = tokio::time::sleep(WRITE_REPOLL) => {
-                if Instant::now() >= deadline {
+                let now = written.load(Ordering::Relaxed);
+                if now != seen {
+                    seen = now;
+                    deadline = Instant::now() + limit;
+                } else if Instant::now() >= deadline {
                     return None;
                 }
             }

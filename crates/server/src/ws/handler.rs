@@ -19,11 +19,12 @@ use shoal_proto::ws::{
 use std::net::IpAddr;
 
 use shoal_proto::{AnnounceEvent, InfoHash};
-use shoal_swarm::webtorrent::{is_remote, ConnectionId, OfferTarget};
+use shoal_swarm::webtorrent::{is_remote, AnswerRefusal, ConnectionId, OfferTarget};
 use shoal_swarm::TorrentStats;
 
 use super::connection_peers::{ConnectionPeers, Pair};
 use super::context::WsContext;
+use super::failures;
 use super::registry::Delivery;
 use super::Text;
 use shoal_cluster::ws_link::{Forwarded, Outgoing};
@@ -138,7 +139,9 @@ fn scraped(ctx: &WsContext, conn: &ConnState, info_hash: &InfoHash) -> Result<To
     })
 }
 
-fn failure(text: &str, context: FailureContext) -> Text {
+/// A `failure reason` of `text`, counted under `reason` (see [`failures`]).
+fn failure(reason: &'static str, text: &str, context: FailureContext) -> Text {
+    failures::count(reason);
     ws::to_json(&Notice {
         failure: true,
         text,
@@ -200,7 +203,11 @@ pub fn misbehaved(
     replies: &mut Vec<Text>,
 ) -> Verdict {
     count("invalid", err.kind());
-    replies.push(failure(&err.to_string(), context));
+    replies.push(failure(
+        failures::of_request(err),
+        &err.to_string(),
+        context,
+    ));
     conn.strikes += 1;
     if conn.strikes >= ctx.settings.limits.max_strikes.max(1) {
         Verdict::Close
@@ -218,11 +225,20 @@ fn announce(
 ) -> Verdict {
     let context = announcing(a.info_hash);
     let key = (a.info_hash, a.peer_id);
-    // As many offers as the client sent, asked for, and the server allows.
-    let n = a.offers.len().min(ctx.settings.limits.max_offers).min(
+    // As many offers as the client sent, asked for, and the server allows, and has room
+    // for the answers of (the others are shed: see `outbox`).
+    let mut n = a.offers.len().min(ctx.settings.limits.max_offers).min(
         a.numwant
             .map_or(usize::MAX, |n| n.min(usize::MAX as u64) as usize),
     );
+    if n > 0 {
+        let room = ctx.registry.answer_room(conn.id, now);
+        if n > room {
+            shoal_tracker::fixed_counter!("shoal_ws_relayed_total", "message" => "offer", "result" => "shed")
+                .increment((n - room) as u64);
+            n = room;
+        }
+    }
     conn.offer_ids.clear();
     conn.offer_ids
         .extend(a.offers[..n].iter().map(|o| o.offer_id));
@@ -253,7 +269,7 @@ fn announce(
         Ok(served) => served,
         Err(Stop::Refuse(reason)) => {
             count!("announce", "refused");
-            replies.push(failure(reason, context));
+            replies.push(failure(failures::of_policy(reason), reason, context));
             return Verdict::Continue;
         }
         Err(stop) => {
@@ -282,6 +298,11 @@ fn announce(
             stopped: a.event == AnnounceEvent::Stopped,
         });
     }
+    // Each offer takes its answer's place before it goes (an answer can come back before
+    // this loop ends); those not queued give it back.
+    ctx.registry
+        .offers_relayed(conn.id, conn.targets.len(), now);
+    let mut not_queued = 0;
     for t in &conn.targets {
         let o = &a.offers[t.offer];
         let relayed = RelayedOffer {
@@ -291,7 +312,7 @@ fn announce(
             offer: o.offer,
         }
         .to_json();
-        match &ctx.cluster {
+        let delivery = match &ctx.cluster {
             Some(link) if is_remote(t.conn) => {
                 let ids = (&t.peer_id, &a.peer_id);
                 let message = Forwarded::new(
@@ -306,10 +327,15 @@ fn announce(
                     node: t.conn,
                     message,
                 });
-                relay!("offer", Delivery::Queued);
+                Delivery::Queued
             }
-            _ => relay!("offer", ctx.registry.deliver_offer(t.conn, relayed.into())),
-        }
+            _ => ctx.registry.deliver_offer(t.conn, relayed.into()),
+        };
+        relay!("offer", delivery);
+        not_queued += usize::from(delivery != Delivery::Queued);
+    }
+    if not_queued > 0 {
+        ctx.registry.offers_not_relayed(conn.id, not_queued, now);
     }
     count!("announce", "ok");
     replies.push(
@@ -384,7 +410,7 @@ fn answer(
                     link.send(Outgoing::Forward { node: to, message });
                     Delivery::Queued
                 }
-                _ => ctx.registry.deliver(to, relayed.into()),
+                _ => ctx.registry.deliver(to, relayed.into(), now),
             };
             relay!("answer", delivery);
             match delivery {
@@ -394,13 +420,22 @@ fn answer(
                 Delivery::Dropped => count!("answer", "dropped"),
                 Delivery::Gone => {
                     count!("answer", "refused");
-                    replies.push(failure("answer to a peer that has left", context));
+                    let gone = AnswerRefusal::OffererGone;
+                    replies.push(failure(
+                        failures::of_answer(gone),
+                        &gone.to_string(),
+                        context,
+                    ));
                 }
             }
         }
         Err(refusal) => {
             count("answer", refusal.kind());
-            replies.push(failure(&refusal.to_string(), context));
+            replies.push(failure(
+                failures::of_answer(refusal),
+                &refusal.to_string(),
+                context,
+            ));
         }
     }
 }
@@ -419,6 +454,7 @@ fn scrape(
     if info_hashes.len() > limit {
         count!("scrape", "refused");
         replies.push(failure(
+            "too_many_hashes",
             &format!("too many info hashes (at most {limit})"),
             context,
         ));
@@ -428,7 +464,11 @@ fn scrape(
     if info_hashes.is_empty() {
         if !ctx.settings.limits.full_scrape {
             count!("scrape", "refused");
-            replies.push(failure("full scrape is disabled", context));
+            replies.push(failure(
+                "full_scrape_disabled",
+                "full scrape is disabled",
+                context,
+            ));
             return Verdict::Continue;
         }
         // A document for no client in particular (private mode turns it off): the source

@@ -14,17 +14,25 @@
 //! - [`connection`]: one connection's task (reads, writes, pings, limits).
 //! - [`handler`]: what a message does (policy, announce, offers, answer, scrape, failures).
 //! - [`connection_peers`]: the pairs a connection announced, bounded, oldest evicted.
-//! - [`registry`]: connection ids to outgoing queues; a full queue drops relays, not the connection.
+//! - [`outbox`]: a connection's outgoing queues (answers, replies, offers), what is written
+//!   first and what is shed first.
+//! - [`registry`]: connection ids to outboxes; a full queue drops relays, not the connection.
+//! - [`failures`]: every failure reason a client can be sent, counted by reason.
+//! - [`socket`]: the TCP socket under a connection, whose send buffer is bounded.
 
 pub mod connection;
 pub mod connection_peers;
 pub mod context;
+pub mod failures;
 pub mod handler;
+pub mod outbox;
 pub mod registry;
+pub mod socket;
 pub mod upgrade;
 pub mod upgrade_request;
 
 pub use context::{WsContext, WsSettings};
+pub use socket::OverTcp;
 pub use upgrade::serve_upgrade;
 pub use upgrade_request::UpgradeRequest;
 

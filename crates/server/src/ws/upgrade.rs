@@ -8,13 +8,14 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::connection;
 use super::context::WsContext;
+use super::socket::{size_send_buffer, OverTcp};
 use super::upgrade_request::UpgradeRequest;
 
 /// Answers a WebSocket upgrade request and runs the WebTorrent connection on `stream`
 /// until it closes. Never panics on what the client sends; errors end the connection.
 pub async fn serve_upgrade<S>(mut stream: S, upgrade: UpgradeRequest, ctx: Arc<WsContext>)
 where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + OverTcp + Unpin + Send + 'static,
 {
     if upgrade.sec_websocket_key.trim().is_empty() {
         let _ = stream
@@ -36,6 +37,9 @@ where
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Accept: {accept}\r\n\r\n"
     );
+    // From here on the socket carries WebSocket messages: its send buffer bounded (see
+    // `socket`).
+    size_send_buffer(stream.tcp(), ctx.settings.limits.send_buffer);
     if stream.write_all(head.as_bytes()).await.is_err() || stream.flush().await.is_err() {
         return;
     }

@@ -9,6 +9,8 @@
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -40,19 +42,29 @@ impl UpgradeRequest {
 }
 
 /// The upgraded stream, with the bytes the HTTP loop had already read past the request
-/// head served first: frames a client sent without waiting for the `101`.
+/// head served first: frames a client sent without waiting for the `101`. It counts the
+/// bytes written through it into `written`, the progress the connection's `send_timeout`
+/// watches.
 pub struct Prefixed<S> {
     leftover: Vec<u8>,
     at: usize,
     inner: S,
+    written: Arc<AtomicU64>,
 }
 
 impl<S> Prefixed<S> {
-    pub fn new(leftover: Vec<u8>, inner: S) -> Self {
+    pub fn new(leftover: Vec<u8>, inner: S, written: Arc<AtomicU64>) -> Self {
         Self {
             leftover,
             at: 0,
             inner,
+            written,
+        }
+    }
+
+    fn count(&self, wrote: &Poll<io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = wrote {
+            self.written.fetch_add(*n as u64, Ordering::Relaxed);
         }
     }
 }
@@ -85,7 +97,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let wrote = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.count(&wrote);
+        wrote
     }
 
     fn poll_write_vectored(
@@ -93,7 +108,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let wrote = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.count(&wrote);
+        wrote
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -117,7 +135,8 @@ mod tests {
     #[tokio::test]
     async fn what_was_read_past_the_head_comes_first_then_the_stream() {
         let (mut client, server) = tokio::io::duplex(64);
-        let mut s = Prefixed::new(b"early".to_vec(), server);
+        let written = Arc::new(AtomicU64::new(0));
+        let mut s = Prefixed::new(b"early".to_vec(), server, written.clone());
         client.write_all(b" later").await.unwrap();
         let mut got = [0u8; 3];
         s.read_exact(&mut got).await.unwrap();
@@ -129,6 +148,11 @@ mod tests {
         let mut back = [0u8; 4];
         client.read_exact(&mut back).await.unwrap();
         assert_eq!(&back, b"back");
+        assert_eq!(
+            written.load(Ordering::Relaxed),
+            4,
+            "the bytes written are counted"
+        );
     }
 
     #[test]

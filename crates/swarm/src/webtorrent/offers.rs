@@ -92,11 +92,18 @@ impl WebTorrentStore {
         takes_offers: &impl Fn(ConnectionId) -> bool,
     ) {
         let len = torrent.peers.len();
+        let max_age = self.config.offer_max_age;
+        let cap = self.config.max_pending_offers.max(1);
         // What the swarm itself says; `takes_offers` asks the connection registry (a lock
-        // and a look-up), so it is asked only of the peers drawn.
+        // and a look-up), so it is asked only of the peers drawn. A peer that already has
+        // `max_pending_offers` answerable offers is passed over: one more would push out
+        // the oldest, and the answer its client then sent to it would be refused.
         let candidate = |i: usize| -> bool {
             let (pid, p) = torrent.peers.get_index(i).expect("index in range");
-            *pid != req.peer_id && p.conn != req.conn && !(req.seeder && p.seeder)
+            *pid != req.peer_id
+                && p.conn != req.conn
+                && !(req.seeder && p.seeder)
+                && !p.pending.is_full(now, max_age, cap)
         };
         let conn = |i: usize| torrent.peers.get_index(i).expect("index in range").1.conn;
         let eligible = |i: usize| candidate(i) && takes_offers(conn(i));
@@ -128,8 +135,6 @@ impl WebTorrentStore {
                 }
             }
         }
-        let max_age = self.config.offer_max_age;
-        let cap = self.config.max_pending_offers.max(1);
         for (offer, i) in chosen.into_iter().enumerate() {
             let tag = self.tag(&offers[offer], &req.peer_id);
             let (pid, p) = torrent.peers.get_index_mut(i).expect("index in range");

@@ -29,6 +29,16 @@ impl Pending {
         self.0.push_back(PendingOffer { tag, sent_at: now });
     }
 
+    /// Whether one more offer would push out one still answerable: `cap` are remembered
+    /// and the oldest has not expired.
+    pub(super) fn is_full(&self, now: u32, max_age: u32, cap: usize) -> bool {
+        self.0.len() >= cap
+            && self
+                .0
+                .front()
+                .is_some_and(|o| now.saturating_sub(o.sent_at) <= max_age)
+    }
+
     fn expire(&mut self, now: u32, max_age: u32) {
         while self
             .0
