@@ -7,7 +7,7 @@
 //! each client's latest state (`xbt_files_users`), the torrents' seeders and leechers, the
 //! snatches and what tokens saved.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use shoal_accounts::Delta;
@@ -50,13 +50,11 @@ impl Site {
             let b = balance.entry(tid).or_default();
             *b = b.saturating_add(moved);
         }
-        batch.users = users
-            .into_values()
-            .filter(|u| u.uploaded != 0 || u.downloaded != 0)
+        // Every torrent whose figures, balance or snatches changed.
+        let mut touched: HashSet<u32> = (balance.keys().chain(pending.snatched.keys()))
+            .copied()
             .collect();
-        let mut touched = pending.torrents;
-        touched.extend(balance.keys().copied());
-        touched.extend(pending.snatched.keys().copied());
+        touched.extend(pending.torrents);
         for tid in touched {
             let (seeders, leechers) = match self.torrents.get(&tid) {
                 Some(t) => (t.seeders, t.leechers),
@@ -71,6 +69,11 @@ impl Site {
                 balance: balance.get(&tid).copied().unwrap_or(0),
             });
         }
+        batch.users = Vec::from_iter(
+            users
+                .into_values()
+                .filter(|gain| gain.uploaded > 0 || gain.downloaded > 0),
+        );
         batch.snatches = pending.snatches;
         batch.tokens = pending
             .tokens
@@ -89,24 +92,22 @@ impl Site {
     /// next write), snatches, token uses and the rows of clients gone are kept as they
     /// were.
     pub fn put_back(&self, batch: &Batch) {
-        let mut pending = self.pending.lock();
-        for p in &batch.peers {
-            let key = (p.torrent_id, p.user_id, p.peer_id);
-            if p.active {
-                pending.peers.insert(key);
-            } else {
-                pending.gone.entry(key).or_insert_with(|| p.clone());
-            }
+        let mut p = self.pending.lock();
+        let (live, gone): (Vec<_>, Vec<_>) = batch.peers.iter().partition(|row| row.active);
+        p.peers
+            .extend(live.iter().map(|r| (r.torrent_id, r.user_id, r.peer_id)));
+        for row in gone {
+            let key = (row.torrent_id, row.user_id, row.peer_id);
+            p.gone.entry(key).or_insert_with(|| row.clone());
         }
-        for t in &batch.torrents {
-            pending.torrents.insert(t.torrent_id);
-            if t.snatched > 0 {
-                *pending.snatched.entry(t.torrent_id).or_default() += t.snatched;
-            }
+        p.torrents
+            .extend(batch.torrents.iter().map(|t| t.torrent_id));
+        for t in batch.torrents.iter().filter(|t| t.snatched > 0) {
+            *p.snatched.entry(t.torrent_id).or_default() += t.snatched;
         }
-        pending.snatches.extend(batch.snatches.iter().cloned());
+        p.snatches.extend_from_slice(&batch.snatches);
         for u in &batch.tokens {
-            *pending.tokens.entry((u.user_id, u.torrent_id)).or_default() += u.downloaded;
+            *p.tokens.entry((u.user_id, u.torrent_id)).or_default() += u.downloaded;
         }
     }
 

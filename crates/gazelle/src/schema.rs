@@ -47,15 +47,6 @@ fn accounts_error(e: crate::db::Error) -> Error {
 }
 
 impl Schema for GazelleSchema {
-    fn name(&self) -> &'static str {
-        "gazelle"
-    }
-
-    /// The site keeps its clients itself: the core's per-client log stays off.
-    fn keeps_peers(&self) -> bool {
-        false
-    }
-
     /// Reads the site's tables again and puts them in force (SIGUSR1, the admin API's
     /// reload); answers the users and torrents the private rule should know.
     fn load(&self) -> BoxFuture<'_, Result<Loaded, Error>> {
@@ -74,30 +65,33 @@ impl Schema for GazelleSchema {
         Box::pin(async move {
             self.site.reap_if_due(unix_now());
             let b = self.site.take_batch(batch.sums);
+            let applied = Written {
+                applied: batch.sums.len(),
+                ..Written::default()
+            };
             if self.site.config.readonly {
-                return Ok(Written {
-                    applied: batch.sums.len(),
-                    ..Written::default()
-                });
+                return Ok(applied);
             }
-            match self.db.write(&b).await {
-                Ok(w) => {
-                    if w.addresses_too_wide > 0 {
-                        tracing::debug!(
-                            count = w.addresses_too_wide,
-                            "addresses wider than their column written empty"
-                        );
-                    }
-                    Ok(Written {
-                        applied: batch.sums.len(),
-                        ..Written::default()
-                    })
-                }
-                Err(e) => {
-                    self.site.put_back(&b);
-                    Err(accounts_error(e))
-                }
+            let written = self.db.write(&b).await.map_err(|e| {
+                self.site.put_back(&b);
+                accounts_error(e)
+            })?;
+            if written.addresses_too_wide > 0 {
+                tracing::debug!(
+                    count = written.addresses_too_wide,
+                    "addresses wider than their column written empty"
+                );
             }
+            Ok(applied)
         })
+    }
+
+    fn name(&self) -> &'static str {
+        "gazelle"
+    }
+
+    /// The site keeps its clients itself: the core's per-client log stays off.
+    fn keeps_peers(&self) -> bool {
+        false
     }
 }

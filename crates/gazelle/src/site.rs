@@ -50,38 +50,38 @@ pub struct UserState {
 /// One client of one user on one torrent, as the rules keep it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Client {
-    pub ip: IpAddr,
-    /// 0 for a WebRTC peer.
-    pub port: u16,
-    pub agent: String,
-    /// Its reported totals at its last announce.
-    pub uploaded: u64,
-    pub downloaded: u64,
-    pub left: u64,
-    pub seeder: bool,
-    pub upspeed: u64,
-    pub downspeed: u64,
+    /// Announces since its first, and when the first and the last came (Unix seconds).
+    pub announces: u32,
     pub first_announced: i64,
     pub last_announced: i64,
-    pub announces: u32,
+    /// Left to download at its last announce: 0 for a seeder.
+    pub left: u64,
+    pub seeder: bool,
     /// Whether others are sent it (a leecher whose user may not leech is not).
     pub visible: bool,
+    /// Its reported totals at its last announce, and the speeds they make.
+    pub uploaded: u64,
+    pub upspeed: u64,
+    pub downloaded: u64,
+    pub downspeed: u64,
+    /// Where it is reached (port 0 for a WebRTC peer) and what it calls itself.
+    pub ip: IpAddr,
+    pub port: u16,
+    pub agent: String,
 }
 
-/// A client's key on its torrent: (user id, peer id).
-pub type ClientKey = (u32, [u8; 20]);
-
-/// A torrent and its clients.
+/// A torrent, its figures and its clients (by user, then peer id: a user's own clients
+/// are one range).
 #[derive(Clone, Debug)]
 pub struct TorrentState {
     pub torrent: Torrent,
-    pub clients: BTreeMap<ClientKey, Client>,
     pub seeders: u32,
     pub leechers: u32,
-    /// Users holding a freeleech token for it.
-    pub tokened: HashSet<u32>,
     /// When its figures were last handed to a write (Unix seconds).
     pub last_flushed: i64,
+    /// Users holding a freeleech token for it.
+    pub tokened: HashSet<u32>,
+    pub clients: BTreeMap<(u32, [u8; 20]), Client>,
 }
 
 /// Why a torrent was deleted, for the announces that follow.

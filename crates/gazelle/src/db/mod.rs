@@ -152,16 +152,15 @@ impl GazelleDb {
         }
         self.bounded(async {
             let mut tx = self.pool.begin().await?;
-            match write::run(&mut tx, batch, self.widths).await {
-                Ok(written) => {
-                    tx.commit().await?;
-                    Ok(written)
-                }
-                Err(e) => {
-                    let _ = tx.rollback().await;
-                    Err(e)
-                }
+            let result = write::run(&mut tx, batch, self.widths).await;
+            if result.is_ok() {
+                tx.commit().await?;
+            } else {
+                // At once: a transaction dropped unfinished holds its locks until its
+                // connection is used again.
+                let _ = tx.rollback().await;
             }
+            result
         })
         .await
     }
