@@ -59,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
     let path = match CALLS.get(usize::from(pick)) {
         Some(call) if call.starts_with("update") => format!("/{SITE}/{call}{rest}"),
         Some(call) => format!("/{REPORT}/{call}{rest}"),
-        None => rest.into_owned(),
+        None => rest.to_string(),
     };
     // The parsers alone, on any query.
     let _ = Action::parse(&rest);
