@@ -7,6 +7,21 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::error::Error;
 use crate::model::InfoHashBytes;
 
+/// A struct literal read from a database row: each field named before the `;` is the row's
+/// column of the same name (a decoding error returns through `?`); those after it are given
+/// as in any struct literal. The caller has `sqlx::Row` in scope.
+///
+/// `from_columns!(row => Group { slug, is_immune; id, download_slots: None })`
+#[macro_export]
+macro_rules! from_columns {
+    ($row:expr => $ty:ident { $($column:ident),* $(,)? $(; $($field:ident $(: $value:expr)?),* $(,)?)? }) => {
+        $ty {
+            $($column: $row.try_get(stringify!($column))?,)*
+            $($($field $(: $value)?,)*)?
+        }
+    };
+}
+
 /// A stored hash as the 20 bytes it must be.
 pub fn info_hash(bytes: Vec<u8>) -> Result<InfoHashBytes, Error> {
     let length = bytes.len();

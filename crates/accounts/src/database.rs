@@ -32,6 +32,19 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a whole operation (a write batch included) may take before it fails, by default.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Runs `operation` within `limit`; past it, drops it and answers `timed_out(limit)`. Every
+/// schema's database bounds its whole operations (a load, a write batch) with it.
+pub async fn within<T, E>(
+    limit: Duration,
+    operation: impl Future<Output = Result<T, E>>,
+    timed_out: impl FnOnce(Duration) -> E,
+) -> Result<T, E> {
+    match tokio::time::timeout(limit, operation).await {
+        Ok(result) => result,
+        Err(_) => Err(timed_out(limit)),
+    }
+}
+
 /// Connections per pool: one writer, a reload, a few admin calls at once.
 const MAX_CONNECTIONS: u32 = 4;
 
@@ -209,10 +222,7 @@ impl Database {
         &self,
         operation: impl Future<Output = Result<T, Error>>,
     ) -> Result<T, Error> {
-        match tokio::time::timeout(self.operation_timeout, operation).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::TimedOut(self.operation_timeout)),
-        }
+        within(self.operation_timeout, operation, Error::TimedOut).await
     }
 }
 

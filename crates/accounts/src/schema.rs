@@ -24,8 +24,10 @@ pub trait Schema: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Whether the schema keeps a row per client (then the tracker keeps each client's
-    /// latest state and hands it over with every write).
-    fn keeps_peers(&self) -> bool;
+    /// latest state and hands it over with every write). By default it does not.
+    fn keeps_peers(&self) -> bool {
+        false
+    }
 
     /// Everything the announce path needs: users, torrents, client prefixes.
     fn load(&self) -> BoxFuture<'_, Result<Loaded, Error>>;
@@ -42,10 +44,6 @@ pub trait Schema: Send + Sync {
 impl Schema for Database {
     fn name(&self) -> &'static str {
         "shoal"
-    }
-
-    fn keeps_peers(&self) -> bool {
-        false
     }
 
     fn load(&self) -> BoxFuture<'_, Result<Loaded, Error>> {

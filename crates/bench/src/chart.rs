@@ -251,6 +251,7 @@ pub fn png_from_svg(svg: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::temp_dir;
 
     #[test]
     fn every_level_and_only_levels_are_labelled() {
@@ -260,12 +261,6 @@ mod tests {
         assert_eq!(level_label(&levels, 1.5), "");
         assert_eq!(level_label(&levels, -1.0), "");
         assert_eq!(level_label(&levels, 4.0), "");
-    }
-
-    fn temp_dir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("shoal-bench-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 
     #[test]

@@ -279,13 +279,7 @@ fn changes(runs: &[HistoryRun]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn temp_dir(tag: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("shoal-bench-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::temp_dir;
 
     fn run(date: &str, commit: Option<&str>, shoal: f64, per_cpu: Option<f64>) -> HistoryRun {
         let figure = |contender: &str, rps: f64| Figure {

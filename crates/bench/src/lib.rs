@@ -34,3 +34,12 @@ pub mod tcp_load;
 pub mod udp;
 pub mod workload;
 pub mod ws;
+
+/// A fresh, empty directory for one unit test's files, named after `tag` and this process.
+#[cfg(test)]
+pub(crate) fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("shoal-bench-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

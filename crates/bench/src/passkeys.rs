@@ -371,8 +371,7 @@ mod tests {
 
     #[test]
     fn the_flags_give_keys_and_path_together() {
-        let dir = std::env::temp_dir().join(format!("shoal-bench-pkp-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::temp_dir("pkp");
         let file = dir.join("keys");
         std::fs::write(&file, "k1\nk2\n").unwrap();
         #[derive(clap::Parser)]

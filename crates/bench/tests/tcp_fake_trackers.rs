@@ -5,11 +5,14 @@
 
 #![forbid(unsafe_code)]
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
+use common::{PasskeysFile, KEYS};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use shoal_bench::stats::Summary;
@@ -320,30 +323,32 @@ fn ws_answers_relayed_offers_and_counts_match() {
     assert_eq!(s.total_errors(), 0, "{:?}", s.errors);
 }
 
-/// A passkeys file of three keys in a fresh directory (removed by the caller).
-fn passkeys_file(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("shoal-bench-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("passkeys");
-    std::fs::write(&file, "# three users\nkey-zero\n\nkey.one\n  key_two\n").unwrap();
-    (dir, file)
-}
+/// The passkeys file of these tests: [`KEYS`], with a comment, a blank line and blanks
+/// around a key.
+const KEYS_TEXT: &str = "# three users\nkey-zero\n\nkey.one\n  key_two\n";
 
-const KEYS: [&str; 3] = ["key-zero", "key.one", "key_two"];
+/// Runs `shoal-bench http` for 1 s with 4 connections to `path` on a fresh tracker, with a
+/// passkeys file of [`KEYS`], then `extra`; the run's figures, once it counted no error,
+/// and the request heads the tracker read.
+fn http_heads_with_keys(name: &str, path: &str, extra: &[&str]) -> (Summary, Vec<String>) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, served) = http_tracker(&rt, Framing::KeepAlive);
+    let keys = PasskeysFile::new(name, KEYS_TEXT);
+    let target = format!("http://{addr}{path}");
+    let mut flags = vec!["--passkeys", keys.path()];
+    flags.extend_from_slice(extra);
+    let args = HttpCli::parse_from(load_flags(&target, "4", &flags)).args;
+    let r = shoal_bench::http::run(&args).unwrap();
+    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
+    let heads = served.heads.lock().unwrap().clone();
+    (r.summary, heads)
+}
 
 #[test]
 fn http_requests_carry_their_peers_passkeys_in_the_path() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, served) = http_tracker(&rt, Framing::KeepAlive);
-    let (dir, file) = passkeys_file("http-keys");
-    let target = format!("http://{addr}/ignored/announce");
-    let file = file.display().to_string();
-    let extra = ["--weight-scrape", "1", "--peers", "30", "--passkeys", &file];
-    let args = HttpCli::parse_from(load_flags(&target, "4", &extra)).args;
-    let r = shoal_bench::http::run(&args).unwrap();
-    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
-    assert!(r.summary.ops["scrape"].responses > 0);
-    let heads = served.heads.lock().unwrap().clone();
+    let extra = ["--weight-scrape", "1", "--peers", "30"];
+    let (summary, heads) = http_heads_with_keys("http-keys", "/ignored/announce", &extra);
+    assert!(summary.ops["scrape"].responses > 0);
     let mut peers = std::collections::BTreeSet::new();
     for head in &heads {
         let path = request_path(head);
@@ -361,30 +366,19 @@ fn http_requests_carry_their_peers_passkeys_in_the_path() {
         peers.insert(i);
     }
     assert_eq!(peers.len(), 30, "every peer announced");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn http_passkey_path_and_user_agent_go_where_the_flags_say() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, served) = http_tracker(&rt, Framing::KeepAlive);
-    let (dir, file) = passkeys_file("http-unit3d");
-    let target = format!("http://{addr}/announce");
-    let file = file.display().to_string();
     let extra = [
         "--weight-scrape",
         "1",
-        "--passkeys",
-        &file,
         "--passkey-path",
         "/announce/{passkey}",
         "--user-agent",
         "qBittorrent/4.6.5",
     ];
-    let args = HttpCli::parse_from(load_flags(&target, "4", &extra)).args;
-    let r = shoal_bench::http::run(&args).unwrap();
-    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
-    let heads = served.heads.lock().unwrap().clone();
+    let (_, heads) = http_heads_with_keys("http-unit3d", "/announce", &extra);
     let (mut announces, mut scrapes) = (0, 0);
     for head in &heads {
         let (action, key) = request_path(head)[1..]
@@ -404,6 +398,7 @@ fn http_passkey_path_and_user_agent_go_where_the_flags_say() {
     }
     assert!(announces > 0 && scrapes > 0, "{announces} {scrapes}");
     // Without the flag, the bench names itself.
+    let rt = tokio::runtime::Runtime::new().unwrap();
     let (addr, served) = http_tracker(&rt, Framing::KeepAlive);
     let target = format!("http://{addr}/announce");
     let args = HttpCli::parse_from(load_flags(&target, "1", &[])).args;
@@ -413,7 +408,6 @@ fn http_passkey_path_and_user_agent_go_where_the_flags_say() {
     assert!(heads
         .iter()
         .all(|h| h.contains("\r\nUser-Agent: shoal-bench\r\n")));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -424,9 +418,8 @@ fn a_bad_user_agent_or_passkey_path_stops_before_the_run() {
     };
     let e = e.to_string();
     assert!(e.contains("user agent"), "{e}");
-    let (dir, file) = passkeys_file("http-bad-path");
-    let file = file.display().to_string();
-    let extra = ["--passkeys", &file, "--passkey-path", "/announce"];
+    let keys = PasskeysFile::new("http-bad-path", KEYS_TEXT);
+    let extra = ["--passkeys", keys.path(), "--passkey-path", "/announce"];
     let args = HttpCli::parse_from(load_flags("http://127.0.0.1:1/", "1", &extra)).args;
     let Err(e) = shoal_bench::http::run(&args) else {
         panic!("a passkey path without {{passkey}} is refused")
@@ -436,23 +429,31 @@ fn a_bad_user_agent_or_passkey_path_stops_before_the_run() {
         e.contains("--passkey-path") && e.contains("{passkey}"),
         "{e}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs `shoal-bench ws` for 1 s with `connections` connections on a fresh tracker, with a
+/// passkeys file of [`KEYS`], then `extra`; once the run counted no error, the announces
+/// the tracker answered and the upgrade paths it saw, sorted.
+fn ws_paths_with_keys(name: &str, connections: &str, extra: &[&str]) -> (u64, Vec<String>) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (addr, counts, paths) = ws_tracker(&rt);
+    let keys = PasskeysFile::new(name, KEYS_TEXT);
+    let target = format!("ws://{addr}/");
+    let mut flags = vec!["--passkeys", keys.path()];
+    flags.extend_from_slice(extra);
+    let args = WsCli::parse_from(load_flags(&target, connections, &flags)).args;
+    let r = shoal_bench::ws::run(&args).unwrap();
+    let announces = counts[0].load(Ordering::Relaxed);
+    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
+    let mut paths = paths.lock().unwrap().clone();
+    paths.sort();
+    (announces, paths)
 }
 
 #[test]
 fn ws_connections_carry_one_passkey_each_in_the_url() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, counts, paths) = ws_tracker(&rt);
-    let (dir, file) = passkeys_file("ws-keys");
-    let target = format!("ws://{addr}/");
-    let file = file.display().to_string();
-    let extra = ["--weight-scrape", "1", "--passkeys", &file];
-    let args = WsCli::parse_from(load_flags(&target, "4", &extra)).args;
-    let r = shoal_bench::ws::run(&args).unwrap();
-    assert!(counts[0].load(Ordering::Relaxed) > 0);
-    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
-    let mut paths = paths.lock().unwrap().clone();
-    paths.sort();
+    let (announces, paths) = ws_paths_with_keys("ws-keys", "4", &["--weight-scrape", "1"]);
+    assert!(announces > 0);
     // Connection k uses key k mod 3: four connections, the first key twice.
     let want = [
         "/key-zero/announce",
@@ -461,27 +462,16 @@ fn ws_connections_carry_one_passkey_each_in_the_url() {
         "/key_two/announce",
     ];
     assert_eq!(paths, want);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn ws_urls_follow_the_passkey_path() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (addr, _counts, paths) = ws_tracker(&rt);
-    let (dir, file) = passkeys_file("ws-unit3d");
-    let target = format!("ws://{addr}/");
-    let file = file.display().to_string();
-    let extra = ["--passkeys", &file, "--passkey-path", "/announce/{passkey}"];
-    let args = WsCli::parse_from(load_flags(&target, "3", &extra)).args;
-    let r = shoal_bench::ws::run(&args).unwrap();
-    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
-    let mut paths = paths.lock().unwrap().clone();
-    paths.sort();
+    let extra = ["--passkey-path", "/announce/{passkey}"];
+    let (_, paths) = ws_paths_with_keys("ws-unit3d", "3", &extra);
     let want = [
         "/announce/key-zero",
         "/announce/key.one",
         "/announce/key_two",
     ];
     assert_eq!(paths, want);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -7,6 +7,8 @@
 
 #![forbid(unsafe_code)]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use common::{PasskeysFile, KEYS};
 use shoal_bench::udp::{run, UdpArgs};
 use shoal_proto::udp::{
     url_data, url_data_path, AnnounceHeader, ConnectionId, Request, Response, ScrapeStats,
@@ -299,63 +302,54 @@ fn a_silent_target_is_a_clear_error() {
     assert!(msg.contains("timeout"), "{msg}");
 }
 
-#[test]
-fn passkeys_ride_in_bep41_url_data_one_per_peer_and_scrapes_are_left_out() {
+/// A run of 1 s, 4 requests at a time from 30 peers, with a passkeys file that holds `text`,
+/// then `flags`, against a tracker that answers at once; what the tracker was sent, once
+/// the run counted no error and every peer announced.
+fn sent_with_passkeys(name: &str, text: &str, flags: &str) -> Sent {
     let (addr, stop, sent) = fake_tracker(Duration::ZERO, &[0]);
-    let dir = std::env::temp_dir().join(format!("shoal-bench-udp-keys-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("passkeys");
-    std::fs::write(&file, "# three users\nkey-zero\n\nkey.one\nkey_two\n").unwrap();
+    let keys = PasskeysFile::new(name, text);
     let flags = format!(
-        "--concurrency 4 --peers 30 --weight-scrape 5 --passkeys {}",
-        file.display()
+        "--concurrency 4 --peers 30 --passkeys {} {flags}",
+        keys.path()
     );
     let r = run(&args(&addr.to_string(), "1s", &flags)).expect("run with passkeys");
     stop.store(true, Ordering::Relaxed);
     thread::sleep(Duration::from_millis(50));
     let sent = sent.lock().unwrap().clone();
     assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
-    assert_eq!(sent.scrapes, 0, "a UDP scrape cannot carry a passkey");
     assert_eq!(sent.passkeys.len(), 30, "every peer announced: {sent:?}");
-    let keys = ["key-zero", "key.one", "key_two"];
+    sent
+}
+
+/// Which simulated peer sent `peer_id`: the last six digits of its id.
+fn peer_index(peer_id: &[u8; 20]) -> usize {
+    std::str::from_utf8(&peer_id[14..])
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn passkeys_ride_in_bep41_url_data_one_per_peer_and_scrapes_are_left_out() {
+    let text = "# three users\nkey-zero\n\nkey.one\nkey_two\n";
+    let sent = sent_with_passkeys("udp-keys", text, "--weight-scrape 5");
+    assert_eq!(sent.scrapes, 0, "a UDP scrape cannot carry a passkey");
     for (peer_id, seen) in &sent.passkeys {
-        // Simulated peer i (the last six digits of its id) always uses key i mod 3.
-        let i: usize = std::str::from_utf8(&peer_id[14..])
-            .unwrap()
-            .parse()
-            .unwrap();
-        let want = BTreeSet::from([Some(keys[i % 3].to_string())]);
+        // Simulated peer i always uses key i mod 3.
+        let i = peer_index(peer_id);
+        let want = BTreeSet::from([Some(KEYS[i % 3].to_string())]);
         assert_eq!(seen, &want, "peer {i}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn the_passkey_path_rides_in_bep41_url_data() {
-    let (addr, stop, sent) = fake_tracker(Duration::ZERO, &[0]);
-    let dir = std::env::temp_dir().join(format!("shoal-bench-udp-path-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("passkeys");
-    std::fs::write(&file, "key-zero\nkey.one\nkey_two\n").unwrap();
-    let flags = format!(
-        "--concurrency 4 --peers 30 --passkeys {} --passkey-path /announce/{{passkey}}",
-        file.display()
-    );
-    let r = run(&args(&addr.to_string(), "1s", &flags)).expect("run with a passkey path");
-    stop.store(true, Ordering::Relaxed);
-    thread::sleep(Duration::from_millis(50));
-    let sent = sent.lock().unwrap().clone();
-    assert_eq!(r.summary.total_errors(), 0, "{:?}", r.summary.errors);
-    assert_eq!(sent.passkeys.len(), 30, "every peer announced: {sent:?}");
-    let keys = ["key-zero", "key.one", "key_two"];
+    let text = "key-zero\nkey.one\nkey_two\n";
+    let sent = sent_with_passkeys("udp-path", text, "--passkey-path /announce/{passkey}");
     for (peer_id, seen) in &sent.paths {
-        let i: usize = std::str::from_utf8(&peer_id[14..])
-            .unwrap()
-            .parse()
-            .unwrap();
-        let want = BTreeSet::from([format!("/announce/{}", keys[i % 3])]);
+        let i = peer_index(peer_id);
+        let want = BTreeSet::from([format!("/announce/{}", KEYS[i % 3])]);
         assert_eq!(seen, &want, "peer {i}");
     }
     assert_eq!(sent.paths.len(), 30);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -134,6 +134,14 @@ mod tests {
 
     const EVERY: Duration = Duration::from_secs(1);
 
+    /// One lane whose first call failed at `t`.
+    fn failed_once(t: Instant) -> Lanes {
+        let mut lanes = Lanes::new(1, EVERY);
+        lanes.launched(0);
+        lanes.landed(0, false, t);
+        lanes
+    }
+
     #[test]
     fn every_lane_goes_out_at_a_round_and_none_between() {
         let t = Instant::now();
@@ -159,9 +167,7 @@ mod tests {
     #[test]
     fn a_failed_call_goes_out_again_at_the_retry_pace_until_it_passes() {
         let t = Instant::now();
-        let mut lanes = Lanes::new(1, EVERY);
-        lanes.launched(0);
-        lanes.landed(0, false, t);
+        let mut lanes = failed_once(t);
         assert_eq!(lanes.failing(), 1);
         assert_eq!(lanes.next_retry(), Some(t + RETRY_EVERY));
         assert!(!lanes.due(0, false, t + RETRY_EVERY / 3));
@@ -178,9 +184,7 @@ mod tests {
     #[test]
     fn a_lane_that_came_back_is_read_at_the_retry_pace_for_one_interval() {
         let t = Instant::now();
-        let mut lanes = Lanes::new(1, EVERY);
-        lanes.launched(0);
-        lanes.landed(0, false, t);
+        let mut lanes = failed_once(t);
         lanes.launched(0);
         let back = t + RETRY_EVERY;
         lanes.landed(0, true, back);

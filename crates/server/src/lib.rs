@@ -476,35 +476,28 @@ impl Tracker {
 
     fn stop(&mut self) {
         self.shutdown.store(true, Ordering::Relaxed);
-        if let Some(mut admin) = self.admin.take() {
-            admin.stop();
-        }
-        if let Some(s) = self.sampler.take() {
-            s.stop();
-        }
-        if let Some(udp) = self.udp.take() {
-            udp.join();
-        }
-        if let Some(http) = self.http.take() {
-            http.join();
-        }
-        if let Some(c) = self.cleaner.take() {
-            let _ = c.join();
-        }
+        stop_part(&mut self.admin, |mut admin| admin.stop());
+        stop_part(&mut self.sampler, Sampler::stop);
+        stop_part(&mut self.udp, UdpFrontEnd::join);
+        stop_part(&mut self.http, http::HttpFrontEnd::join);
+        stop_part(&mut self.cleaner, |c| drop(c.join()));
         // After the front ends: the last round publishes their last changes.
-        if let Some(c) = self.cluster.take() {
-            c.stop();
-        }
+        stop_part(&mut self.cluster, cluster::ClusterNode::stop);
         // After the front ends: nothing is recorded once the final write begins.
-        if let Some(w) = self.writer.take() {
-            w.stop();
-        }
-        if let Some(t) = self.token_expiry.take() {
-            t.stop();
-        }
-        if let Some(snapshots) = self.snapshots.take() {
-            snapshots.stop();
-        }
+        stop_part(&mut self.writer, private::writer::Writer::stop);
+        stop_part(
+            &mut self.token_expiry,
+            shoal_gazelle::expiry::TokenExpiry::stop,
+        );
+        stop_part(&mut self.snapshots, Snapshots::stop);
+    }
+}
+
+/// Stops a part of the tracker with `stop`, once: the part is gone after (a second
+/// `stop`, from `Drop` after `shutdown`, finds nothing).
+fn stop_part<T>(part: &mut Option<T>, stop: impl FnOnce(T)) {
+    if let Some(part) = part.take() {
+        stop(part);
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use common::store::add_peer;
 use common::{http, temp_dir, Ann, Client};
 use serde_json::Value;
-use shoal_proto::udp::{Request, TransactionId, PROTOCOL_ID};
+use shoal_proto::udp::PROTOCOL_ID;
 use shoal_proto::{AnnounceEvent, CompactPeerV6, InfoHash, PeerId};
 use shoal_server::config::RateLimitConfig;
 use shoal_server::{Config, Tracker};
@@ -268,22 +268,10 @@ fn a_dual_stack_socket_serves_ipv4_clients_as_ipv4_and_ipv6_replies_fit_1232_byt
         .set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     c.connect();
+    let mut want_all = ann(4, 9, 1);
+    (want_all.port, want_all.numwant) = (9, i32::MAX);
     let mut req = Vec::new();
-    Request::Announce(shoal_proto::udp::AnnounceRequest {
-        connection_id: c.cid,
-        transaction_id: TransactionId(77),
-        info_hash: InfoHash([4; 20]),
-        peer_id: PeerId([9; 20]),
-        downloaded: 0,
-        left: 1,
-        uploaded: 0,
-        event: AnnounceEvent::Started,
-        ip: [0; 4],
-        key: 0,
-        numwant: i32::MAX,
-        port: 9,
-    })
-    .write(&mut req);
+    c.write_announce(&want_all, 77, &mut req);
     c.socket.send_to(&req, v6).unwrap();
     let mut buf = [0u8; 4096];
     let (n, _) = c.socket.recv_from(&mut buf).unwrap();

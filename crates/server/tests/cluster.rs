@@ -66,19 +66,10 @@ fn udp(t: &Tracker) -> Client {
 /// An HTTP scrape of one hash: (complete, downloaded, incomplete).
 fn http_scrape(addr: SocketAddr, info: u8) -> (i64, i64, i64) {
     use common::bencode::{bdecode, Fields};
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let ih: String = [info; 20].iter().map(|b| format!("%{b:02x}")).collect();
-    write!(
-        s,
-        "GET /scrape?info_hash={ih} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    let v = bdecode(&raw[at..]);
+    let target = format!("/scrape?info_hash={ih}");
+    let (_, body) = common::http_with_headers(addr, "GET", &target, "", b"");
+    let v = bdecode(&body);
     let files = v.get(b"files").unwrap();
     match files.get(&[info; 20]) {
         Some(f) => (f.int("complete"), f.int("downloaded"), f.int("incomplete")),

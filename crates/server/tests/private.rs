@@ -8,13 +8,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use common::bencode::Fields;
-use common::{http, http_with_body, temp_dir, ws as wsc, Ann, Client};
+use common::{http, http_with_body, http_with_headers, temp_dir, ws as wsc, Ann, Client};
 use serde_json::{json, Value};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_server::{Config, Tracker};
@@ -98,51 +96,28 @@ fn enc(b: &[u8]) -> String {
     b.iter().map(|x| format!("%{x:02x}")).collect()
 }
 
-/// One announce over HTTP.
-struct Announce<'a> {
-    path: &'a str,
-    info_hash: InfoHash,
-    peer_id: PeerId,
-    port: u16,
-    uploaded: u64,
-    downloaded: u64,
-    left: u64,
-    event: &'a str,
-}
-
-/// An HTTP GET; the bencoded body's failure reason, or the body.
-fn http_get(addr: SocketAddr, target: &str) -> Result<Vec<u8>, String> {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    let body = raw[at..].to_vec();
+/// One announce over HTTP to `path`, port 6881, as (info hash, peer), (uploaded,
+/// downloaded, left), event; the bencoded body's failure reason, or the body.
+fn http_announce(
+    addr: SocketAddr,
+    path: &str,
+    who: (InfoHash, PeerId),
+    report: (u64, u64, u64),
+    event: &str,
+) -> Result<Vec<u8>, String> {
+    let (info_hash, peer_id) = who;
+    let (uploaded, downloaded, left) = report;
+    let target = format!(
+        "{path}?info_hash={}&peer_id={}&port=6881&uploaded={uploaded}&downloaded={downloaded}&left={left}&event={event}&compact=1",
+        enc(&info_hash.0),
+        enc(&peer_id.0),
+    );
+    let (_, body) = http_with_headers(addr, "GET", &target, "", b"");
     let failure = common::bencode::bdecode(&body).failure();
     match failure {
         Some(reason) => Err(reason),
         None => Ok(body),
     }
-}
-
-fn http_announce(addr: SocketAddr, a: &Announce<'_>) -> Result<Vec<u8>, String> {
-    let target = format!(
-        "{}?info_hash={}&peer_id={}&port={}&uploaded={}&downloaded={}&left={}&event={}&compact=1",
-        a.path,
-        enc(&a.info_hash.0),
-        enc(&a.peer_id.0),
-        a.port,
-        a.uploaded,
-        a.downloaded,
-        a.left,
-        a.event
-    );
-    http_get(addr, &target)
 }
 
 fn users_and_torrent(site: &Site) {
@@ -192,19 +167,7 @@ fn every_protocol_refuses_by_reason_and_counts_without_the_passkey() {
     for (i, (key, hash, left, want)) in cases.into_iter().enumerate() {
         let path = key.map_or("/announce".to_string(), |k| format!("/{k}/announce"));
         let peer = pid("-XX", i as u8);
-        let got = http_announce(
-            site.http(),
-            &Announce {
-                path: &path,
-                info_hash: hash,
-                peer_id: peer,
-                port: 6881,
-                uploaded: 0,
-                downloaded: 0,
-                left,
-                event: "started",
-            },
-        );
+        let got = http_announce(site.http(), &path, (hash, peer), (0, 0, left), "started");
         assert_eq!(got.err().as_deref(), want, "HTTP {path}");
         let ann = Ann {
             info_hash: hash,
@@ -250,19 +213,8 @@ fn the_client_allow_list_admits_listed_prefixes_only() {
     let site = Site::start("private-clients", |c| c.private.client_allow_list = true);
     users_and_torrent(&site);
     let announce = |peer: PeerId| {
-        http_announce(
-            site.http(),
-            &Announce {
-                path: "/announce/seederKey1",
-                info_hash: ih(1),
-                peer_id: peer,
-                port: 6881,
-                uploaded: 0,
-                downloaded: 0,
-                left: 0,
-                event: "started",
-            },
-        )
+        let path = "/announce/seederKey1";
+        http_announce(site.http(), path, (ih(1), peer), (0, 0, 0), "started")
     };
     assert_eq!(
         announce(pid("-qB4650-", 1)).err().as_deref(),
@@ -284,20 +236,8 @@ fn the_client_allow_list_admits_listed_prefixes_only() {
 /// An announce over HTTP that must be admitted: (info hash, peer), (uploaded, downloaded,
 /// left), event.
 fn counted(site: &Site, key: &str, who: (InfoHash, PeerId), report: (u64, u64, u64), event: &str) {
-    http_announce(
-        site.http(),
-        &Announce {
-            path: &format!("/{key}/announce"),
-            info_hash: who.0,
-            peer_id: who.1,
-            port: 6881,
-            uploaded: report.0,
-            downloaded: report.1,
-            left: report.2,
-            event,
-        },
-    )
-    .unwrap_or_else(|e| panic!("{key} {event}: refused: {e}"));
+    http_announce(site.http(), &format!("/{key}/announce"), who, report, event)
+        .unwrap_or_else(|e| panic!("{key} {event}: refused: {e}"));
 }
 
 #[test]
@@ -310,85 +250,46 @@ fn announces_are_accounted_in_the_database_with_factors_and_the_v2_alias() {
         &format!("/api/torrents/{}", ih(2).to_hex()),
         json!({"download_factor": 0.0, "upload_factor": 2.0, "v2": ih(22).to_hex()}),
     );
-    let (seeder, leecher) = (pid("-qB", 1), pid("-TR", 2));
+    let seeder = ("seederKey1", pid("-qB", 1));
+    let leecher = ("leecherKey2", pid("-TR", 2));
     // Torrent 1: the leecher reports 1000, then less (500: counts nothing, and is no
     // restart without `started`), then 3500: 3500 in all; the seeder sends 4500.
-    counted(&site, "seederKey1", (ih(1), seeder), (0, 0, 0), "started");
-    counted(
-        &site,
-        "leecherKey2",
-        (ih(1), leecher),
-        (0, 0, 5000),
-        "started",
-    );
-    counted(&site, "leecherKey2", (ih(1), leecher), (0, 1000, 4000), "");
-    counted(&site, "leecherKey2", (ih(1), leecher), (0, 500, 3500), "");
-    counted(
-        &site,
-        "leecherKey2",
-        (ih(1), leecher),
-        (0, 3500, 0),
-        "completed",
-    );
-    counted(
-        &site,
-        "leecherKey2",
-        (ih(1), leecher),
-        (0, 3500, 0),
-        "completed",
-    );
-    counted(
-        &site,
-        "seederKey1",
-        (ih(1), seeder),
-        (4500, 0, 0),
-        "stopped",
-    );
+    for ((key, peer), report, event) in [
+        (seeder, (0, 0, 0), "started"),
+        (leecher, (0, 0, 5000), "started"),
+        (leecher, (0, 1000, 4000), ""),
+        (leecher, (0, 500, 3500), ""),
+        (leecher, (0, 3500, 0), "completed"),
+        (leecher, (0, 3500, 0), "completed"),
+        (seeder, (4500, 0, 0), "stopped"),
+    ] {
+        counted(&site, key, (ih(1), peer), report, event);
+    }
     // Torrent 2 announced under its v2 hash over UDP: the same swarm as its v1 hash.
     let mut udp = site.udp();
-    let ann = |hash, peer: PeerId, left, event| Ann {
-        info_hash: hash,
-        peer_id: peer,
-        port: 7000 + u16::from(peer.0[19]),
-        left,
-        event,
-        numwant: 10,
+    let mut over_udp = |(key, peer): (&str, PeerId), hash, report: (u64, u64, u64), event| {
+        let (uploaded, downloaded, left) = report;
+        let ann = Ann {
+            info_hash: hash,
+            peer_id: peer,
+            port: 7000 + u16::from(peer.0[19]),
+            left,
+            event,
+            numwant: 10,
+        };
+        let url = format!("/{key}/announce");
+        udp.announce_reporting(&ann, uploaded, downloaded, Some(&url))
+            .unwrap()
     };
-    let key = |k: &str| format!("/{k}/announce");
-    udp.announce_reporting(
-        &ann(ih(2), seeder, 0, AnnounceEvent::Started),
-        0,
-        0,
-        Some(&key("seederKey1")),
-    )
-    .unwrap();
-    let (leechers, seeders, ports) = udp
-        .announce_reporting(
-            &ann(ih(22), leecher, 800, AnnounceEvent::Started),
-            0,
-            0,
-            Some(&key("leecherKey2")),
-        )
-        .unwrap();
+    over_udp(seeder, ih(2), (0, 0, 0), AnnounceEvent::Started);
+    let (leechers, seeders, ports) = over_udp(leecher, ih(22), (0, 0, 800), AnnounceEvent::Started);
     assert_eq!(
         (seeders, leechers, ports),
         (1, 1, vec![7001]),
         "v2 joins the v1 swarm"
     );
-    udp.announce_reporting(
-        &ann(ih(22), leecher, 0, AnnounceEvent::Completed),
-        0,
-        800,
-        Some(&key("leecherKey2")),
-    )
-    .unwrap();
-    udp.announce_reporting(
-        &ann(ih(2), seeder, 0, AnnounceEvent::None),
-        800,
-        0,
-        Some(&key("seederKey1")),
-    )
-    .unwrap();
+    over_udp(leecher, ih(22), (0, 800, 0), AnnounceEvent::Completed);
+    over_udp(seeder, ih(2), (800, 0, 0), AnnounceEvent::None);
 
     let l = site.user(2);
     assert_eq!(l["downloaded"], 3500, "{l}");
@@ -415,18 +316,13 @@ fn admin_edits_take_effect_on_the_next_announce_and_reload_reads_the_database() 
     let site = Site::start("private-edits", |_| {});
     users_and_torrent(&site);
     let go = |key: &str, n: u8| {
+        let path = format!("/announce/{key}");
         http_announce(
             site.http(),
-            &Announce {
-                path: &format!("/announce/{key}"),
-                info_hash: ih(1),
-                peer_id: pid("-qB", n),
-                port: 6881,
-                uploaded: 0,
-                downloaded: 0,
-                left: 0,
-                event: "started",
-            },
+            &path,
+            (ih(1), pid("-qB", n)),
+            (0, 0, 0),
+            "started",
         )
         .err()
     };
@@ -492,15 +388,11 @@ fn admin_edits_take_effect_on_the_next_announce_and_reload_reads_the_database() 
 fn a_restart_loses_nothing_and_counts_nothing_twice() {
     let site = Site::start("private-restart", |_| {});
     users_and_torrent(&site);
-    let leecher = pid("-TR", 2);
-    counted(
-        &site,
-        "leecherKey2",
-        (ih(1), leecher),
-        (0, 0, 9000),
-        "started",
-    );
-    counted(&site, "leecherKey2", (ih(1), leecher), (0, 2000, 7000), "");
+    let leech = |site: &Site, report, event| {
+        counted(site, "leecherKey2", (ih(1), pid("-TR", 2)), report, event);
+    };
+    leech(&site, (0, 0, 9000), "started");
+    leech(&site, (0, 2000, 7000), "");
     let dir = site.dir.clone();
     // Stopping writes the pending sums and keeps the client's counters in the ledger file.
     site.tracker.shutdown();
@@ -508,7 +400,7 @@ fn a_restart_loses_nothing_and_counts_nothing_twice() {
     let site = Site::start_in(dir.clone(), |_| {});
     // Not a `started`: without the saved counters this would only set a baseline and the
     // 3000 bytes moved across the restart would be lost.
-    counted(&site, "leecherKey2", (ih(1), leecher), (0, 5000, 4000), "");
+    leech(&site, (0, 5000, 4000), "");
     let l = site.user(2);
     assert_eq!(l["downloaded"], 5000, "{l}");
     assert!(
@@ -523,29 +415,18 @@ fn a_restart_loses_nothing_and_counts_nothing_twice() {
 
 #[test]
 fn open_mode_keeps_the_private_api_off() {
-    let dir = temp_dir("private-off");
-    let mut c = config(&dir);
-    c.private.enabled = false;
-    let site = Site {
-        tracker: Tracker::start(c).unwrap(),
-        dir,
-    };
+    let site = Site::start("private-off", |c| c.private.enabled = false);
     let (status, v) = site.api("PUT", "/api/users/1", json!({"passkey": "k"}));
     assert_eq!(status, 409, "{v}");
     assert!(v["error"].as_str().unwrap().contains("private mode is off"));
     // Open mode serves any passkey path, as before.
+    let path = "/whatever/announce";
     assert!(http_announce(
         site.http(),
-        &Announce {
-            path: "/whatever/announce",
-            info_hash: ih(1),
-            peer_id: pid("-qB", 1),
-            port: 6881,
-            uploaded: 0,
-            downloaded: 0,
-            left: 0,
-            event: "started",
-        }
+        path,
+        (ih(1), pid("-qB", 1)),
+        (0, 0, 0),
+        "started"
     )
     .is_ok());
 }

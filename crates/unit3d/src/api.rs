@@ -220,8 +220,14 @@ pub fn handle(site: &Site, stats: &Stats, method: &str, path: &str, body: &[u8])
         return ApiReply::error(404, &format!("no such route: {}", path.escape_debug()));
     };
     let reply = match (method, route) {
-        ("GET", Route::Torrent(id)) => get_torrent(site, id),
-        ("GET", Route::User(id)) => get_user(site, id),
+        ("GET", Route::Torrent(id)) => get_one("torrent", id, |id| {
+            let torrent = site.torrent(id)?;
+            Some(ApiReply::json(&answers::TorrentAnswer::from(&torrent)))
+        }),
+        ("GET", Route::User(id)) => get_one("user", id, |id| {
+            let user = site.user(id)?;
+            Some(ApiReply::json(&answers::UserAnswer::from(&user)))
+        }),
         ("GET", Route::Stats) => ApiReply::json(&stats.answer()),
         ("PUT", Route::Torrents) => change(body, |t: bodies::PutTorrent| {
             site.put_torrent(t.into_torrent()?);
@@ -322,39 +328,14 @@ fn path_id(what: &str, id: &str) -> Result<u32, ApiReply> {
     }
 }
 
-fn get_torrent(site: &Site, id: &str) -> ApiReply {
-    get_one(
-        "torrent",
-        id,
-        |id| site.torrent(id),
-        |t| ApiReply::json(&answers::TorrentAnswer::from(t)),
-    )
-}
-
-fn get_user(site: &Site, id: &str) -> ApiReply {
-    get_one(
-        "user",
-        id,
-        |id| site.user(id),
-        |u| ApiReply::json(&answers::UserAnswer::from(u)),
-    )
-}
-
-/// `GET /<what>s/<id>`: the one with that id, as `answer` shows it, or 404.
-fn get_one<T>(
-    what: &str,
-    id: &str,
-    find: impl FnOnce(u32) -> Option<T>,
-    answer: impl FnOnce(&T) -> ApiReply,
-) -> ApiReply {
+/// `GET /<what>s/<id>`: what `answer` shows of the one with that id, or 404 where it finds
+/// none.
+fn get_one(what: &str, id: &str, answer: impl FnOnce(u32) -> Option<ApiReply>) -> ApiReply {
     let id = match path_id(what, id) {
         Ok(id) => id,
         Err(reply) => return reply,
     };
-    match find(id) {
-        Some(found) => answer(&found),
-        None => ApiReply::error(404, &format!("no {what} with id {id}")),
-    }
+    answer(id).unwrap_or_else(|| ApiReply::error(404, &format!("no {what} with id {id}")))
 }
 
 #[cfg(test)]

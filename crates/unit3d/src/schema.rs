@@ -39,15 +39,11 @@ impl Unit3dSchema {
     }
 }
 
+/// Keeps no row per client ([`Schema::keeps_peers`]): the site keeps its clients itself
+/// (they decide its rules), so the core's per-client log stays off.
 impl Schema for Unit3dSchema {
     fn name(&self) -> &'static str {
         "unit3d"
-    }
-
-    /// The site keeps its clients itself (they decide its rules): the core's per-client
-    /// log stays off.
-    fn keeps_peers(&self) -> bool {
-        false
     }
 
     /// The users and torrents in force, as the private rule's tables hold them: the site

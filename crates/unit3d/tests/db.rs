@@ -20,6 +20,17 @@ use unit3d_site::{hex, info_hash, passkey, Site};
 /// 2023-11-14 22:13:20 UTC.
 const T0: i64 = 1_700_000_000;
 
+/// What `$start` (a future of `Option`) gives, or a return from the test where it gives
+/// `None`: the real-server tests are skipped on this machine.
+macro_rules! or_skip {
+    ($start:expr) => {
+        match $start.await {
+            Some(started) => started,
+            None => return,
+        }
+    };
+}
+
 async fn connected(site: &Site) -> Unit3dDb {
     let mut db = Unit3dDb::connect(&site.url).await.expect("connect");
     db.check().await.expect("UNIT3D's tables");
@@ -67,9 +78,7 @@ fn history(user_id: u32, torrent_id: u32) -> HistoryUpdate {
 
 #[tokio::test]
 async fn check_names_every_table_of_a_database_that_is_not_unit3d() {
-    let Some(site) = Site::empty("not_unit3d").await else {
-        return;
-    };
+    let site = or_skip!(Site::empty("not_unit3d"));
     site.run("create table users (id int unsigned not null primary key)")
         .await;
     let mut db = Unit3dDb::connect(&site.url).await.unwrap();
@@ -88,9 +97,7 @@ async fn check_names_every_table_of_a_database_that_is_not_unit3d() {
 
 #[tokio::test]
 async fn check_names_a_dropped_column_and_a_dropped_key() {
-    let Some(site) = Site::tables("dropped_column").await else {
-        return;
-    };
+    let site = or_skip!(Site::tables("dropped_column"));
     site.run(
         "alter table history drop column seedtime; \
          alter table unregistered_info_hashes drop primary key",
@@ -107,9 +114,7 @@ async fn check_names_a_dropped_column_and_a_dropped_key() {
 
 #[tokio::test]
 async fn load_reads_what_the_site_inserted() {
-    let Some(site) = Site::with_rows("load").await else {
-        return;
-    };
+    let site = or_skip!(Site::with_rows("load"));
     let seeder = format!("0x{}", hex(b"-TR4050-aaaaaaaaaaaa"));
     let leecher = format!("0x{}", hex(b"-qB4620-bbbbbbbbbbbb"));
     let gone = format!("0x{}", hex(b"-DE2110-cccccccccccc"));
@@ -545,9 +550,7 @@ fn second_batch() -> Batch {
 
 #[tokio::test]
 async fn write_leaves_the_exact_rows_across_two_batches() {
-    let Some((site, db)) = site_and_db("write").await else {
-        return;
-    };
+    let (site, db) = or_skip!(site_and_db("write"));
     let written = db.write(&first_batch()).await.unwrap();
     assert_eq!(
         written,
@@ -618,9 +621,7 @@ async fn write_leaves_the_exact_rows_across_two_batches() {
 
 #[tokio::test]
 async fn rows_of_users_and_torrents_the_site_removed_are_left_out() {
-    let Some((site, db)) = site_and_db("removed").await else {
-        return;
-    };
+    let (site, db) = or_skip!(site_and_db("removed"));
     // The site purges torrent 14 (its peers and history go with it, by their keys).
     site.run("delete from torrents where id = 14").await;
     let mut batch = first_batch();
@@ -659,9 +660,7 @@ async fn rows_of_users_and_torrents_the_site_removed_are_left_out() {
 
 #[tokio::test]
 async fn a_batch_that_fails_halfway_changes_nothing() {
-    let Some((site, db)) = site_and_db("fails_halfway").await else {
-        return;
-    };
+    let (site, db) = or_skip!(site_and_db("fails_halfway"));
     db.write(&first_batch()).await.unwrap();
     let before = snapshot(&site).await;
     // Alice's seed time is one second short of what the column holds: the history upsert,
@@ -680,9 +679,7 @@ async fn a_batch_that_fails_halfway_changes_nothing() {
 
 #[tokio::test]
 async fn a_batch_while_the_server_is_stopped_fails_then_writes_once_it_is_back() {
-    let Some(site) = Site::with_rows_alone("server_stopped").await else {
-        return;
-    };
+    let site = or_skip!(Site::with_rows_alone("server_stopped"));
     let db = connected(&site)
         .await
         .with_operation_timeout(Duration::from_secs(10));
@@ -705,9 +702,7 @@ async fn a_batch_while_the_server_is_stopped_fails_then_writes_once_it_is_back()
 
 #[tokio::test]
 async fn large_batches_go_in_chunks_of_a_thousand_rows() {
-    let Some(site) = Site::with_rows("chunks").await else {
-        return;
-    };
+    let site = or_skip!(Site::with_rows("chunks"));
     // 60 more users and 50 more torrents: 3,000 history rows, 2,500 peers.
     let users: Vec<String> = (100..160)
         .map(|id| {
@@ -763,9 +758,7 @@ async fn large_batches_go_in_chunks_of_a_thousand_rows() {
 
 #[tokio::test]
 async fn agents_are_cut_to_the_columns_length_as_found() {
-    let Some(site) = Site::with_rows("agent_width").await else {
-        return;
-    };
+    let site = or_skip!(Site::with_rows("agent_width"));
     site.run("alter table peers modify agent varchar(16) not null")
         .await;
     let db = connected(&site).await;

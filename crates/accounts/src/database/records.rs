@@ -10,6 +10,7 @@ use sqlx::Row;
 use super::{decode_each, finish, Database, Pool};
 use crate::column::{check_factor, check_text, info_hash};
 use crate::error::Error;
+use crate::from_columns;
 use crate::model::{ClientPrefix, InfoHashBytes, Loaded, Torrent, User};
 
 /// The longest passkey and client prefix the schema holds (in bytes, ASCII).
@@ -27,24 +28,18 @@ impl Database {
                 let clients = sqlx::query(&sql.select_clients).fetch_all(p).await?;
                 Ok(Loaded {
                     users: decode_each(&users, |row| {
-                        Ok(User {
-                            id: row.try_get("id")?,
-                            passkey: row.try_get("passkey")?,
-                            enabled: row.try_get("enabled")?,
-                            can_download: row.try_get("can_download")?,
-                            download_factor: row.try_get("download_factor")?,
-                            upload_factor: row.try_get("upload_factor")?,
-                        })
+                        Ok(from_columns!(row => User {
+                            id, passkey, enabled, can_download, download_factor, upload_factor
+                        }))
                     })?,
                     torrents: decode_each(&torrents, |row| {
                         let v2: Option<Vec<u8>> = row.try_get("info_hash_v2")?;
-                        Ok(Torrent {
+                        Ok(from_columns!(row => Torrent {
+                            download_factor, upload_factor;
                             id: Some(row.try_get("id")?),
                             info_hash: info_hash(row.try_get("info_hash")?)?,
                             info_hash_v2: v2.map(info_hash).transpose()?,
-                            download_factor: row.try_get("download_factor")?,
-                            upload_factor: row.try_get("upload_factor")?,
-                        })
+                        }))
                     })?,
                     clients: decode_each(&clients, |row| Ok(ClientPrefix(row.try_get("prefix")?)))?,
                 })

@@ -168,19 +168,10 @@ fn user(call: &Call, id: i64, a: &Accounts) -> Response<Body> {
             let user = User {
                 id,
                 passkey,
-                enabled: b.enabled.or(old.map(|m| m.enabled)).unwrap_or(true),
-                can_download: b
-                    .can_download
-                    .or(old.map(|m| m.can_download))
-                    .unwrap_or(true),
-                download_factor: b
-                    .download_factor
-                    .or(old.map(|m| m.download_factor))
-                    .unwrap_or(1.0),
-                upload_factor: b
-                    .upload_factor
-                    .or(old.map(|m| m.upload_factor))
-                    .unwrap_or(1.0),
+                enabled: given(b.enabled, old.map(|m| m.enabled), true),
+                can_download: given(b.can_download, old.map(|m| m.can_download), true),
+                download_factor: given(b.download_factor, old.map(|m| m.download_factor), 1.0),
+                upload_factor: given(b.upload_factor, old.map(|m| m.upload_factor), 1.0),
             };
             let shown = json!({ "id": id, "enabled": user.enabled,
                 "can_download": user.can_download, "download_factor": user.download_factor,
@@ -192,6 +183,12 @@ fn user(call: &Call, id: i64, a: &Accounts) -> Response<Body> {
         }
         _ => error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here"),
     }
+}
+
+/// What a PUT sets a field to: the body's value, else the record's current one, else
+/// `default` (a new record).
+fn given<T>(body: Option<T>, current: Option<T>, default: T) -> T {
+    body.or(current).unwrap_or(default)
 }
 
 fn user_json(s: &UserStats) -> Value {
@@ -230,14 +227,8 @@ fn put_torrent(call: &Call, info_hash: InfoHash, a: &Accounts) -> Response<Body>
         id: old.map(|t| t.id),
         info_hash: info_hash.0,
         info_hash_v2: v2.or(old.and_then(|t| t.v2)).map(|h| h.0),
-        download_factor: b
-            .download_factor
-            .or(old.map(|t| t.download_factor))
-            .unwrap_or(1.0),
-        upload_factor: b
-            .upload_factor
-            .or(old.map(|t| t.upload_factor))
-            .unwrap_or(1.0),
+        download_factor: given(b.download_factor, old.map(|t| t.download_factor), 1.0),
+        upload_factor: given(b.upload_factor, old.map(|t| t.upload_factor), 1.0),
     };
     match a.put_torrent(torrent) {
         Ok(t) => json(

@@ -76,7 +76,8 @@ impl Client {
         panic!("no connect reply from {}", self.tracker);
     }
 
-    fn write_announce(&mut self, a: &Ann, tid: u32, out: &mut Vec<u8>) {
+    /// Writes the announce `a` under transaction id `tid` into `out` (cleared first).
+    pub fn write_announce(&mut self, a: &Ann, tid: u32, out: &mut Vec<u8>) {
         out.clear();
         Request::Announce(AnnounceRequest {
             connection_id: self.cid,

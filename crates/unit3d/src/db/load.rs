@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use futures_util::TryStreamExt;
+use shoal_accounts::from_columns;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
@@ -197,31 +198,27 @@ fn group(row: &MySqlRow) -> Result<Option<Group>, Error> {
         return Ok(None);
     };
     let slots: Option<i64> = row.try_get("download_slots")?;
-    Ok(Some(Group {
+    Ok(Some(from_columns!(row => Group {
+        is_immune, is_freeleech, is_double_upload;
         id,
         slug: text(row, "slug")?,
         // The site refuses a leech once the count reaches the slots: below zero is none.
         download_slots: slots.map(|s| u32::try_from(s.max(0)).unwrap_or(u32::MAX)),
-        is_immune: row.try_get("is_immune")?,
-        is_freeleech: row.try_get("is_freeleech")?,
-        is_double_upload: row.try_get("is_double_upload")?,
-    }))
+    })))
 }
 
 fn user(row: &MySqlRow) -> Result<Option<User>, Error> {
     let (Some(id), Some(group_id)) = (id(row, "id")?, id(row, "group_id")?) else {
         return Ok(None);
     };
-    Ok(Some(User {
+    Ok(Some(from_columns!(row => User {
+        can_download, is_donor, is_lifetime;
         id,
         group_id,
         passkey: text(row, "passkey")?,
-        can_download: row.try_get("can_download")?,
-        is_donor: row.try_get("is_donor")?,
-        is_lifetime: row.try_get("is_lifetime")?,
         num_seeding: 0,
         num_leeching: 0,
-    }))
+    })))
 }
 
 fn torrent(row: &MySqlRow) -> Result<Option<Torrent>, Error> {
@@ -262,23 +259,18 @@ fn peer(row: &MySqlRow, user_id: u32) -> Result<Option<Peer>, Error> {
     let Ok(port) = u16::try_from(port) else {
         return Ok(None);
     };
-    Ok(Some(Peer {
+    Ok(Some(from_columns!(row => Peer {
+        uploaded, downloaded, seeder, active, visible, connectable;
         user_id,
         torrent_id,
         peer_id,
         ip,
         port,
         agent: text(row, "agent")?,
-        uploaded: row.try_get("uploaded")?,
-        downloaded: row.try_get("downloaded")?,
         left: row.try_get("remaining")?,
-        seeder: row.try_get("seeder")?,
-        active: row.try_get("active")?,
-        visible: row.try_get("visible")?,
-        connectable: row.try_get("connectable")?,
         created_at: row.try_get("created")?,
         updated_at: row.try_get("updated")?,
-    }))
+    })))
 }
 
 /// `peers.ip` as UNIT3D-Announce writes it: the address's 4 or 16 bytes (what MySQL's

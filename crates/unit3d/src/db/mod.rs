@@ -168,10 +168,7 @@ impl Unit3dDb {
         &self,
         operation: impl Future<Output = Result<T, Error>>,
     ) -> Result<T, Error> {
-        match tokio::time::timeout(self.operation_timeout, operation).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::TimedOut(self.operation_timeout)),
-        }
+        shoal_accounts::within(self.operation_timeout, operation, Error::TimedOut).await
     }
 
     /// Writes `batch` in one transaction: everything or, on an error, nothing.

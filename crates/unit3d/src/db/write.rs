@@ -37,6 +37,13 @@ const _: () = assert!(ROWS_PER_STATEMENT * 16 <= 65_535);
 
 type Query<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
 
+/// `$query.bind(a).bind(b)…`: one row's values, in the order of its statement's columns.
+macro_rules! binds {
+    ($query:expr; $($value:expr),+ $(,)?) => {
+        $query$(.bind($value))+
+    };
+}
+
 /// A multi-row statement: `head`, then `row` once per row joined by `separator`, then
 /// `tail`.
 struct Statement {
@@ -155,108 +162,75 @@ pub(super) async fn run(
         &DELETE_PEERS,
         &batch.peer_deletions,
         &mut written,
-        |q, d| q.bind(d.0).bind(d.1).bind(d.2.to_vec()),
+        |q, d| binds!(q; d.0, d.1, d.2.to_vec()),
     )
     .await?;
 
-    let peers: Vec<&Peer> = batch
-        .peers
-        .iter()
-        .filter(|p| known(p.user_id, p.torrent_id))
-        .collect();
+    let mut peers: Vec<&Peer> = batch.peers.iter().collect();
+    written.keep(&mut peers, |p| known(p.user_id, p.torrent_id));
     in_chunks(conn, &UPSERT_PEERS, &peers, &mut written, |q, p| {
-        q.bind(p.user_id)
-            .bind(p.torrent_id)
-            .bind(p.peer_id.to_vec())
-            .bind(address(p.ip))
-            .bind(p.port)
-            .bind(fitted(&p.agent, widths.peers_agent))
-            .bind(p.uploaded)
-            .bind(p.downloaded)
-            .bind(p.left)
-            .bind(p.seeder)
-            .bind(p.active)
-            .bind(p.visible)
-            .bind(p.connectable)
-            .bind(timestamp(p.created_at))
-            .bind(timestamp(p.updated_at))
+        binds!(q; p.user_id, p.torrent_id, p.peer_id.to_vec(), address(p.ip), p.port,
+            fitted(&p.agent, widths.peers_agent), p.uploaded, p.downloaded, p.left, p.seeder,
+            p.active, p.visible, p.connectable, timestamp(p.created_at), timestamp(p.updated_at))
     })
     .await?;
     written.peers = peers.len();
-    written.skipped += batch.peers.len() - peers.len();
 
-    let history: Vec<&HistoryUpdate> = batch
-        .history
-        .iter()
-        .filter(|h| known(h.user_id, h.torrent_id))
-        .collect();
+    let mut history: Vec<&HistoryUpdate> = batch.history.iter().collect();
+    written.keep(&mut history, |h| known(h.user_id, h.torrent_id));
     in_chunks(conn, &UPSERT_HISTORY, &history, &mut written, |q, h| {
-        q.bind(h.user_id)
-            .bind(h.torrent_id)
-            .bind(fitted(&h.agent, widths.history_agent))
-            .bind(h.credited_uploaded)
-            .bind(h.actual_uploaded)
-            .bind(h.client_uploaded)
-            .bind(h.credited_downloaded)
-            .bind(h.actual_downloaded)
-            .bind(h.client_downloaded)
-            .bind(h.seeder)
-            .bind(h.active)
-            .bind(h.seedtime)
-            .bind(h.immune)
-            .bind(timestamp(h.updated_at))
-            .bind(timestamp(h.updated_at))
-            .bind(h.completed_at.map(timestamp))
+        binds!(q; h.user_id, h.torrent_id, fitted(&h.agent, widths.history_agent),
+            h.credited_uploaded, h.actual_uploaded, h.client_uploaded,
+            h.credited_downloaded, h.actual_downloaded, h.client_downloaded,
+            h.seeder, h.active, h.seedtime, h.immune,
+            timestamp(h.updated_at), timestamp(h.updated_at), h.completed_at.map(timestamp))
     })
     .await?;
     written.history = history.len();
-    written.skipped += batch.history.len() - history.len();
 
     let mut totals = user_totals(&batch.users);
-    let summed = totals.len();
-    totals.retain(|u| users.contains(&u.user_id));
-    written.skipped += summed - totals.len();
-    in_chunks(conn, &ADD_TO_USERS, &totals, &mut written, |q, u| {
-        q.bind(u.user_id).bind(u.uploaded).bind(u.downloaded)
-    })
+    written.keep(&mut totals, |u| users.contains(&u.user_id));
+    in_chunks(
+        conn,
+        &ADD_TO_USERS,
+        &totals,
+        &mut written,
+        |q, u| binds!(q; u.user_id, u.uploaded, u.downloaded),
+    )
     .await?;
     written.users = totals.len();
 
     let mut figures = torrent_figures(&batch.torrents);
-    let summed = figures.len();
-    figures.retain(|t| torrents.contains(&t.torrent_id));
-    written.skipped += summed - figures.len();
+    written.keep(&mut figures, |t| torrents.contains(&t.torrent_id));
     in_chunks(conn, &UPDATE_TORRENTS, &figures, &mut written, |q, t| {
-        q.bind(t.torrent_id)
-            .bind(int(t.seeders))
-            .bind(int(t.leechers))
-            .bind(int(t.times_completed))
-            .bind(t.balance)
+        binds!(q; t.torrent_id, int(t.seeders), int(t.leechers), int(t.times_completed),
+            t.balance)
     })
     .await?;
     written.torrents = figures.len();
 
-    let unregistered: Vec<&Unregistered> = batch
-        .unregistered
-        .iter()
-        .filter(|u| users.contains(&u.user_id))
-        .collect();
+    let mut unregistered: Vec<&Unregistered> = batch.unregistered.iter().collect();
+    written.keep(&mut unregistered, |u| users.contains(&u.user_id));
     in_chunks(
         conn,
         &UPSERT_UNREGISTERED,
         &unregistered,
         &mut written,
-        |q, u| {
-            q.bind(u.user_id)
-                .bind(u.info_hash.to_vec())
-                .bind(timestamp(u.at))
-                .bind(timestamp(u.at))
-        },
+        |q, u| binds!(q; u.user_id, u.info_hash.to_vec(), timestamp(u.at), timestamp(u.at)),
     )
     .await?;
     written.unregistered = unregistered.len();
-    written.skipped += batch.unregistered.len() - unregistered.len();
     Ok(written)
+}
+
+impl Written {
+    /// Keeps the `rows` whose user and torrent are still the site's (`keep`); those it
+    /// leaves out are counted in `skipped`.
+    fn keep<T>(&mut self, rows: &mut Vec<T>, keep: impl Fn(&T) -> bool) {
+        let before = rows.len();
+        rows.retain(keep);
+        self.skipped += before - rows.len();
+    }
 }
 
 /// Runs `statement` over `rows`, [`ROWS_PER_STATEMENT`] at a time, each row bound by
