@@ -70,7 +70,7 @@ pub struct Args {
     /// (config `[private] database`).
     #[arg(long, value_name = "URL")]
     pub database: Option<String>,
-    /// Whose tables the database holds: shoal or unit3d (config `[private] schema`).
+    /// Whose tables the database holds: shoal, unit3d or gazelle (config `[private] schema`).
     #[arg(long, value_name = "NAME")]
     pub schema: Option<String>,
     /// Share swarms with other nodes through Redis: comma-separated redis://host:port seed

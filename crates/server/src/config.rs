@@ -18,6 +18,7 @@ mod private;
 pub use abuse::{BlockListConfig, RateLimitConfig};
 pub use cluster::ClusterConfig;
 pub use private::PrivateConfig;
+pub use shoal_gazelle::GazelleConfig;
 pub use shoal_unit3d::Unit3dConfig;
 
 /// The documented default configuration, as printed by `shoal --print-config`.
@@ -42,6 +43,7 @@ pub struct Config {
     pub admin: AdminConfig,
     pub privileges: PrivilegesConfig,
     pub private: PrivateConfig,
+    pub gazelle: GazelleConfig,
     pub unit3d: Unit3dConfig,
     pub cluster: ClusterConfig,
 }
@@ -252,6 +254,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             privileges: PrivilegesConfig::default(),
             private: PrivateConfig::default(),
+            gazelle: GazelleConfig::default(),
             unit3d: Unit3dConfig::default(),
             cluster: ClusterConfig::default(),
         }
@@ -391,6 +394,9 @@ impl Config {
             bail!("access_list.path must be set when access_list.mode is not \"off\"");
         }
         self.private.validate()?;
+        if self.private.gazelle() {
+            self.gazelle.validate()?;
+        }
         if self.private.unit3d() {
             self.unit3d.validate()?;
         }

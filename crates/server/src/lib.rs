@@ -72,6 +72,10 @@ pub struct Tracker {
     writer: Option<private::writer::Writer>,
     /// The cluster exchange, when on.
     cluster: Option<cluster::ClusterNode>,
+    /// Private mode's database side (the site's reload on SIGUSR1).
+    accounts: Option<Arc<private::Accounts>>,
+    /// A Gazelle site's call back for used-up tokens.
+    token_expiry: Option<shoal_gazelle::expiry::TokenExpiry>,
 }
 
 /// The settings a UNIT3D site's rules put in force: its numwant, its interval (the answer's
@@ -129,6 +133,9 @@ impl Tracker {
         if config.private.unit3d() {
             unit3d_settings(&mut config);
         }
+        if config.private.gazelle() {
+            private::gazelle::settings(&mut config);
+        }
         let accounts = if config.private.enabled {
             // A document of every torrent for every client is no private tracker's.
             config.http.full_scrape = false;
@@ -173,6 +180,9 @@ impl Tracker {
                 list_site_peers(&core, site);
                 core = core.with_site(site.clone(), a.members.clone());
             }
+            if let Some(site) = a.gazelle() {
+                core = core.with_site(site.clone(), a.members.clone());
+            }
         }
         let core = Arc::new(core);
         let shutdown = Arc::new(AtomicBool::new(false));
@@ -209,7 +219,15 @@ impl Tracker {
                     site.clone(),
                     config.private.site_key()?,
                 ))),
-                None => None,
+                None => accounts.as_ref().and_then(|a| a.gazelle()).map(|site| {
+                    Arc::new(http::site_call::SiteApi::Gazelle(
+                        shoal_gazelle::control::Control::new(
+                            site.clone(),
+                            config.private.site_password.clone(),
+                            config.private.report_password.clone(),
+                        ),
+                    ))
+                }),
             };
             Some(http::HttpFrontEnd::start(
                 &config,
@@ -282,7 +300,11 @@ impl Tracker {
             )?),
             None => None,
         };
-        let writer = match accounts {
+        let token_expiry = match accounts.as_ref().and_then(|a| a.gazelle()) {
+            Some(site) => private::gazelle::token_expiry(&config, site)?,
+            None => None,
+        };
+        let writer = match accounts.clone() {
             Some(a) => Some(private::writer::Writer::start(
                 a,
                 Duration::from_secs(config.private.flush_interval),
@@ -314,6 +336,8 @@ impl Tracker {
             sampler: Some(sampler),
             writer,
             cluster,
+            accounts,
+            token_expiry,
         })
     }
 
@@ -376,6 +400,15 @@ impl Tracker {
         for line in self.reload.run()? {
             tracing::info!("{line}");
         }
+        Ok(())
+    }
+
+    /// Reads the site's users, torrents, tokens and whitelist again and puts them in force
+    /// (SIGUSR1, as Ocelot; the admin API's `POST /api/private/reload` does the same).
+    pub fn reload_site(&self) -> anyhow::Result<()> {
+        let accounts = self.accounts.as_ref().context("private mode is off")?;
+        let (users, torrents, clients) = accounts.reload()?;
+        tracing::info!("reloaded: {users} users, {torrents} torrents, {clients} client prefixes");
         Ok(())
     }
 
@@ -452,6 +485,10 @@ impl Tracker {
         stop_part(&mut self.cluster, cluster::ClusterNode::stop);
         // After the front ends: nothing is recorded once the final write begins.
         stop_part(&mut self.writer, private::writer::Writer::stop);
+        stop_part(
+            &mut self.token_expiry,
+            shoal_gazelle::expiry::TokenExpiry::stop,
+        );
         stop_part(&mut self.snapshots, Snapshots::stop);
     }
 }

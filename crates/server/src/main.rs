@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Parser;
 use shoal_server::cli::{Args, Command};
 use shoal_server::config::LogFormat;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -31,7 +31,7 @@ fn main() -> anyhow::Result<()> {
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
             .init();
     }
-    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM])?;
+    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1])?;
     let tracker = match shoal_server::Tracker::start(config) {
         Ok(tracker) => tracker,
         // A log shipper reads JSON lines only: the reason a start failed is one of them.
@@ -54,6 +54,12 @@ fn main() -> anyhow::Result<()> {
             SIGHUP => {
                 if let Err(e) = tracker.reload() {
                     tracing::error!("reload failed, keeping the old state: {e:#}");
+                }
+            }
+            // As Ocelot: the site's users, torrents, tokens and whitelist read again.
+            SIGUSR1 => {
+                if let Err(e) = tracker.reload_site() {
+                    tracing::error!("site reload failed, keeping the old state: {e:#}");
                 }
             }
             _ => break,

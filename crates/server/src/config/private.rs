@@ -30,6 +30,12 @@ pub struct PrivateConfig {
     pub site_api_key: String,
     /// A file holding the key instead (its first line).
     pub site_api_key_file: PathBuf,
+    /// The password of a Gazelle site's control calls (`/<site_password>/update`).
+    pub site_password: String,
+    /// The password of a Gazelle site's reports (`/<report_password>/report`).
+    pub report_password: String,
+    /// Where a Gazelle site answers the tracker's calls (`http://host[:port][/path]`).
+    pub site_url: String,
 }
 
 impl Default for PrivateConfig {
@@ -43,6 +49,9 @@ impl Default for PrivateConfig {
             schema: "shoal".into(),
             site_api_key: String::new(),
             site_api_key_file: PathBuf::new(),
+            site_password: String::new(),
+            report_password: String::new(),
+            site_url: String::new(),
         }
     }
 }
@@ -82,7 +91,14 @@ impl PrivateConfig {
                     }
                 }
             }
-            other => anyhow::bail!("private.schema must be \"shoal\" or \"unit3d\", not {other:?}"),
+            "gazelle" => {
+                if self.enabled {
+                    self.check_gazelle()?;
+                }
+            }
+            other => anyhow::bail!(
+                "private.schema must be \"shoal\", \"unit3d\" or \"gazelle\", not {other:?}"
+            ),
         }
         Ok(())
     }
@@ -90,6 +106,33 @@ impl PrivateConfig {
     /// Whether the database is a UNIT3D site's.
     pub fn unit3d(&self) -> bool {
         self.enabled && self.schema == "unit3d"
+    }
+
+    /// Whether the database is a Gazelle site's.
+    pub fn gazelle(&self) -> bool {
+        self.enabled && self.schema == "gazelle"
+    }
+
+    /// A Gazelle site's passwords (32 characters, as the site sends them in the path) and
+    /// its URL.
+    fn check_gazelle(&self) -> anyhow::Result<()> {
+        for (name, pw) in [
+            ("site_password", &self.site_password),
+            ("report_password", &self.report_password),
+        ] {
+            let safe = pw.chars().all(|c| c.is_ascii_alphanumeric());
+            if pw.chars().count() != 32 || !safe {
+                anyhow::bail!(
+                    "private.{name} must be 32 letters and digits (the site's TRACKER_SECRET \
+                     and TRACKER_REPORTKEY), as schema = \"gazelle\" needs"
+                );
+            }
+        }
+        if !self.site_url.is_empty() {
+            shoal_gazelle::expiry::SiteUrl::parse(&self.site_url)
+                .map_err(|e| anyhow::anyhow!("private.site_url: {e}"))?;
+        }
+        Ok(())
     }
 
     /// The site's control key: `site_api_key`, or the first line of `site_api_key_file`.

@@ -1,8 +1,10 @@
-//! The site's control calls on the HTTP(S) listeners (a UNIT3D site's
-//! `/announce/<site key>/...`, with `[private] schema = "unit3d"`): the one kind of request
-//! on these listeners that is not a GET and carries a body. The handler recognises the path
+//! The site's control calls on the HTTP(S) listeners: a UNIT3D site's
+//! `/announce/<site key>/...` (`[private] schema = "unit3d"`), the one kind of request on
+//! these listeners that is not a GET and carries a body, and a Gazelle site's
+//! `/<site password>/update?...` and `/<report password>/report?...` (`schema = "gazelle"`),
+//! GETs answered by [`shoal_gazelle::control`]. The handler recognises the path
 //! ([`SiteApi::call`]); the connection loop reads the body (at most [`MAX_BODY`] bytes, within
-//! the request timeout) and writes what [`shoal_unit3d::api`] answers ([`SiteApi::answer`]).
+//! the request timeout; none for Gazelle's) and writes the answer ([`SiteApi::answer`]).
 
 use std::sync::Arc;
 
@@ -12,10 +14,11 @@ use shoal_unit3d::Site;
 /// The largest body a control call may carry (the site sends a few hundred bytes).
 pub const MAX_BODY: usize = 1 << 20;
 
-/// The site's control API: the site in memory and its key.
-pub struct SiteApi {
-    pub site: Arc<Site>,
-    key: String,
+/// The site's control API: the site in memory and its key (UNIT3D), or the site's calls
+/// with their passwords (Gazelle).
+pub enum SiteApi {
+    Unit3d { site: Arc<Site>, key: String },
+    Gazelle(shoal_gazelle::control::Control),
 }
 
 /// One control call whose head was read: what the connection loop needs to finish it.
@@ -40,7 +43,7 @@ impl std::fmt::Debug for SiteCall {
 
 impl SiteApi {
     pub fn new(site: Arc<Site>, key: String) -> Self {
-        Self { site, key }
+        Self::Unit3d { site, key }
     }
 
     /// The control call `method path` is, if it is one (`None`: an announce, a scrape or
@@ -53,6 +56,17 @@ impl SiteApi {
         headers: &[httparse::Header<'_>],
         close: bool,
     ) -> Option<SiteCall> {
+        if let Self::Gazelle(_) = **self {
+            // A GET without a body; the query is the call.
+            shoal_gazelle::control::route(path).filter(|_| method == "GET")?;
+            return Some(SiteCall {
+                api: self.clone(),
+                method: method.to_owned(),
+                path: path.to_owned(),
+                length: 0,
+                close,
+            });
+        }
         let path = path.split('?').next().unwrap_or(path);
         api::route(path)?;
         let length = headers
@@ -75,16 +89,22 @@ impl SiteApi {
 
     /// The answer to `call` with its `body`.
     pub fn answer(&self, call: &SiteCall, body: &[u8]) -> ApiReply {
-        self.site.stats.request();
-        api::serve(
-            &self.site,
-            &self.site.stats,
-            &self.key,
-            &call.method,
-            &call.path,
-            body,
-        )
-        .unwrap_or_else(|| ApiReply::error(404, "not a call of the site's API"))
+        let (site, key) = match self {
+            Self::Unit3d { site, key } => (site, key),
+            Self::Gazelle(control) => {
+                return match control.answer(&call.path) {
+                    Some(reply) => ApiReply {
+                        status: 200,
+                        body: reply.body,
+                        allow: None,
+                    },
+                    None => ApiReply::error(404, "not a call of the site's API"),
+                };
+            }
+        };
+        site.stats.request();
+        api::serve(site, &site.stats, key, &call.method, &call.path, body)
+            .unwrap_or_else(|| ApiReply::error(404, "not a call of the site's API"))
     }
 }
 

@@ -102,6 +102,8 @@ pub struct Accounts {
     db: Option<Database>,
     /// A UNIT3D site in memory, with `[private] schema = "unit3d"`.
     site: Option<Arc<shoal_unit3d::Site>>,
+    /// A Gazelle site in memory, with `[private] schema = "gazelle"`.
+    gazelle: Option<Arc<shoal_gazelle::Site>>,
     /// The schema in force, through the seam every site schema implements: the members are
     /// loaded and the accounting written through it.
     schema: Arc<dyn Schema>,
@@ -137,7 +139,12 @@ impl Accounts {
             .build()
             .context("starting the accounts runtime")?;
         let url = config.private_database();
-        let (db, site, schema, members) = if config.private.unit3d() {
+        let mut gazelle = None;
+        let (db, site, schema, members) = if config.private.gazelle() {
+            let (schema, members) = super::gazelle::open(&runtime, config, &url)?;
+            gazelle = Some(schema.site().clone());
+            (None, None, schema as Arc<dyn Schema>, members)
+        } else if config.private.unit3d() {
             let (schema, members) = super::unit3d::open(&runtime, config, &url)?;
             let site = schema.site().clone();
             (None, Some(site), schema as Arc<dyn Schema>, members)
@@ -199,6 +206,7 @@ impl Accounts {
             runtime,
             db,
             site,
+            gazelle,
             peers: schema.keeps_peers().then(|| Arc::new(PeerLog::default())),
             schema,
             members,
@@ -248,6 +256,11 @@ impl Accounts {
     /// The UNIT3D site in memory, with `[private] schema = "unit3d"`.
     pub fn site(&self) -> Option<&Arc<shoal_unit3d::Site>> {
         self.site.as_ref()
+    }
+
+    /// The Gazelle site in memory, with `[private] schema = "gazelle"`.
+    pub fn gazelle(&self) -> Option<&Arc<shoal_gazelle::Site>> {
+        self.gazelle.as_ref()
     }
 
     /// shoal's own database, for the admin API's edits; an error naming the schema in

@@ -6,6 +6,7 @@
 //! over a restart. Everything here does I/O; nothing here is on the announce path.
 
 pub mod accounts;
+pub mod gazelle;
 pub mod ledger_file;
 pub mod unit3d;
 pub mod writer;

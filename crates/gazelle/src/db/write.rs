@@ -1,0 +1,255 @@
+//! One batch into the site's tables, with Ocelot's statements: `users_leech_stats` and
+//! `torrents_leech_stats` added to, `xbt_files_users` upserted per (peer id, torrent,
+//! user), `xbt_snatched` inserted, `users_freeleeches` added to. All in the caller's
+//! transaction, [`CHUNK`] rows a statement.
+//!
+//! Where Ocelot fails its sites, shoal does not:
+//! - `users_freeleeches.Time` is required and has no default: Ocelot's upsert names no
+//!   value for it and is refused under a strict `sql_mode` every time, so a token's saved
+//!   download never reaches the site. shoal writes `NOW()` (kept for an existing row).
+//! - Every value is fitted to its column before it is bound: the agent cut to
+//!   `useragent`'s width (Ocelot's whole peer batch fails on one agent past 51
+//!   characters, and every later one behind it), counters and times to `int`, an address
+//!   whose text is wider than its column (an IPv6 address in `varchar(15)`) written empty.
+//! - Rows of users or torrents the site has removed since are left out of the tables
+//!   with foreign keys (`users_leech_stats`, `torrents_leech_stats`): one such row would
+//!   fail the whole batch at every retry.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use sqlx::{MySql, MySqlConnection, QueryBuilder, Row};
+
+use super::{Error, Widths};
+use crate::model::{Batch, PeerRow, Snatch};
+
+/// Rows in one statement: at most 15 values a row, 15,000 in all, well inside the 65,535
+/// placeholders MariaDB and MySQL take.
+pub const CHUNK: usize = 1000;
+
+/// What one write wrote, in rows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    pub users: usize,
+    pub torrents: usize,
+    pub peers: usize,
+    pub snatches: usize,
+    pub tokens: usize,
+    /// Rows left out: their user or torrent is gone from the site.
+    pub skipped: usize,
+    /// Addresses written empty because their text is wider than the column.
+    pub addresses_too_wide: usize,
+}
+
+pub(super) async fn run(
+    conn: &mut MySqlConnection,
+    batch: &Batch,
+    widths: Widths,
+) -> Result<Written, Error> {
+    let mut w = Written::default();
+    let user_ids: Vec<u32> = batch.users.iter().map(|u| u.user_id).collect();
+    let users = present(
+        conn,
+        "SELECT ID AS id FROM users_main WHERE ID IN ",
+        &user_ids,
+    )
+    .await?;
+    let torrent_ids: Vec<u32> = batch.torrents.iter().map(|t| t.torrent_id).collect();
+    let torrents = present(
+        conn,
+        "SELECT TorrentID AS id FROM torrents_leech_stats WHERE TorrentID IN ",
+        &torrent_ids,
+    )
+    .await?;
+
+    let mut gains: Vec<_> = batch
+        .users
+        .iter()
+        .filter(|u| users.contains(&u.user_id))
+        .collect();
+    gains.sort_by_key(|u| u.user_id);
+    w.users = gains.len();
+    for chunk in gains.chunks(CHUNK) {
+        let mut q = QueryBuilder::<MySql>::new(
+            "INSERT INTO users_leech_stats (UserID, Uploaded, Downloaded) ",
+        );
+        q.push_values(chunk, |mut row, u| {
+            row.push_bind(u.user_id)
+                .push_bind(big(u.uploaded))
+                .push_bind(big(u.downloaded));
+        });
+        q.push(
+            " ON DUPLICATE KEY UPDATE Uploaded = Uploaded + VALUES(Uploaded), \
+             Downloaded = Downloaded + VALUES(Downloaded)",
+        );
+        q.build().execute(&mut *conn).await?;
+    }
+
+    let mut figures: Vec<_> = batch
+        .torrents
+        .iter()
+        .filter(|t| torrents.contains(&t.torrent_id))
+        .collect();
+    figures.sort_by_key(|t| t.torrent_id);
+    w.torrents = figures.len();
+    for chunk in figures.chunks(CHUNK) {
+        let mut q = QueryBuilder::<MySql>::new(
+            "INSERT INTO torrents_leech_stats (TorrentID, Seeders, Leechers, Snatched, Balance) ",
+        );
+        q.push_values(chunk, |mut row, t| {
+            row.push_bind(t.torrent_id)
+                .push_bind(int(u64::from(t.seeders)))
+                .push_bind(int(u64::from(t.leechers)))
+                .push_bind(int(u64::from(t.snatched)))
+                .push_bind(t.balance);
+        });
+        q.push(
+            " ON DUPLICATE KEY UPDATE Seeders = VALUES(Seeders), Leechers = VALUES(Leechers), \
+             Snatched = Snatched + VALUES(Snatched), Balance = Balance + VALUES(Balance), \
+             last_action = IF(VALUES(Seeders) > 0, NOW(), last_action)",
+        );
+        q.build().execute(&mut *conn).await?;
+    }
+    w.skipped = (batch.users.len() - w.users) + (batch.torrents.len() - w.torrents);
+
+    for chunk in batch.peers.chunks(CHUNK) {
+        let mut q = QueryBuilder::<MySql>::new(
+            "INSERT INTO xbt_files_users (uid, fid, peer_id, active, uploaded, downloaded, \
+             upspeed, downspeed, remaining, corrupt, timespent, announced, ip, useragent, mtime) ",
+        );
+        q.push_values(chunk, |mut row, p: &PeerRow| {
+            let ip = address(p.ip, widths.peer_ip, &mut w.addresses_too_wide);
+            row.push_bind(p.user_id)
+                .push_bind(p.torrent_id)
+                .push_bind(p.peer_id.to_vec())
+                .push_bind(p.active)
+                .push_bind(big(p.uploaded))
+                .push_bind(big(p.downloaded))
+                .push_bind(int(p.upspeed))
+                .push_bind(int(p.downspeed))
+                .push_bind(big(p.remaining))
+                .push_bind(big(p.corrupt))
+                .push_bind(int(p.timespent))
+                .push_bind(int(u64::from(p.announced)))
+                .push_bind(ip)
+                .push_bind(fitted(&p.useragent, widths.useragent))
+                .push_bind(int(u64::try_from(p.mtime).unwrap_or(0)));
+        });
+        q.push(
+            " ON DUPLICATE KEY UPDATE active = VALUES(active), uploaded = VALUES(uploaded), \
+             downloaded = VALUES(downloaded), upspeed = VALUES(upspeed), \
+             downspeed = VALUES(downspeed), remaining = VALUES(remaining), \
+             corrupt = VALUES(corrupt), timespent = VALUES(timespent), \
+             announced = VALUES(announced), ip = VALUES(ip), useragent = VALUES(useragent), \
+             mtime = VALUES(mtime)",
+        );
+        q.build().execute(&mut *conn).await?;
+    }
+    w.peers = batch.peers.len();
+
+    for chunk in batch.snatches.chunks(CHUNK) {
+        let mut q = QueryBuilder::<MySql>::new("INSERT INTO xbt_snatched (uid, fid, tstamp, IP) ");
+        q.push_values(chunk, |mut row, s: &Snatch| {
+            let ip = address(s.ip, widths.snatch_ip, &mut w.addresses_too_wide);
+            row.push_bind(s.user_id)
+                .push_bind(s.torrent_id)
+                .push_bind(int(u64::try_from(s.at).unwrap_or(0)))
+                .push_bind(ip);
+        });
+        q.build().execute(&mut *conn).await?;
+    }
+    w.snatches = batch.snatches.len();
+
+    for chunk in batch.tokens.chunks(CHUNK) {
+        let mut q = QueryBuilder::<MySql>::new(
+            "INSERT INTO users_freeleeches (UserID, TorrentID, Time, Downloaded) ",
+        );
+        q.push_values(chunk, |mut row, t| {
+            row.push_bind(t.user_id)
+                .push_bind(t.torrent_id)
+                .push("NOW()")
+                .push_bind(big(t.downloaded));
+        });
+        q.push(" ON DUPLICATE KEY UPDATE Downloaded = Downloaded + VALUES(Downloaded)");
+        q.build().execute(&mut *conn).await?;
+    }
+    w.tokens = batch.tokens.len();
+    Ok(w)
+}
+
+/// Which of `ids` the look-up `head` (`SELECT .. AS id FROM .. WHERE .. IN `) finds.
+async fn present(
+    conn: &mut MySqlConnection,
+    head: &str,
+    ids: &[u32],
+) -> Result<BTreeSet<u32>, Error> {
+    let mut found = BTreeSet::new();
+    for chunk in ids.chunks(CHUNK * 5) {
+        let mut q = QueryBuilder::<MySql>::new(head);
+        q.push("(");
+        let mut list = q.separated(", ");
+        for id in chunk {
+            list.push_bind(*id);
+        }
+        list.push_unseparated(")");
+        for row in q.build().fetch_all(&mut *conn).await? {
+            let id: i64 = row.try_get("id")?;
+            found.extend(u32::try_from(id).ok());
+        }
+    }
+    Ok(found)
+}
+
+/// A byte count as a signed `bigint` holds it.
+fn big(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A count as a signed `int` holds it.
+fn int(v: u64) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+/// `text` cut to `width` characters (a `varchar` counts characters, not bytes).
+pub fn fitted(text: &str, width: usize) -> String {
+    text.chars().take(width).collect()
+}
+
+/// An address as its column holds it: its text, or empty when protected (`None`) or when
+/// the text is wider than the column (counted in `too_wide`).
+fn address(ip: Option<IpAddr>, width: usize, too_wide: &mut usize) -> String {
+    let Some(ip) = ip else {
+        return String::new();
+    };
+    let text = ip.to_canonical().to_string();
+    if text.len() > width {
+        *too_wide += 1;
+        return String::new();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_fitted_to_their_columns() {
+        assert_eq!(fitted(&"x".repeat(80), 51).len(), 51);
+        assert_eq!(fitted("ééé", 2), "éé");
+        assert_eq!(int(u64::MAX), i32::MAX);
+        assert_eq!(big(u64::MAX), i64::MAX);
+        let mut wide = 0;
+        let v4: IpAddr = "10.1.2.3".parse().unwrap();
+        assert_eq!(address(Some(v4), 15, &mut wide), "10.1.2.3");
+        let mapped: IpAddr = "::ffff:10.1.2.3".parse().unwrap();
+        assert_eq!(address(Some(mapped), 15, &mut wide), "10.1.2.3");
+        let short: IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(address(Some(short), 15, &mut wide), "2001:db8::1");
+        let long: IpAddr = "2001:db8:1:2:3:4:5:6".parse().unwrap();
+        assert_eq!(address(Some(long), 15, &mut wide), "");
+        assert_eq!(address(Some(long), 39, &mut wide), "2001:db8:1:2:3:4:5:6");
+        assert_eq!(address(None, 15, &mut wide), "");
+        assert_eq!(wide, 1);
+    }
+}
