@@ -159,6 +159,7 @@ class Ocelot:
         self.cpus = cpus
         self.proc = None
         self.sigterms = 0
+        self.first_wait = 10.0  # seconds before the second SIGTERM
         os.makedirs(workdir, exist_ok=True)
         values = {
             "listen_port": port,
@@ -194,7 +195,7 @@ class Ocelot:
         self.proc.send_signal(signal.SIGUSR1)
 
     def stop(self):
-        rc, self.sigterms = stop_twice(self.proc)
+        rc, self.sigterms = stop_twice(self.proc, first_wait=self.first_wait)
         return rc
 
 
