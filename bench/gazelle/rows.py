@@ -10,7 +10,8 @@ site's row then `add_token`), a protected member (`Visible = '0'`), a member who
 leeching is turned off (`update_user`), a deleted torrent with a reason, an info hash, a
 passkey and a disabled member the site does not serve, a torrent without its
 torrents_leech_stats row, `compact=0`, the client whitelist, a change of freeleech type,
-the reports, a reload (SIGUSR1) after the site adds a torrent, an `ip=` parameter with an
+the reports (with Gazelle's `trace_user` and `get=torrent`, which Ocelot 2.1.3 lacks), a
+reload (SIGUSR1) after the site adds a torrent, an `ip=` parameter with an
 IPv6 address (its colons not percent-encoded), and at the end a user agent longer than `xbt_files_users.useragent` (51)
 followed by more announces. Each member's client announces from its own loopback address.
 Between some steps the script waits longer than the write interval, so that speeds and
@@ -86,6 +87,10 @@ def member_ip(member):
     return f"127.0.0.{10 + NAMES.index(member)}" if member in NAMES else "127.0.0.9"
 
 
+def quote(v):
+    return urllib.parse.quote_from_bytes(v if isinstance(v, bytes) else v.encode(), safe="")
+
+
 def A(member, client, torrent, event, up, down, left, **extra):  # noqa: N802
     """An announce step; `extra` may carry agent=, compact=, ip=, passkey=, hash=."""
     return ("announce", member, client, torrent, event, up, down, left, extra)
@@ -138,6 +143,8 @@ SCRIPT = [
     ("report", "get=stats"),
     ("report", f"get=user&key={passkey('dave')}"),
     ("report", f"get=user&key={passkey('nobody')}"),
+    ("update", "trace_user", {"passkey": passkey("bob"), "trace": "1"}),
+    ("report", "get=torrent&info_hash=" + quote(info_hash("plain"))),
     ("site", "insert into torrents_group (ID, CategoryID, Name, Year, WikiBody, WikiImage) "
              "values (7, 1, 'Album 7', 2024, '', ''); "
              "insert into torrents (ID, GroupID, UserID, Media, Format, Encoding, info_hash, "
@@ -224,10 +231,6 @@ def get(port, path, source="127.0.0.1", agent=None):
         return r.status, r.read()
     finally:
         conn.close()
-
-
-def quote(v):
-    return urllib.parse.quote_from_bytes(v if isinstance(v, bytes) else v.encode(), safe="")
 
 
 def announce(port, step):
