@@ -26,6 +26,8 @@ Scenarios (each with its own users and torrent):
       bytes downloaded); the leecher is stopped once halfway without an announce before
       (its stopped announce carries all it moved in that session) and then finishes in a
       new session (a second `xbt_files_users` row, its new peer id);
+  refusals  a client with a passkey no member has is refused ("Passkey not found"), one
+      announcing an info hash the site does not know too ("Unregistered torrent");
   outage  MariaDB is stopped in the middle of a (slowed down) transfer while both clients
       announce every 1.5 s: every announce is answered, POST /api/private/flush answers
       503; MariaDB is started again, the transfer finishes, a flush writes everything: the
@@ -70,7 +72,7 @@ FIXTURE = os.path.join(REPO, "tests/fixtures/gazelle.sql")
 # The sql_mode of Gazelle's development setup (its docker-compose.yml), set on the server
 # every time it starts.
 SQL_MODE = "STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
-SCENARIOS = ["http", "udp", "ipv6", "freeleech", "neutral", "token", "outage", "restart"]
+SCENARIOS = ["http", "udp", "ipv6", "freeleech", "neutral", "token", "refusals", "outage", "restart"]
 AGENT = "libtorrent/2.0.8.0"  # python3-libtorrent's User-Agent (settings user_agent)
 UPLOADER = 1  # the user who uploaded every torrent
 STARTING_UPLOAD = 3 << 30  # what a new Gazelle account starts with (its STARTING_UPLOAD)
@@ -323,6 +325,29 @@ def transfers(res, tracker, scenarios):
                       moved["leecher"][1] >= len(s.payload), f"{moved['leecher'][1]} bytes")
 
 
+def refusals(res, tracker, args, base, user_key):
+    """Ocelot's refusals as libtorrent shows them: a passkey no member has, an info hash the
+    site does not know."""
+    path, payload = write_payload(os.path.join(base, "refusals", "seed"), 1 << 20)
+    ti = make_torrent(path, hybrid=False)
+    swarm = GSwarm(res, "refusals", ti, payload, os.path.join(base, "refusals"), args.verbose)
+    wrong = secrets.token_hex(16)
+    tracker.passkeys.append(wrong)
+    try:
+        for name, key, reason in (("stranger", wrong, "Passkey not found"),
+                                  ("unknown", user_key, "Unregistered torrent")):
+            swarm.join(name, tracker.url("http", key), seed=False)
+            refused = swarm.wait_error(name)
+            replies = swarm.pump.count(name, "tracker_reply_alert")
+            res.check(f"refusals: {name}: refused over HTTP with \"{reason}\", no reply",
+                      refused is not None and refused["reason"] == reason and replies == 0,
+                      f"{refused}, {replies} replies")
+            swarm.leave(name)
+    finally:
+        for name in list(swarm.clients):
+            swarm.leave(name)
+
+
 def token(res, tracker, s):
     """The leecher holds a token: it is stopped halfway without announcing before (its
     stopped announce carries every byte since its start), started again in a new session
@@ -492,6 +517,8 @@ def main():
         transfers(res, tracker, scenarios)
         if "token" in args.which:
             token(res, tracker, scenarios["token"])
+        if "refusals" in args.which:
+            refusals(res, tracker, args, base, site.passkeys[0])
         if "outage" in args.which:
             s = scenarios["outage"]
             s.tracker = tracker
