@@ -137,9 +137,15 @@ impl Site {
             token_used_up: false,
             token_saved: 0,
         };
+        let tokened = t.tokened.contains(&user) && t.torrent.leech_type != LeechType::Neutral;
         if a.event == AnnounceEvent::Stopped {
             if let Some(c) = t.clients.remove(&key) {
                 let mut c = c;
+                // The bytes since the client's last announce are counted as any others
+                // (the token saved them too), as Ocelot counts a stopped announce's.
+                if tokened && a.uploaded >= c.uploaded && a.downloaded >= c.downloaded {
+                    change.token_saved = a.downloaded - c.downloaded;
+                }
                 (c.uploaded, c.downloaded) = (a.uploaded, a.downloaded);
                 c.left = a.left.unwrap_or(c.left);
                 c.last_announced = now;
@@ -156,7 +162,6 @@ impl Site {
             Some(addr) => (addr.ip(), addr.port()),
             None => (a.source, 0),
         };
-        let tokened = t.tokened.contains(&user) && t.torrent.leech_type != LeechType::Neutral;
         let c = t.clients.entry(key).or_insert_with(|| Client {
             ip,
             port,
@@ -336,5 +341,78 @@ impl SiteRules for Site {
             private_rule::NOT_REGISTERED => UNREGISTERED,
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::sync::Arc;
+
+    use shoal_proto::PeerId;
+    use shoal_tracker::private::{Members, Roster};
+    use shoal_tracker::Protocol;
+
+    use super::*;
+    use crate::model::{SiteData, Torrent, User};
+    use crate::GazelleConfig;
+
+    /// User 1 holding a token on the normal torrent 10.
+    fn site() -> Site {
+        let members = Arc::new(Members::new(&Roster::default(), false));
+        let data = SiteData {
+            users: vec![User {
+                id: 1,
+                passkey: "1".repeat(32),
+                can_leech: true,
+                protected: false,
+            }],
+            torrents: vec![Torrent {
+                id: 10,
+                info_hash: [10; 20],
+                leech_type: LeechType::Normal,
+                snatched: 0,
+            }],
+            tokens: vec![(1, 10)],
+            whitelist: vec![],
+        };
+        Site::new(GazelleConfig::default(), members, data)
+    }
+
+    fn ask(site: &Site, downloaded: u64, left: u64, event: AnnounceEvent) -> Admission {
+        let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        let asked = Asked {
+            protocol: Protocol::Http,
+            source: ip,
+            user_id: 1,
+            torrent_id: 10,
+            info_hash: &Hash([10; 20]),
+            peer_id: PeerId([1; 20]),
+            addr: Some(SocketAddr::new(ip, 6881)),
+            agent: Some("libtorrent/2.0.8.0"),
+            uploaded: 0,
+            downloaded,
+            left: Some(left),
+            event,
+            now: 0,
+        };
+        site.admit(&asked).expect("served")
+    }
+
+    #[test]
+    fn a_stopped_announce_adds_what_the_token_saved_since_the_last_one() {
+        let site = site();
+        ask(&site, 0, 1000, AnnounceEvent::Started);
+        ask(&site, 300, 700, AnnounceEvent::None);
+        let stopped = ask(&site, 800, 200, AnnounceEvent::Stopped);
+        assert_eq!(stopped.download_factor, 0.0, "still free");
+        let batch = site.take_batch(&[]);
+        assert_eq!(batch.tokens.len(), 1);
+        assert_eq!(
+            batch.tokens[0].downloaded, 800,
+            "300, then 500 with the stop"
+        );
+        assert_eq!(batch.peers.len(), 1);
+        assert!(!batch.peers[0].active);
     }
 }
