@@ -162,11 +162,8 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// Nothing to write: every list empty (the default batch).
     pub fn is_empty(&self) -> bool {
-        self.users.is_empty()
-            && self.torrents.is_empty()
-            && self.peers.is_empty()
-            && self.snatches.is_empty()
-            && self.tokens.is_empty()
+        *self == Self::default()
     }
 }

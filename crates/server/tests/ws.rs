@@ -376,7 +376,8 @@ async fn a_slow_reader_loses_relays_not_its_connection_and_a_stopped_one_times_o
 
 /// An answer to a busy offerer reaches it, and before what was waiting for it: its offer
 /// queue is full and a reply to its own announce was queued first, yet the answer (what
-/// completes the WebRTC connection it started) is written next (`outbox`'s order).
+/// completes the WebRTC connection it started) is written next (`outbox`'s order: answers
+/// and offers in turn, a reply after `ws.offers_per_reply` of them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_to_a_busy_offerer_goes_before_its_replies_and_offers() {
     let h = start(|ws| ws.outgoing_queue = 4);

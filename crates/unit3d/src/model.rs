@@ -212,12 +212,8 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// Nothing to write: every list empty (the default batch).
     pub fn is_empty(&self) -> bool {
-        self.peers.is_empty()
-            && self.peer_deletions.is_empty()
-            && self.history.is_empty()
-            && self.users.is_empty()
-            && self.torrents.is_empty()
-            && self.unregistered.is_empty()
+        *self == Self::default()
     }
 }

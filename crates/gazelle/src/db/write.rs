@@ -62,12 +62,7 @@ pub(super) async fn run(
     )
     .await?;
 
-    let mut gains: Vec<_> = batch
-        .users
-        .iter()
-        .filter(|u| users.contains(&u.user_id))
-        .collect();
-    gains.sort_by_key(|u| u.user_id);
+    let gains = kept(&batch.users, |u| u.user_id, &users);
     w.users = gains.len();
     for chunk in gains.chunks(CHUNK) {
         let mut q = QueryBuilder::<MySql>::new(
@@ -85,12 +80,7 @@ pub(super) async fn run(
         q.build().execute(&mut *conn).await?;
     }
 
-    let mut figures: Vec<_> = batch
-        .torrents
-        .iter()
-        .filter(|t| torrents.contains(&t.torrent_id))
-        .collect();
-    figures.sort_by_key(|t| t.torrent_id);
+    let figures = kept(&batch.torrents, |t| t.torrent_id, &torrents);
     w.torrents = figures.len();
     for chunk in figures.chunks(CHUNK) {
         let mut q = QueryBuilder::<MySql>::new(
@@ -198,6 +188,14 @@ async fn present(
         }
     }
     Ok(found)
+}
+
+/// The rows of `rows` whose id (`id`) the site still has (`present`), in id order (the
+/// order every writer takes the rows' locks in).
+fn kept<'a, T>(rows: &'a [T], id: impl Fn(&T) -> u32, present: &BTreeSet<u32>) -> Vec<&'a T> {
+    let mut kept: Vec<&T> = rows.iter().filter(|r| present.contains(&id(r))).collect();
+    kept.sort_by_key(|r| id(r));
+    kept
 }
 
 /// A byte count as a signed `bigint` holds it.

@@ -196,34 +196,49 @@ impl Outbox {
 
     /// Queues an answer relayed to this connection, in the place its offer took.
     pub fn answer(&self, t: Text, now: u32) -> Delivery {
-        let mut q = self.queues.lock();
-        if q.closed {
-            return Delivery::Gone;
-        }
-        q.awaiting.at(now, self.bounds.offer_max_age).settle();
-        // Full only if this connection's client answered offers that were not relayed
-        // here (another node's), or with answers of megabytes.
-        if q.answers.len() >= self.bounds.answers || q.answer_bytes + t.len() > ANSWER_BYTES {
-            return Delivery::Dropped;
-        }
-        q.answer_bytes += t.len();
-        q.answers.push_back(t);
-        drop(q);
-        self.ready.notify_one();
-        Delivery::Queued
+        self.relay(t, Some(now))
     }
 
     /// Queues an offer relayed to this connection, unless `ws.outgoing_queue` wait.
     pub fn offer(&self, t: Text) -> Delivery {
+        self.relay(t, None)
+    }
+
+    /// Queues a relayed answer (`answered` at that time: its offer's place is settled) or
+    /// offer, each within its queue's bounds.
+    fn relay(&self, t: Text, answered: Option<u32>) -> Delivery {
         let mut q = self.queues.lock();
         if q.closed {
             return Delivery::Gone;
         }
-        if q.offers.len() >= self.bounds.offers || q.offer_bytes + t.len() > OFFER_BYTES {
+        let (queue, bytes, count, max_bytes) = match answered {
+            Some(now) => {
+                q.awaiting.at(now, self.bounds.offer_max_age).settle();
+                // Full only if this connection's client answered offers that were not
+                // relayed here (another node's), or with answers of megabytes.
+                let q = &mut *q;
+                (
+                    &mut q.answers,
+                    &mut q.answer_bytes,
+                    self.bounds.answers,
+                    ANSWER_BYTES,
+                )
+            }
+            None => {
+                let q = &mut *q;
+                (
+                    &mut q.offers,
+                    &mut q.offer_bytes,
+                    self.bounds.offers,
+                    OFFER_BYTES,
+                )
+            }
+        };
+        if queue.len() >= count || *bytes + t.len() > max_bytes {
             return Delivery::Dropped;
         }
-        q.offer_bytes += t.len();
-        q.offers.push_back(t);
+        *bytes += t.len();
+        queue.push_back(t);
         drop(q);
         self.ready.notify_one();
         Delivery::Queued
@@ -297,7 +312,12 @@ impl Outbox {
         if !relays_wait {
             return None;
         }
-        q.relays_in_a_row = q.relays_in_a_row.saturating_add(1);
+        // Relays written while no reply waits earn the next reply no wait.
+        q.relays_in_a_row = if q.replies.is_empty() {
+            0
+        } else {
+            q.relays_in_a_row.saturating_add(1)
+        };
         // Answers and offers in turn while both wait: each offer read here is an answer
         // to write elsewhere, each answer written here frees a place for an offer.
         let answer_now = !q.answers.is_empty() && (q.offers.is_empty() || !q.answer_was_last);
