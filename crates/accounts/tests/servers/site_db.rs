@@ -56,4 +56,9 @@ impl SiteDb {
         let row = sqlx::query(sql).fetch_one(&self.pool).await.unwrap();
         row.try_get::<i64, _>(0).unwrap()
     }
+
+    /// Asserts that a query answers the number `expected` (the query named if not).
+    pub async fn expect(&self, sql: &str, expected: i64) {
+        assert_eq!(self.number(sql).await, expected, "{sql}");
+    }
 }
