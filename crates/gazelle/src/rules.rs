@@ -100,6 +100,27 @@ fn agent_of(a: &Asked<'_>) -> String {
     }
 }
 
+/// What a client moved since its last announce, (uploaded, downloaded), when it reports
+/// new bytes and neither counter went down (a decrease is a restarted client: nothing
+/// counted, as Ocelot).
+fn gained(c: &Client, uploaded: u64, downloaded: u64) -> Option<(u64, u64)> {
+    let up = uploaded.checked_sub(c.uploaded)?;
+    let down = downloaded.checked_sub(c.downloaded)?;
+    (up > 0 || down > 0).then_some((up, down))
+}
+
+/// A client's speeds at this announce, as Ocelot writes them to `xbt_files_users`: what it
+/// moved since its last announce over the seconds between them; 0 when it moved nothing,
+/// a counter went down, or no whole second has passed (an earlier announce's speed is
+/// never kept).
+pub(crate) fn speeds(c: &Client, uploaded: u64, downloaded: u64, now: i64) -> (u64, u64) {
+    let elapsed = u64::try_from(now.saturating_sub(c.last_announced)).unwrap_or(0);
+    match gained(c, uploaded, downloaded) {
+        Some((up, down)) if elapsed > 0 => (up / elapsed, down / elapsed),
+        _ => (0, 0),
+    }
+}
+
 /// What one announce did to its client, for the counts and the writes.
 struct Change {
     was_seeder: Option<bool>,
@@ -141,10 +162,9 @@ impl Site {
         if a.event == AnnounceEvent::Stopped {
             if let Some(c) = t.clients.remove(&key) {
                 let mut c = c;
-                // The bytes since the client's last announce are counted as any others
-                // (the token saved them too), as Ocelot counts a stopped announce's.
-                if tokened && a.uploaded >= c.uploaded && a.downloaded >= c.downloaded {
-                    change.token_saved = a.downloaded - c.downloaded;
+                (c.upspeed, c.downspeed) = speeds(&c, a.uploaded, a.downloaded, now);
+                if tokened {
+                    change.token_saved = gained(&c, a.uploaded, a.downloaded).map_or(0, |g| g.1);
                 }
                 (c.uploaded, c.downloaded) = (a.uploaded, a.downloaded);
                 c.left = a.left.unwrap_or(c.left);
@@ -184,18 +204,9 @@ impl Site {
             (c.upspeed, c.downspeed) = (0, 0);
         } else {
             c.announces = c.announces.saturating_add(1);
-            if a.uploaded >= c.uploaded && a.downloaded >= c.downloaded {
-                let (up, down) = (a.uploaded - c.uploaded, a.downloaded - c.downloaded);
-                if up > 0 || down > 0 {
-                    let elapsed = u64::try_from(now - c.last_announced).unwrap_or(0);
-                    if let (Some(u), Some(d)) = (up.checked_div(elapsed), down.checked_div(elapsed))
-                    {
-                        (c.upspeed, c.downspeed) = (u, d);
-                    }
-                    if tokened {
-                        change.token_saved = down;
-                    }
-                }
+            (c.upspeed, c.downspeed) = speeds(c, a.uploaded, a.downloaded, now);
+            if tokened {
+                change.token_saved = gained(c, a.uploaded, a.downloaded).map_or(0, |g| g.1);
             }
         }
         (c.uploaded, c.downloaded) = (a.uploaded, a.downloaded);
@@ -414,5 +425,35 @@ mod tests {
         );
         assert_eq!(batch.peers.len(), 1);
         assert!(!batch.peers[0].active);
+    }
+
+    fn client(uploaded: u64, downloaded: u64, last_announced: i64) -> Client {
+        Client {
+            announces: 2,
+            first_announced: 0,
+            last_announced,
+            left: 10,
+            seeder: false,
+            visible: true,
+            uploaded,
+            upspeed: 7,
+            downloaded,
+            downspeed: 7,
+            ip: std::net::Ipv4Addr::LOCALHOST.into(),
+            port: 6881,
+            agent: String::new(),
+        }
+    }
+
+    #[test]
+    fn speeds_are_this_announces_own_as_ocelot_writes_them() {
+        let c = client(1000, 500, 100);
+        assert_eq!(speeds(&c, 1400, 700, 104), (100, 50));
+        // Nothing new, the same second, or a counter that went down: 0, not the old speed.
+        assert_eq!(speeds(&c, 1000, 500, 104), (0, 0));
+        assert_eq!(speeds(&c, 1400, 700, 100), (0, 0));
+        assert_eq!(speeds(&c, 900, 700, 104), (0, 0));
+        assert_eq!(gained(&c, 1400, 500), Some((400, 0)));
+        assert_eq!(gained(&c, 1000, 400), None);
     }
 }

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use shoal_accounts::{Accounting, BoxFuture, Error, Loaded, Schema, Written};
+use shoal_accounts::{Accounting, BoxFuture, Delta, Error, Loaded, Schema, Written};
 
 use crate::db::GazelleDb;
 use crate::site::{unix_now, Site};
@@ -35,6 +35,31 @@ impl GazelleSchema {
     /// The database, password masked.
     pub fn url(&self) -> &str {
         self.db.url()
+    }
+
+    /// One write: the silent clients reaped when due, then the ledger's `sums` and the
+    /// site's pending changes as one batch (put back when the write fails).
+    async fn write_sums(&self, sums: &[Delta]) -> Result<Written, Error> {
+        self.site.reap_if_due(unix_now());
+        let b = self.site.take_batch(sums);
+        let applied = Written {
+            applied: sums.len(),
+            ..Written::default()
+        };
+        if self.site.config.readonly {
+            return Ok(applied);
+        }
+        let written = self.db.write(&b).await.map_err(|e| {
+            self.site.put_back(&b);
+            accounts_error(e)
+        })?;
+        if written.addresses_too_wide > 0 {
+            tracing::debug!(
+                count = written.addresses_too_wide,
+                "addresses wider than their column written empty"
+            );
+        }
+        Ok(applied)
     }
 }
 
@@ -62,28 +87,7 @@ impl Schema for GazelleSchema {
         _id: Option<&'a str>,
         batch: Accounting<'a>,
     ) -> BoxFuture<'a, Result<Written, Error>> {
-        Box::pin(async move {
-            self.site.reap_if_due(unix_now());
-            let b = self.site.take_batch(batch.sums);
-            let applied = Written {
-                applied: batch.sums.len(),
-                ..Written::default()
-            };
-            if self.site.config.readonly {
-                return Ok(applied);
-            }
-            let written = self.db.write(&b).await.map_err(|e| {
-                self.site.put_back(&b);
-                accounts_error(e)
-            })?;
-            if written.addresses_too_wide > 0 {
-                tracing::debug!(
-                    count = written.addresses_too_wide,
-                    "addresses wider than their column written empty"
-                );
-            }
-            Ok(applied)
-        })
+        Box::pin(self.write_sums(batch.sums))
     }
 
     fn name(&self) -> &'static str {

@@ -143,24 +143,12 @@ pub struct Site {
 
 /// The private rule's entry for a Gazelle user: every check is the site's own.
 fn member(id: u32) -> Member {
-    Member {
-        id: i64::from(id),
-        enabled: true,
-        can_download: true,
-        download_factor: 1.0,
-        upload_factor: 1.0,
-    }
+    Member::checked_by_site(i64::from(id))
 }
 
 /// The private rule's entry for a Gazelle torrent (v1 only).
 fn registered(id: u32, info_hash: InfoHash) -> Registered {
-    Registered {
-        id: i64::from(id),
-        swarm: Hash(info_hash),
-        v2: None,
-        download_factor: 1.0,
-        upload_factor: 1.0,
-    }
+    Registered::v1_checked_by_site(i64::from(id), Hash(info_hash))
 }
 
 impl Site {

@@ -202,47 +202,44 @@ async fn a_batch_is_written_whole_in_strict_mode() {
         .await;
     assert_eq!(snatch.len(), 1);
     assert_eq!(snatch[0].get::<String, _>(3), "10.0.0.1");
-    assert_eq!(
-        db.number("select Downloaded from users_freeleeches where UserID = 1 and TorrentID = 10")
-            .await,
-        700
-    );
-    assert_eq!(
-        db.number("select Downloaded from users_freeleeches where UserID = 5 and TorrentID = 11")
-            .await,
-        9
-    );
+    db.expect(
+        "select Downloaded from users_freeleeches where UserID = 1 and TorrentID = 10",
+        700,
+    )
+    .await;
+    db.expect(
+        "select Downloaded from users_freeleeches where UserID = 5 and TorrentID = 11",
+        9,
+    )
+    .await;
     // A second batch adds to the counters and replaces the client's row.
     let mut again = batch.clone();
     again.peers[0].uploaded = 5000;
     again.peers[0].active = false;
     g.write(&again).await.unwrap();
-    assert_eq!(
-        db.number("select Uploaded from users_leech_stats where UserID = 1")
-            .await,
-        1000
-    );
-    assert_eq!(
-        db.number("select Snatched from torrents_leech_stats where TorrentID = 10")
-            .await,
-        2
-    );
-    assert_eq!(
-        db.number("select Downloaded from users_freeleeches where UserID = 1 and TorrentID = 10")
-            .await,
-        1400
-    );
-    assert_eq!(db.number("select count(*) from xbt_files_users").await, 4);
-    assert_eq!(
-        db.number("select uploaded from xbt_files_users where peer_id = unhex(repeat('01', 20))")
-            .await,
-        5000
-    );
-    assert_eq!(
-        db.number("select count(*) from xbt_files_users where active = 0")
-            .await,
-        1
-    );
+    db.expect(
+        "select Uploaded from users_leech_stats where UserID = 1",
+        1000,
+    )
+    .await;
+    db.expect(
+        "select Snatched from torrents_leech_stats where TorrentID = 10",
+        2,
+    )
+    .await;
+    db.expect(
+        "select Downloaded from users_freeleeches where UserID = 1 and TorrentID = 10",
+        1400,
+    )
+    .await;
+    db.expect("select count(*) from xbt_files_users", 4).await;
+    db.expect(
+        "select uploaded from xbt_files_users where peer_id = unhex(repeat('01', 20))",
+        5000,
+    )
+    .await;
+    db.expect("select count(*) from xbt_files_users where active = 0", 1)
+        .await;
 }
 
 #[tokio::test]
@@ -254,14 +251,11 @@ async fn at_start_the_swarms_are_empty() {
             insert into xbt_files_users (uid, fid, peer_id, active) values (1, 10, repeat('x', 20), 1)")
         .await;
     connect(&db).await.reset_swarms().await.unwrap();
-    assert_eq!(
-        db.number("select cast(sum(Seeders) + sum(Leechers) as signed) from torrents_leech_stats")
-            .await,
-        0
-    );
-    assert_eq!(
-        db.number("select count(*) from xbt_files_users where active = 1")
-            .await,
-        0
-    );
+    db.expect(
+        "select cast(sum(Seeders) + sum(Leechers) as signed) from torrents_leech_stats",
+        0,
+    )
+    .await;
+    db.expect("select count(*) from xbt_files_users where active = 1", 0)
+        .await;
 }

@@ -10,8 +10,8 @@ mod common;
 
 use std::net::SocketAddr;
 
-use common::{http_with_body, http_with_headers, temp_dir, ws as wsc, Ann, Client};
-use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
+use common::site_schema::{browser_seeds, enc, pid, udp_session};
+use common::{http_with_body, http_with_headers, temp_dir};
 use shoal_server::Tracker;
 
 #[path = "../../unit3d/tests/unit3d_site/mod.rs"]
@@ -21,16 +21,6 @@ use unit3d_site::{info_hash, insert_site_rows, passkey, Site};
 
 const TOKEN: &str = "unit3d-test-admin-token";
 const AGENT: &str = "qBittorrent/4.6.5";
-
-fn enc(b: &[u8]) -> String {
-    b.iter().map(|x| format!("%{x:02x}")).collect()
-}
-
-fn pid(n: u8) -> PeerId {
-    let mut p = [n; 20];
-    p[..8].copy_from_slice(b"-qB4650-");
-    PeerId(p)
-}
 
 /// One HTTP announce with `agent` (none: no header); the body.
 #[allow(clippy::too_many_arguments)]
@@ -57,9 +47,7 @@ fn announce(
 }
 
 fn flush(tracker: &Tracker) {
-    let admin = tracker.admin_addrs()[0];
-    let (status, body) = http_with_body(admin, "POST", "/api/private/flush", Some(TOKEN), "");
-    assert_eq!(status, 200, "{body}");
+    common::site_schema::flush(tracker, TOKEN);
 }
 
 #[test]
@@ -112,38 +100,14 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
     announce(http, 1, 14, 1, 51413, (0, 0, 1000), "started", Some(AGENT));
     announce(http, 1, 14, 1, 51413, (0, 300, 700), "", Some(AGENT));
     // erin (user 5) over UDP, the passkey in BEP 41 URL data: seeds torrent 10.
-    let mut udp = Client::new(tracker.udp_addrs()[0]);
-    udp.connect();
     let url = format!("/announce/{}", passkey(5));
-    let ann = Ann {
-        info_hash: InfoHash(info_hash(10)),
-        peer_id: pid(5),
-        port: 51420,
-        left: 0,
-        event: AnnounceEvent::Started,
-        numwant: 50,
-    };
-    let (leechers, seeders, _) = udp
-        .announce_reporting(&ann, 0, 0, Some(&url))
-        .expect("erin is served over UDP");
+    let udp = tracker.udp_addrs()[0];
+    let (leechers, seeders) = udp_session(udp, &url, (info_hash(10), 5, 51420), (0, 0), (250, 0));
     assert_eq!((leechers, seeders), (1, 2));
-    let ann = Ann {
-        event: AnnounceEvent::None,
-        ..ann
-    };
-    udp.announce_reporting(&ann, 250, 0, Some(&url)).unwrap();
     // bob again, now from a browser over WebTorrent, the passkey in the
     // WebSocket URL's path: one user is one account on every protocol.
-    let reply = rt.block_on(async {
-        let mut c = wsc::connect_to(http, &format!("/announce/{}", passkey(2))).await;
-        wsc::request(
-            &mut c,
-            wsc::announce(info_hash(15), pid(22).0, Some(0), "started"),
-        )
-        .await
-    });
-    assert!(reply["failure reason"].is_null(), "{reply}");
-    assert_eq!(reply["complete"], 1, "{reply}");
+    let path = format!("/announce/{}", passkey(2));
+    browser_seeds(&rt, http, &path, info_hash(15), 22);
     flush(&tracker);
 
     // Unsigned columns read as signed numbers.

@@ -97,24 +97,12 @@ pub fn unix_now() -> i64 {
 /// The private rule's entry for a UNIT3D user: every check is the site's own
 /// ([`crate::rules`]), so the member is always enabled, may download, factors 1.
 fn member(id: u32) -> Member {
-    Member {
-        id: i64::from(id),
-        enabled: true,
-        can_download: true,
-        download_factor: 1.0,
-        upload_factor: 1.0,
-    }
+    Member::checked_by_site(i64::from(id))
 }
 
 /// The private rule's entry for a UNIT3D torrent (v1 only: UNIT3D keeps one hash).
 fn registered(t: &Torrent) -> Registered {
-    Registered {
-        id: i64::from(t.id),
-        swarm: Hash(t.info_hash),
-        v2: None,
-        download_factor: 1.0,
-        upload_factor: 1.0,
-    }
+    Registered::v1_checked_by_site(i64::from(t.id), Hash(t.info_hash))
 }
 
 impl Site {

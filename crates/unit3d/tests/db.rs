@@ -645,17 +645,11 @@ async fn rows_of_users_and_torrents_the_site_removed_are_left_out() {
     // Alice's peer on 14, her history on 14, user 99's history, totals and hash, torrent 14.
     assert_eq!(written.skipped, 6, "{written:?}");
     assert_eq!((written.peers, written.history), (2, 2));
-    assert_eq!(site.number("select count(*) from peers").await, 2);
-    assert_eq!(
-        site.number("select count(*) from users where id = 99")
-            .await,
-        0
-    );
-    assert_eq!(
-        site.number("select count(*) from torrents where id = 14")
-            .await,
-        0
-    );
+    site.expect("select count(*) from peers", 2).await;
+    site.expect("select count(*) from users where id = 99", 0)
+        .await;
+    site.expect("select count(*) from torrents where id = 14", 0)
+        .await;
 }
 
 #[tokio::test]
@@ -693,11 +687,11 @@ async fn a_batch_while_the_server_is_stopped_fails_then_writes_once_it_is_back()
     let after = snapshot(&site).await;
     assert_eq!(after, before);
     db.write(&second_batch()).await.unwrap();
-    assert_eq!(
-        site.number("select cast(seedtime as signed) from history where user_id = 1")
-            .await,
-        1800
-    );
+    site.expect(
+        "select cast(seedtime as signed) from history where user_id = 1",
+        1800,
+    )
+    .await;
 }
 
 #[tokio::test]

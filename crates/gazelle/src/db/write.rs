@@ -18,6 +18,7 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
+use sqlx::query_builder::Separated;
 use sqlx::{MySql, MySqlConnection, QueryBuilder, Row};
 
 use super::{Error, Widths};
@@ -64,51 +65,54 @@ pub(super) async fn run(
 
     let gains = kept(&batch.users, |u| u.user_id, &users);
     w.users = gains.len();
-    for chunk in gains.chunks(CHUNK) {
-        let mut q = QueryBuilder::<MySql>::new(
-            "INSERT INTO users_leech_stats (UserID, Uploaded, Downloaded) ",
-        );
-        q.push_values(chunk, |mut row, u| {
+    insert(
+        conn,
+        "INSERT INTO users_leech_stats (UserID, Uploaded, Downloaded) ",
+        &gains,
+        " ON DUPLICATE KEY UPDATE Uploaded = Uploaded + VALUES(Uploaded), \
+         Downloaded = Downloaded + VALUES(Downloaded)",
+        |row, u| {
             row.push_bind(u.user_id)
                 .push_bind(big(u.uploaded))
                 .push_bind(big(u.downloaded));
-        });
-        q.push(
-            " ON DUPLICATE KEY UPDATE Uploaded = Uploaded + VALUES(Uploaded), \
-             Downloaded = Downloaded + VALUES(Downloaded)",
-        );
-        q.build().execute(&mut *conn).await?;
-    }
+        },
+    )
+    .await?;
 
     let figures = kept(&batch.torrents, |t| t.torrent_id, &torrents);
     w.torrents = figures.len();
-    for chunk in figures.chunks(CHUNK) {
-        let mut q = QueryBuilder::<MySql>::new(
-            "INSERT INTO torrents_leech_stats (TorrentID, Seeders, Leechers, Snatched, Balance) ",
-        );
-        q.push_values(chunk, |mut row, t| {
+    insert(
+        conn,
+        "INSERT INTO torrents_leech_stats (TorrentID, Seeders, Leechers, Snatched, Balance) ",
+        &figures,
+        " ON DUPLICATE KEY UPDATE Seeders = VALUES(Seeders), Leechers = VALUES(Leechers), \
+         Snatched = Snatched + VALUES(Snatched), Balance = Balance + VALUES(Balance), \
+         last_action = IF(VALUES(Seeders) > 0, NOW(), last_action)",
+        |row, t| {
             row.push_bind(t.torrent_id)
                 .push_bind(int(u64::from(t.seeders)))
                 .push_bind(int(u64::from(t.leechers)))
                 .push_bind(int(u64::from(t.snatched)))
                 .push_bind(t.balance);
-        });
-        q.push(
-            " ON DUPLICATE KEY UPDATE Seeders = VALUES(Seeders), Leechers = VALUES(Leechers), \
-             Snatched = Snatched + VALUES(Snatched), Balance = Balance + VALUES(Balance), \
-             last_action = IF(VALUES(Seeders) > 0, NOW(), last_action)",
-        );
-        q.build().execute(&mut *conn).await?;
-    }
+        },
+    )
+    .await?;
     w.skipped = (batch.users.len() - w.users) + (batch.torrents.len() - w.torrents);
 
-    for chunk in batch.peers.chunks(CHUNK) {
-        let mut q = QueryBuilder::<MySql>::new(
-            "INSERT INTO xbt_files_users (uid, fid, peer_id, active, uploaded, downloaded, \
-             upspeed, downspeed, remaining, corrupt, timespent, announced, ip, useragent, mtime) ",
-        );
-        q.push_values(chunk, |mut row, p: &PeerRow| {
-            let ip = address(p.ip, widths.peer_ip, &mut w.addresses_too_wide);
+    let too_wide = &mut w.addresses_too_wide;
+    insert(
+        conn,
+        "INSERT INTO xbt_files_users (uid, fid, peer_id, active, uploaded, downloaded, \
+         upspeed, downspeed, remaining, corrupt, timespent, announced, ip, useragent, mtime) ",
+        &batch.peers,
+        " ON DUPLICATE KEY UPDATE active = VALUES(active), uploaded = VALUES(uploaded), \
+         downloaded = VALUES(downloaded), upspeed = VALUES(upspeed), \
+         downspeed = VALUES(downspeed), remaining = VALUES(remaining), \
+         corrupt = VALUES(corrupt), timespent = VALUES(timespent), \
+         announced = VALUES(announced), ip = VALUES(ip), useragent = VALUES(useragent), \
+         mtime = VALUES(mtime)",
+        |row, p: &PeerRow| {
+            let ip = address(p.ip, widths.peer_ip, too_wide);
             row.push_bind(p.user_id)
                 .push_bind(p.torrent_id)
                 .push_bind(p.peer_id.to_vec())
@@ -124,47 +128,60 @@ pub(super) async fn run(
                 .push_bind(ip)
                 .push_bind(fitted(&p.useragent, widths.useragent))
                 .push_bind(int(u64::try_from(p.mtime).unwrap_or(0)));
-        });
-        q.push(
-            " ON DUPLICATE KEY UPDATE active = VALUES(active), uploaded = VALUES(uploaded), \
-             downloaded = VALUES(downloaded), upspeed = VALUES(upspeed), \
-             downspeed = VALUES(downspeed), remaining = VALUES(remaining), \
-             corrupt = VALUES(corrupt), timespent = VALUES(timespent), \
-             announced = VALUES(announced), ip = VALUES(ip), useragent = VALUES(useragent), \
-             mtime = VALUES(mtime)",
-        );
-        q.build().execute(&mut *conn).await?;
-    }
+        },
+    )
+    .await?;
     w.peers = batch.peers.len();
 
-    for chunk in batch.snatches.chunks(CHUNK) {
-        let mut q = QueryBuilder::<MySql>::new("INSERT INTO xbt_snatched (uid, fid, tstamp, IP) ");
-        q.push_values(chunk, |mut row, s: &Snatch| {
-            let ip = address(s.ip, widths.snatch_ip, &mut w.addresses_too_wide);
+    insert(
+        conn,
+        "INSERT INTO xbt_snatched (uid, fid, tstamp, IP) ",
+        &batch.snatches,
+        "",
+        |row, s: &Snatch| {
+            let ip = address(s.ip, widths.snatch_ip, too_wide);
             row.push_bind(s.user_id)
                 .push_bind(s.torrent_id)
                 .push_bind(int(u64::try_from(s.at).unwrap_or(0)))
                 .push_bind(ip);
-        });
-        q.build().execute(&mut *conn).await?;
-    }
+        },
+    )
+    .await?;
     w.snatches = batch.snatches.len();
 
-    for chunk in batch.tokens.chunks(CHUNK) {
-        let mut q = QueryBuilder::<MySql>::new(
-            "INSERT INTO users_freeleeches (UserID, TorrentID, Time, Downloaded) ",
-        );
-        q.push_values(chunk, |mut row, t| {
+    insert(
+        conn,
+        "INSERT INTO users_freeleeches (UserID, TorrentID, Time, Downloaded) ",
+        &batch.tokens,
+        " ON DUPLICATE KEY UPDATE Downloaded = Downloaded + VALUES(Downloaded)",
+        |row, t| {
             row.push_bind(t.user_id)
                 .push_bind(t.torrent_id)
                 .push("NOW()")
                 .push_bind(big(t.downloaded));
-        });
-        q.push(" ON DUPLICATE KEY UPDATE Downloaded = Downloaded + VALUES(Downloaded)");
-        q.build().execute(&mut *conn).await?;
-    }
+        },
+    )
+    .await?;
     w.tokens = batch.tokens.len();
     Ok(w)
+}
+
+/// `rows` as `head` VALUES (..), (..) `tail`, [`CHUNK`] rows a statement, each row's values
+/// pushed by `bind`.
+async fn insert<T>(
+    conn: &mut MySqlConnection,
+    head: &str,
+    rows: &[T],
+    tail: &str,
+    mut bind: impl FnMut(&mut Separated<'_, '_, MySql, &'static str>, &T),
+) -> Result<(), Error> {
+    for chunk in rows.chunks(CHUNK) {
+        let mut q = QueryBuilder::<MySql>::new(head);
+        q.push_values(chunk, |mut row, item| bind(&mut row, item));
+        q.push(tail);
+        q.build().execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 /// Which of `ids` the look-up `head` (`SELECT .. AS id FROM .. WHERE .. IN `) finds.

@@ -4,39 +4,25 @@
 
 #![allow(dead_code)]
 
-use sqlx::mysql::{MySqlPool, MySqlRow};
-use sqlx::Row;
-
 #[allow(dead_code)]
 #[path = "../../../accounts/tests/servers/mod.rs"]
 pub mod servers;
 
-/// The site's tables.
-pub const FIXTURE: &str = include_str!("../../../../tests/fixtures/gazelle.sql");
+#[path = "../../../accounts/tests/servers/site_db.rs"]
+pub mod site_db;
 
 /// One test's database.
-pub struct Db {
-    pub server: &'static servers::Server,
-    /// `mysql://shoal:pw@127.0.0.1:PORT/NAME`.
-    pub url: String,
-    pub pool: MySqlPool,
-}
+pub use site_db::SiteDb as Db;
+
+/// The site's tables.
+pub const FIXTURE: &str = include_str!("../../../../tests/fixtures/gazelle.sql");
 
 impl Db {
     /// An empty database named `gazelle_<name>`; `None` when the real-server tests are
     /// skipped on this machine. The server's `sql_mode` is strict (MariaDB's default,
     /// `STRICT_TRANS_TABLES`, as Gazelle's development setup has it).
     pub async fn empty(name: &str) -> Option<Db> {
-        let server = servers::mariadb()?;
-        let url = server.create_database(&format!("gazelle_{name}"));
-        let pool = MySqlPool::connect(&url).await.expect("connect");
-        let db = Db { server, url, pool };
-        let mode: String = sqlx::query_scalar("SELECT CAST(@@GLOBAL.sql_mode AS CHAR)")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-        assert!(mode.contains("STRICT_TRANS_TABLES"), "not strict: {mode}");
-        Some(db)
+        Db::create(&format!("gazelle_{name}")).await
     }
 
     /// Gazelle's tables, no rows.
@@ -51,25 +37,6 @@ impl Db {
         let db = Db::tables(name).await?;
         insert_site_rows(&db).await;
         Some(db)
-    }
-
-    pub async fn run(&self, sql: &str) {
-        sqlx::raw_sql(sql)
-            .execute(&self.pool)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\nin: {sql}"));
-    }
-
-    pub async fn rows(&self, sql: &str) -> Vec<MySqlRow> {
-        sqlx::query(sql)
-            .fetch_all(&self.pool)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\nin: {sql}"))
-    }
-
-    pub async fn number(&self, sql: &str) -> i64 {
-        let row = sqlx::query(sql).fetch_one(&self.pool).await.unwrap();
-        row.try_get::<i64, _>(0).unwrap()
     }
 }
 

@@ -38,17 +38,25 @@ pub fn open(
         }
         anyhow::Ok((db, data))
     })?;
-    tracing::info!(
-        "Gazelle site {}: {} users, {} torrents, {} tokens, {} whitelisted clients",
-        db.url(),
+    let counts = [
         data.users.len(),
         data.torrents.len(),
         data.tokens.len(),
-        data.whitelist.len()
+        data.whitelist.len(),
+    ];
+    tracing::info!(
+        site = db.url(),
+        "Gazelle site loaded: {} users, {} torrents, {} tokens, {} whitelisted clients",
+        counts[0],
+        counts[1],
+        counts[2],
+        counts[3]
     );
+    // Ocelot's rules decide every announce: the private rule only finds the user and the
+    // torrent.
     let members = Arc::new(Members::new(&Roster::default(), false));
-    let site = Arc::new(Site::new(config.gazelle.clone(), members.clone(), data));
-    Ok((Arc::new(GazelleSchema::new(db, site)), members))
+    let site = Site::new(config.gazelle.clone(), members.clone(), data);
+    Ok((Arc::new(GazelleSchema::new(db, Arc::new(site))), members))
 }
 
 /// The settings a Gazelle site's rules put in force: its numwant limit (sent also when the

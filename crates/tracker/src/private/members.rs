@@ -68,6 +68,33 @@ pub struct Registered {
     pub upload_factor: f64,
 }
 
+impl Member {
+    /// A member of a site whose rules make every check themselves (a site schema's
+    /// `SiteRules`): enabled, may download, factors 1.
+    pub fn checked_by_site(id: i64) -> Member {
+        Member {
+            id,
+            enabled: true,
+            can_download: true,
+            download_factor: 1.0,
+            upload_factor: 1.0,
+        }
+    }
+}
+
+impl Registered {
+    /// A v1 torrent of a site whose rules set the factors per announce: factors 1.
+    pub fn v1_checked_by_site(id: i64, swarm: InfoHash) -> Registered {
+        Registered {
+            id,
+            swarm,
+            v2: None,
+            download_factor: 1.0,
+            upload_factor: 1.0,
+        }
+    }
+}
+
 /// A passkey as a table key: its bytes inline (passkeys are at most [`MAX_PASSKEY_LEN`]
 /// bytes, checked where they are parsed and where they are registered), so that a look-up
 /// compares in the table's own memory. It hashes and compares as the byte string it holds,

@@ -7,12 +7,16 @@
 
 #![allow(dead_code)]
 
-use sqlx::mysql::{MySqlPool, MySqlRow};
-use sqlx::Row;
+use std::ops::Deref;
 
 #[allow(dead_code)]
 #[path = "../../../accounts/tests/servers/mod.rs"]
 pub mod servers;
+
+#[path = "../../../accounts/tests/servers/site_db.rs"]
+pub mod site_db;
+
+use site_db::SiteDb;
 
 /// The site's tables, as UNIT3D's schema has them.
 pub const FIXTURE: &str = include_str!("../../../../tests/fixtures/unit3d.sql");
@@ -26,14 +30,19 @@ pub enum Turn {
     Alone(tokio::sync::RwLockWriteGuard<'static, ()>),
 }
 
-/// One test's database.
+/// One test's database (its URL, pool and queries are [`SiteDb`]'s), and the test's turn
+/// on the server.
 pub struct Site {
-    pub server: &'static servers::Server,
-    /// `mysql://shoal:pw@127.0.0.1:PORT/NAME`.
-    pub url: String,
-    /// The test's own connections, to set rows up and read them back.
-    pub pool: MySqlPool,
+    db: SiteDb,
     _turn: Turn,
+}
+
+impl Deref for Site {
+    type Target = SiteDb;
+
+    fn deref(&self) -> &SiteDb {
+        &self.db
+    }
 }
 
 impl Site {
@@ -67,45 +76,9 @@ impl Site {
     }
 
     async fn open(name: &str, turn: Turn) -> Option<Site> {
-        let server = servers::mariadb()?;
         // Prefixed: a test's name may be a reserved word (`load`, `write`).
-        let url = server.create_database(&format!("unit3d_{name}"));
-        let pool = MySqlPool::connect(&url)
-            .await
-            .expect("connect to the test database");
-        let mode: String = sqlx::query_scalar("SELECT CAST(@@SESSION.sql_mode AS CHAR)")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        assert!(mode.contains("STRICT_TRANS_TABLES"), "not strict: {mode}");
-        Some(Site {
-            server,
-            url,
-            pool,
-            _turn: turn,
-        })
-    }
-
-    /// Runs `sql` (several statements allowed).
-    pub async fn run(&self, sql: &str) {
-        sqlx::raw_sql(sql)
-            .execute(&self.pool)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\nin: {sql}"));
-    }
-
-    /// The rows a query answers.
-    pub async fn rows(&self, sql: &str) -> Vec<MySqlRow> {
-        sqlx::query(sql)
-            .fetch_all(&self.pool)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\nin: {sql}"))
-    }
-
-    /// One number a query answers.
-    pub async fn number(&self, sql: &str) -> i64 {
-        let row = sqlx::query(sql).fetch_one(&self.pool).await.unwrap();
-        row.try_get::<i64, _>(0).unwrap()
+        let db = SiteDb::create(&format!("unit3d_{name}")).await?;
+        Some(Site { db, _turn: turn })
     }
 }
 
