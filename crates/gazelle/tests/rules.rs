@@ -99,6 +99,14 @@ fn ann(user: u32, torrent: u32, peer: u8) -> Ann {
     }
 }
 
+/// The site, and an announce it has served once (user, torrent, peer).
+fn announced(user: u32, torrent: u32, peer: u8) -> (Arc<Site>, Ann) {
+    let (site, _) = site();
+    let a = ann(user, torrent, peer);
+    ask(&site, &a).unwrap();
+    (site, a)
+}
+
 fn ask(
     site: &Site,
     a: &Ann,
@@ -200,9 +208,7 @@ fn a_token_frees_the_download_records_what_it_saved_and_is_used_up_by_the_snatch
 
 #[test]
 fn a_snatch_is_counted_once_per_completion_of_a_leecher() {
-    let (site, _) = site();
-    let mut a = ann(1, 10, 1);
-    ask(&site, &a).unwrap();
+    let (site, mut a) = announced(1, 10, 1);
     a.event = AnnounceEvent::Completed;
     a.left = 0;
     ask(&site, &a).unwrap();
@@ -306,9 +312,7 @@ fn own_clients_are_hidden_and_protected_addresses_never_written() {
 
 #[test]
 fn stopped_clients_leave_their_lists_and_are_written_inactive() {
-    let (site, _) = site();
-    let mut a = ann(1, 10, 1);
-    ask(&site, &a).unwrap();
+    let (site, mut a) = announced(1, 10, 1);
     a.event = AnnounceEvent::Stopped;
     let adm = ask(&site, &a).unwrap();
     assert!(!adm.gets_peers && adm.listed, "the store takes the stop");

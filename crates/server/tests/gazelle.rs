@@ -165,37 +165,45 @@ fn a_gazelle_site_announces_over_every_protocol_and_its_rows_are_written() {
     assert_eq!(ip(3, 10), "", "paranoid");
     assert_eq!(ip(5, 10), "", "masked (IP 127.0.0.1 in users_main)");
     assert_eq!(ip(2, 11), "::1");
-    assert_eq!(
-        n("select downloaded from xbt_files_users where uid = 1 and fid = 11"),
-        300
-    );
-    assert_eq!(n("select count(*) from xbt_files_users where fid = 12"), 1);
-    assert_eq!(n("select count(*) from xbt_files_users where fid = 11"), 2);
-    // torrents_leech_stats: the figures the clients make.
-    assert_eq!(
-        n("select Seeders from torrents_leech_stats where TorrentID = 10"),
-        1
-    );
-    assert_eq!(
-        n("select Leechers from torrents_leech_stats where TorrentID = 10"),
-        3
-    );
+    for (query, want) in [
+        (
+            "select downloaded from xbt_files_users where uid = 1 and fid = 11",
+            300,
+        ),
+        ("select count(*) from xbt_files_users where fid = 12", 1),
+        ("select count(*) from xbt_files_users where fid = 11", 2),
+        // torrents_leech_stats: the figures the clients make.
+        (
+            "select Seeders from torrents_leech_stats where TorrentID = 10",
+            1,
+        ),
+        (
+            "select Leechers from torrents_leech_stats where TorrentID = 10",
+            3,
+        ),
+    ] {
+        assert_eq!(n(query), want, "{query}");
+    }
 
     // alice completes torrent 10: one snatch, the token used up.
     announce(v4, 1, 10, 1, (1000, 0), "completed");
     flush(&tracker);
-    assert_eq!(
-        n("select count(*) from xbt_snatched where uid = 1 and fid = 10"),
-        1
-    );
-    assert_eq!(
-        n("select Snatched from torrents_leech_stats where TorrentID = 10"),
-        1
-    );
-    assert_eq!(
-        n("select Seeders from torrents_leech_stats where TorrentID = 10"),
-        2
-    );
+    for (query, want) in [
+        (
+            "select count(*) from xbt_snatched where uid = 1 and fid = 10",
+            1,
+        ),
+        (
+            "select Snatched from torrents_leech_stats where TorrentID = 10",
+            1,
+        ),
+        (
+            "select Seeders from torrents_leech_stats where TorrentID = 10",
+            2,
+        ),
+    ] {
+        assert_eq!(n(query), want, "{query}");
+    }
 
     // The site's control calls on the same listener.
     let update = |q: &str| call(v4, &format!("/{SITE_PW}/update?{q}"));

@@ -33,6 +33,13 @@ fn ann(info: u8, peer: u32, left: u64, event: AnnounceEvent) -> Announce<Compact
     }
 }
 
+/// A store with the defaults but what `set` changes.
+fn store_with(set: impl FnOnce(&mut StoreConfig)) -> Store {
+    let mut config = StoreConfig::default();
+    set(&mut config);
+    Store::new(config)
+}
+
 fn announce(store: &Store, a: &Announce<CompactPeerV4>) -> (TorrentStats, Vec<CompactPeerV4>) {
     let mut out = Vec::new();
     let st = store.announce(a, 10, &mut out);
@@ -165,11 +172,7 @@ fn families_are_kept_apart() {
 
 #[test]
 fn numwant_is_defaulted_and_capped() {
-    let store = Store::new(StoreConfig {
-        default_numwant: 3,
-        max_numwant: 5,
-        ..StoreConfig::default()
-    });
+    let store = store_with(|c| (c.default_numwant, c.max_numwant) = (3, 5));
     assert_eq!(store.numwant(None), 3);
     assert_eq!(store.numwant(Some(-1)), 3);
     assert_eq!(store.numwant(Some(0)), 0);
@@ -188,11 +191,7 @@ fn numwant_is_defaulted_and_capped() {
 
 #[test]
 fn expiry_drops_silent_peers_and_empty_torrents() {
-    let store = Store::new(StoreConfig {
-        peer_ttl: 100,
-        torrent_ttl: 50,
-        ..StoreConfig::default()
-    });
+    let store = store_with(|c| (c.peer_ttl, c.torrent_ttl) = (100, 50));
     let mut out: Vec<CompactPeerV4> = Vec::new();
     store.announce(&ann(1, 1, 1, AnnounceEvent::Started), 0, &mut out);
     store.announce(&ann(1, 2, 1, AnnounceEvent::Started), 80, &mut out);

@@ -35,6 +35,12 @@ impl SiteDb {
         Some(SiteDb { server, url, pool })
     }
 
+    /// This database once `sql` has run on it.
+    pub async fn with(self, sql: &str) -> SiteDb {
+        self.run(sql).await;
+        self
+    }
+
     /// Runs `sql` (several statements allowed).
     pub async fn run(&self, sql: &str) {
         sqlx::raw_sql(sql)

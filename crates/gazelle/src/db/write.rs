@@ -42,6 +42,58 @@ pub struct Written {
     pub addresses_too_wide: usize,
 }
 
+/// The look-ups of which users and torrents the site still has.
+const USERS_PRESENT: &str = "SELECT ID AS id FROM users_main WHERE ID IN ";
+const TORRENTS_PRESENT: &str =
+    "SELECT TorrentID AS id FROM torrents_leech_stats WHERE TorrentID IN ";
+
+/// A multi-row upsert: `head` VALUES (..), (..) `tail`.
+struct Upsert {
+    head: &'static str,
+    tail: &'static str,
+}
+
+const USER_GAINS: Upsert = Upsert {
+    head: "INSERT INTO users_leech_stats (UserID, Uploaded, Downloaded) ",
+    tail: " ON DUPLICATE KEY UPDATE Uploaded = Uploaded + VALUES(Uploaded), \
+         Downloaded = Downloaded + VALUES(Downloaded)",
+};
+
+const TORRENT_FIGURES: Upsert = Upsert {
+    head: "INSERT INTO torrents_leech_stats (TorrentID, Seeders, Leechers, Snatched, Balance) ",
+    tail: " ON DUPLICATE KEY UPDATE Seeders = VALUES(Seeders), Leechers = VALUES(Leechers), \
+         Snatched = Snatched + VALUES(Snatched), Balance = Balance + VALUES(Balance), \
+         last_action = IF(VALUES(Seeders) > 0, NOW(), last_action)",
+};
+
+const PEERS: Upsert = Upsert {
+    head: "INSERT INTO xbt_files_users (uid, fid, peer_id, active, uploaded, downloaded, \
+         upspeed, downspeed, remaining, corrupt, timespent, announced, ip, useragent, mtime) ",
+    tail: " ON DUPLICATE KEY UPDATE active = VALUES(active), uploaded = VALUES(uploaded), \
+         downloaded = VALUES(downloaded), upspeed = VALUES(upspeed), \
+         downspeed = VALUES(downspeed), remaining = VALUES(remaining), \
+         corrupt = VALUES(corrupt), timespent = VALUES(timespent), \
+         announced = VALUES(announced), ip = VALUES(ip), useragent = VALUES(useragent), \
+         mtime = VALUES(mtime)",
+};
+
+const SNATCHES: Upsert = Upsert {
+    head: "INSERT INTO xbt_snatched (uid, fid, tstamp, IP) ",
+    tail: "",
+};
+
+const TOKENS: Upsert = Upsert {
+    head: "INSERT INTO users_freeleeches (UserID, TorrentID, Time, Downloaded) ",
+    tail: " ON DUPLICATE KEY UPDATE Downloaded = Downloaded + VALUES(Downloaded)",
+};
+
+/// Pushes each value as the row's next bound column, in order.
+macro_rules! pushes {
+    ($row:expr; $($value:expr),+ $(,)?) => {
+        $row$(.push_bind($value))+
+    };
+}
+
 pub(super) async fn run(
     conn: &mut MySqlConnection,
     batch: &Batch,
@@ -49,136 +101,68 @@ pub(super) async fn run(
 ) -> Result<Written, Error> {
     let mut w = Written::default();
     let user_ids: Vec<u32> = batch.users.iter().map(|u| u.user_id).collect();
-    let users = present(
-        conn,
-        "SELECT ID AS id FROM users_main WHERE ID IN ",
-        &user_ids,
-    )
-    .await?;
+    let users = present(conn, USERS_PRESENT, &user_ids).await?;
     let torrent_ids: Vec<u32> = batch.torrents.iter().map(|t| t.torrent_id).collect();
-    let torrents = present(
-        conn,
-        "SELECT TorrentID AS id FROM torrents_leech_stats WHERE TorrentID IN ",
-        &torrent_ids,
-    )
-    .await?;
+    let torrents = present(conn, TORRENTS_PRESENT, &torrent_ids).await?;
 
     let gains = kept(&batch.users, |u| u.user_id, &users);
     w.users = gains.len();
-    insert(
-        conn,
-        "INSERT INTO users_leech_stats (UserID, Uploaded, Downloaded) ",
-        &gains,
-        " ON DUPLICATE KEY UPDATE Uploaded = Uploaded + VALUES(Uploaded), \
-         Downloaded = Downloaded + VALUES(Downloaded)",
-        |row, u| {
-            row.push_bind(u.user_id)
-                .push_bind(big(u.uploaded))
-                .push_bind(big(u.downloaded));
-        },
-    )
+    insert(conn, &USER_GAINS, &gains, |row, u| {
+        pushes!(row; u.user_id, big(u.uploaded), big(u.downloaded));
+    })
     .await?;
 
     let figures = kept(&batch.torrents, |t| t.torrent_id, &torrents);
     w.torrents = figures.len();
-    insert(
-        conn,
-        "INSERT INTO torrents_leech_stats (TorrentID, Seeders, Leechers, Snatched, Balance) ",
-        &figures,
-        " ON DUPLICATE KEY UPDATE Seeders = VALUES(Seeders), Leechers = VALUES(Leechers), \
-         Snatched = Snatched + VALUES(Snatched), Balance = Balance + VALUES(Balance), \
-         last_action = IF(VALUES(Seeders) > 0, NOW(), last_action)",
-        |row, t| {
-            row.push_bind(t.torrent_id)
-                .push_bind(int(u64::from(t.seeders)))
-                .push_bind(int(u64::from(t.leechers)))
-                .push_bind(int(u64::from(t.snatched)))
-                .push_bind(t.balance);
-        },
-    )
+    insert(conn, &TORRENT_FIGURES, &figures, |row, t| {
+        pushes!(row; t.torrent_id, int(u64::from(t.seeders)), int(u64::from(t.leechers)),
+                int(u64::from(t.snatched)), t.balance);
+    })
     .await?;
     w.skipped = (batch.users.len() - w.users) + (batch.torrents.len() - w.torrents);
 
     let too_wide = &mut w.addresses_too_wide;
-    insert(
-        conn,
-        "INSERT INTO xbt_files_users (uid, fid, peer_id, active, uploaded, downloaded, \
-         upspeed, downspeed, remaining, corrupt, timespent, announced, ip, useragent, mtime) ",
-        &batch.peers,
-        " ON DUPLICATE KEY UPDATE active = VALUES(active), uploaded = VALUES(uploaded), \
-         downloaded = VALUES(downloaded), upspeed = VALUES(upspeed), \
-         downspeed = VALUES(downspeed), remaining = VALUES(remaining), \
-         corrupt = VALUES(corrupt), timespent = VALUES(timespent), \
-         announced = VALUES(announced), ip = VALUES(ip), useragent = VALUES(useragent), \
-         mtime = VALUES(mtime)",
-        |row, p: &PeerRow| {
-            let ip = address(p.ip, widths.peer_ip, too_wide);
-            row.push_bind(p.user_id)
-                .push_bind(p.torrent_id)
-                .push_bind(p.peer_id.to_vec())
-                .push_bind(p.active)
-                .push_bind(big(p.uploaded))
-                .push_bind(big(p.downloaded))
-                .push_bind(int(p.upspeed))
-                .push_bind(int(p.downspeed))
-                .push_bind(big(p.remaining))
-                .push_bind(big(p.corrupt))
-                .push_bind(int(p.timespent))
-                .push_bind(int(u64::from(p.announced)))
-                .push_bind(ip)
-                .push_bind(fitted(&p.useragent, widths.useragent))
-                .push_bind(int(u64::try_from(p.mtime).unwrap_or(0)));
-        },
-    )
+    insert(conn, &PEERS, &batch.peers, |row, p: &PeerRow| {
+        let ip = address(p.ip, widths.peer_ip, too_wide);
+        pushes!(row; p.user_id, p.torrent_id, p.peer_id.to_vec(), p.active, big(p.uploaded),
+                big(p.downloaded), int(p.upspeed), int(p.downspeed), big(p.remaining),
+                big(p.corrupt), int(p.timespent), int(u64::from(p.announced)), ip,
+                fitted(&p.useragent, widths.useragent),
+                int(u64::try_from(p.mtime).unwrap_or(0)));
+    })
     .await?;
     w.peers = batch.peers.len();
 
-    insert(
-        conn,
-        "INSERT INTO xbt_snatched (uid, fid, tstamp, IP) ",
-        &batch.snatches,
-        "",
-        |row, s: &Snatch| {
-            let ip = address(s.ip, widths.snatch_ip, too_wide);
-            row.push_bind(s.user_id)
-                .push_bind(s.torrent_id)
-                .push_bind(int(u64::try_from(s.at).unwrap_or(0)))
-                .push_bind(ip);
-        },
-    )
+    insert(conn, &SNATCHES, &batch.snatches, |row, s: &Snatch| {
+        let ip = address(s.ip, widths.snatch_ip, too_wide);
+        pushes!(row; s.user_id, s.torrent_id, int(u64::try_from(s.at).unwrap_or(0)), ip);
+    })
     .await?;
     w.snatches = batch.snatches.len();
 
-    insert(
-        conn,
-        "INSERT INTO users_freeleeches (UserID, TorrentID, Time, Downloaded) ",
-        &batch.tokens,
-        " ON DUPLICATE KEY UPDATE Downloaded = Downloaded + VALUES(Downloaded)",
-        |row, t| {
-            row.push_bind(t.user_id)
-                .push_bind(t.torrent_id)
-                .push("NOW()")
-                .push_bind(big(t.downloaded));
-        },
-    )
+    insert(conn, &TOKENS, &batch.tokens, |row, t| {
+        row.push_bind(t.user_id)
+            .push_bind(t.torrent_id)
+            .push("NOW()")
+            .push_bind(big(t.downloaded));
+    })
     .await?;
     w.tokens = batch.tokens.len();
     Ok(w)
 }
 
-/// `rows` as `head` VALUES (..), (..) `tail`, [`CHUNK`] rows a statement, each row's values
+/// `rows` as `upsert` says, [`CHUNK`] rows a statement, each row's values
 /// pushed by `bind`.
 async fn insert<T>(
     conn: &mut MySqlConnection,
-    head: &str,
+    upsert: &Upsert,
     rows: &[T],
-    tail: &str,
     mut bind: impl FnMut(&mut Separated<'_, '_, MySql, &'static str>, &T),
 ) -> Result<(), Error> {
     for chunk in rows.chunks(CHUNK) {
-        let mut q = QueryBuilder::<MySql>::new(head);
+        let mut q = QueryBuilder::<MySql>::new(upsert.head);
         q.push_values(chunk, |mut row, item| bind(&mut row, item));
-        q.push(tail);
+        q.push(upsert.tail);
         q.build().execute(&mut *conn).await?;
     }
     Ok(())

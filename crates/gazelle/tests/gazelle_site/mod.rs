@@ -27,9 +27,7 @@ impl Db {
 
     /// Gazelle's tables, no rows.
     pub async fn tables(name: &str) -> Option<Db> {
-        let db = Db::empty(name).await?;
-        db.run(FIXTURE).await;
-        Some(db)
+        Some(Db::empty(name).await?.with(FIXTURE).await)
     }
 
     /// Gazelle's tables with the rows of [`insert_site_rows`].

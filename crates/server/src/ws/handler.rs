@@ -18,7 +18,7 @@ use shoal_proto::ws::{
 };
 use std::net::IpAddr;
 
-use shoal_proto::{AnnounceEvent, InfoHash};
+use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_swarm::webtorrent::{is_remote, AnswerRefusal, ConnectionId, OfferTarget};
 use shoal_swarm::TorrentStats;
 
@@ -28,6 +28,7 @@ use super::failures;
 use super::registry::Delivery;
 use super::Text;
 use shoal_cluster::ws_link::{Forwarded, Outgoing};
+use shoal_cluster::WsLink;
 use shoal_tracker::{policy, PeerAnnounce, Protocol, ScrapeOf, Stop};
 
 /// A connection's own state, as the handler sees it.
@@ -315,19 +316,15 @@ fn announce(
         let delivery = match &ctx.cluster {
             Some(link) if is_remote(t.conn) => {
                 let ids = (&t.peer_id, &a.peer_id);
-                let message = Forwarded::new(
+                forward(
+                    link,
+                    t.conn,
                     true,
                     &a.info_hash,
                     ids,
                     o.offer_id.as_bytes(),
-                    link.node(),
                     relayed,
-                );
-                link.send(Outgoing::Forward {
-                    node: t.conn,
-                    message,
-                });
-                Delivery::Queued
+                )
             }
             _ => ctx.registry.deliver_offer(t.conn, relayed.into()),
         };
@@ -353,6 +350,22 @@ fn announce(
 
 /// Takes `pairs` of connection `conn` out of their swarms, here and on the other nodes
 /// (one evicted pair, or all of a closing connection's); how many were here.
+/// Sends a relayed offer (`offer`) or answer to the node that holds connection `to`; the
+/// cluster link queues it for that node.
+fn forward(
+    link: &WsLink,
+    to: ConnectionId,
+    offer: bool,
+    info_hash: &InfoHash,
+    ids: (&PeerId, &PeerId),
+    offer_id: &[u8],
+    relayed: String,
+) -> Delivery {
+    let message = Forwarded::new(offer, info_hash, ids, offer_id, link.node(), relayed);
+    link.send(Outgoing::Forward { node: to, message });
+    Delivery::Queued
+}
+
 pub fn leave(ctx: &WsContext, conn: ConnectionId, pairs: impl IntoIterator<Item = Pair>) -> usize {
     let mut removed = 0;
     for pair in pairs {
@@ -399,16 +412,8 @@ fn answer(
             let delivery = match &ctx.cluster {
                 Some(link) if is_remote(to) => {
                     let ids = (&a.to_peer_id, &a.peer_id);
-                    let message = Forwarded::new(
-                        false,
-                        &a.info_hash,
-                        ids,
-                        a.offer_id.as_bytes(),
-                        link.node(),
-                        relayed,
-                    );
-                    link.send(Outgoing::Forward { node: to, message });
-                    Delivery::Queued
+                    let offer_id = a.offer_id.as_bytes();
+                    forward(link, to, false, &a.info_hash, ids, offer_id, relayed)
                 }
                 _ => ctx.registry.deliver(to, relayed.into(), now),
             };
