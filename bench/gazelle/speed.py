@@ -23,11 +23,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import site_db as site  # noqa: E402
 
+# UNIT3D's speed script, for what the two share. Its `import site_db` finds this directory's
+# site_db already imported, so its runs empty and read Gazelle's tables.
 _spec = importlib.util.spec_from_file_location(
     "unit3d_speed",
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit3d", "speed.py"))
@@ -65,43 +66,8 @@ def run_bench(args, protocol, port, tracker_pid, json_path, passkeys):
 
 
 def one_run(args, db, tracker, protocol, passkeys, out, round_no):
-    site.reset_activity(db)
-    tracker.start()
-    try:
-        db_cpu0 = site.proc_cpu_seconds(db.proc.pid)
-        before, t0 = db.status(), time.monotonic()
-        path = os.path.join(out, f"r{round_no}-{tracker.name}-{protocol}.json")
-        result = run_bench(args, protocol, tracker.port, tracker.proc.pid, path, passkeys)
-        after, t1 = db.status(), time.monotonic()
-        db_cpu1 = site.proc_cpu_seconds(db.proc.pid)
-    finally:
-        t_stop = time.monotonic()
-        rc = tracker.stop()
-        stop_s = time.monotonic() - t_stop
-    seconds = t1 - t0
-    delta = {k: after[k] - before[k] for k in after}
-    statements = delta["Com_insert"] + delta["Com_update"] + delta["Com_delete"]
-    rows = delta["Handler_write"] + delta["Handler_update"] + delta["Handler_delete"]
-    cpu = result["cpu"]
-    return {
-        "round": round_no,
-        "contender": f"{tracker.name} {protocol}",
-        "responses_per_second": result["responses_per_second"],
-        "responses_per_tracker_cpu_second": result["responses_per_tracker_cpu_second"],
-        "tracker_percent": cpu["tracker_percent"],
-        "generator_percent": cpu["generator_percent"],
-        "others_percent": cpu["others_percent"],
-        "errors": {k: v for k, v in result["errors"].items() if v},
-        "error_rate": result["error_rate"],
-        "peers_per_response": result["peers_received"] / max(result["responses"], 1),
-        "db_write_statements_per_second": statements / seconds,
-        "db_rows_written_per_second": rows / seconds,
-        "db_counters": delta,
-        "mariadb_percent": 100.0 * (db_cpu1 - db_cpu0) / seconds,
-        "stop_seconds": stop_s,
-        "sigterms": tracker.sigterms,
-        "exit_code": rc,
-    }
+    """UNIT3D's run (bench/unit3d/speed.py) under this site's load."""
+    return _u3.one_run(args, db, tracker, protocol, passkeys, out, round_no, bench=run_bench)
 
 
 def ratio_line(name, by):

@@ -58,14 +58,17 @@ def run_bench(args, protocol, port, tracker_pid, json_path, passkeys):
         return json.load(f)
 
 
-def one_run(args, db, tracker, protocol, passkeys, out, round_no):
+def one_run(args, db, tracker, protocol, passkeys, out, round_no, bench=None):
+    """One run of `tracker` under `bench` (run_bench's arguments; default run_bench):
+    the site's activity emptied first, the database's write counters read around it."""
+    bench = bench or run_bench
     site.reset_activity(db)
     tracker.start()
     try:
         db_cpu0 = site.proc_cpu_seconds(db.proc.pid)
         before, t0 = db.status(), time.monotonic()
         path = os.path.join(out, f"r{round_no}-{tracker.name}-{protocol}.json")
-        result = run_bench(args, protocol, tracker.port, tracker.proc.pid, path, passkeys)
+        result = bench(args, protocol, tracker.port, tracker.proc.pid, path, passkeys)
         after, t1 = db.status(), time.monotonic()
         db_cpu1 = site.proc_cpu_seconds(db.proc.pid)
     finally:
@@ -77,7 +80,7 @@ def one_run(args, db, tracker, protocol, passkeys, out, round_no):
     statements = delta["Com_insert"] + delta["Com_update"] + delta["Com_delete"]
     rows = delta["Handler_write"] + delta["Handler_update"] + delta["Handler_delete"]
     cpu = result["cpu"]
-    return {
+    run = {
         "round": round_no,
         "contender": f"{tracker.name} {protocol}",
         "responses_per_second": result["responses_per_second"],
@@ -95,6 +98,10 @@ def one_run(args, db, tracker, protocol, passkeys, out, round_no):
         "stop_seconds": stop_s,
         "exit_code": rc,
     }
+    if hasattr(tracker, "sigterms"):
+        # How many SIGTERMs the tracker needed to exit (Ocelot may need a second).
+        run["sigterms"] = tracker.sigterms
+    return run
 
 
 def mmm(values):
