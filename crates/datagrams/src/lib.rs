@@ -11,6 +11,12 @@
 //! - [`Datagrams`] owns one batch worth of slots (buffers, peer addresses, lengths) and the
 //!   `mmsghdr` array that points into them: receive into it, answer into another one, send.
 //! - [`SendBatch`] sends datagrams the caller already holds, on a connected socket.
+//! - [`WatchedListener`] (not datagrams, but the one other place that needs `unsafe`): a
+//!   TCP listener whose readiness tokio watches while its connections stay tokio's own
+//!   business.
+
+mod watch;
+pub use watch::WatchedListener;
 
 use std::io;
 use std::mem::{size_of, zeroed};

@@ -8,19 +8,21 @@
 //! general path costs per connection: a task, its buffers, timers, a round through the
 //! event loop before the first read, `TCP_NODELAY`, and a `shutdown` before the close.
 //! Without keep-alive that is most of shoal's own work per request (the kernel's accept
-//! and close are the rest), which is what a close-per-request benchmark measures.
+//! and close are the rest), which is what a close-per-request benchmark measures. The
+//! connection is not even registered with tokio's event loop (two `epoll_ctl` calls, and
+//! the registration's memory): the accept loop hands it to tokio only if it goes on.
 //!
 //! Whatever is not that simple case goes to the general path ([`super::connection`]) with
 //! the bytes read so far and nothing written: a partial head, a WebSocket upgrade, a
 //! response the socket would not take at once. Nothing here waits, so nothing needs a
 //! timeout.
 
-use std::io::{Read, Write};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use socket2::SockRef;
-use tokio::net::TcpStream;
+use nix::errno::Errno;
+use nix::sys::socket::{recv, send, MsgFlags};
 
 use super::connection::{answer_head, Head};
 use super::context::HttpContext;
@@ -66,17 +68,16 @@ impl AtOnce {
         }
     }
 
-    /// Tries to answer `tcp` without waiting.
+    /// Tries to answer `tcp` without waiting. The socket may be in blocking mode (it is
+    /// not yet tokio's): every call here says `MSG_DONTWAIT`.
     pub fn try_answer(&mut self, tcp: &TcpStream, remote: SocketAddr) -> Outcome {
         self.handler.new_connection();
-        let sock = SockRef::from(tcp);
-        // The socket is non-blocking (tokio made it so): this is one recv, data or not.
-        let filled = match (&*sock).read(&mut self.buf) {
+        let fd = tcp.as_raw_fd();
+        // One recv, data or not.
+        let filled = match recv(fd, &mut self.buf, MsgFlags::MSG_DONTWAIT) {
             Ok(0) => return Outcome::Done,
             Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                return Outcome::Serve(Vec::new())
-            }
+            Err(Errno::EAGAIN) => return Outcome::Serve(Vec::new()),
             Err(_) => return Outcome::Done,
         };
         let head = answer_head(
@@ -91,7 +92,11 @@ impl AtOnce {
             Head::Partial => return Outcome::Serve(self.buf[..filled].to_vec()),
             Head::Bad => {
                 // Best effort, then close: the general path does the same with a timeout.
-                let _ = (&*sock).write(&self.out);
+                let _ = send(
+                    fd,
+                    &self.out,
+                    MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+                );
                 return Outcome::Done;
             }
         };
@@ -115,7 +120,7 @@ impl AtOnce {
                 return Outcome::Upgrade(u);
             }
         };
-        let written = write_some(&sock, &self.out, body);
+        let written = write_some(fd, &self.out, body, close);
         let total = self.out.len() + body.len();
         if written < total {
             let mut rest = Vec::with_capacity(total - written);
@@ -140,12 +145,25 @@ impl AtOnce {
 }
 
 /// Writes `head` then `body` without waiting; returns how many bytes went.
-fn write_some(sock: &SockRef<'_>, head: &[u8], body: &[u8]) -> usize {
+///
+/// When the connection is closed right after (`closing`), the last bytes are sent with
+/// `MSG_MORE`: the kernel holds them until the close, whose FIN then rides in the same
+/// segment as the response: one packet instead of two, each of which costs a transmit
+/// here and a receive at the client. (The close follows at once, so nothing is held back
+/// for long.)
+fn write_some(fd: std::os::fd::RawFd, head: &[u8], body: &[u8], closing: bool) -> usize {
     let mut written = 0;
-    for part in [head, body] {
+    let parts = [head, body];
+    let last = if body.is_empty() { 0 } else { 1 };
+    for (i, part) in parts.iter().enumerate().take(last + 1) {
+        let mut flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        if closing && i == last {
+            // nix does not name it.
+            flags |= MsgFlags::from_bits_retain(libc::MSG_MORE);
+        }
         let mut at = 0;
         while at < part.len() {
-            match (&**sock).write(&part[at..]) {
+            match send(fd, &part[at..], flags) {
                 Ok(0) | Err(_) => return written + at,
                 Ok(n) => at += n,
             }

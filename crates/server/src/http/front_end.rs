@@ -14,7 +14,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::net::TcpListener;
+use shoal_datagrams::WatchedListener as Listener;
+use tokio::net::TcpStream;
 
 use super::context::{HttpContext, HttpSettings};
 use super::full_scrape::FullScrape;
@@ -191,7 +192,7 @@ fn run_worker(
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
         for l in plain {
-            match TcpListener::from_std(l) {
+            match Listener::new(l) {
                 Ok(l) => {
                     tokio::task::spawn_local(accept_loop(l, None, ctx.clone()));
                 }
@@ -199,7 +200,7 @@ fn run_worker(
             }
         }
         for l in secure {
-            match TcpListener::from_std(l) {
+            match Listener::new(l) {
                 Ok(l) => {
                     tokio::task::spawn_local(accept_loop(l, acceptor.clone(), ctx.clone()));
                 }
@@ -245,28 +246,35 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
 struct Spare(Option<std::os::fd::OwnedFd>);
 
 impl Spare {
-    fn of(listener: &TcpListener) -> Self {
+    fn of(listener: &Listener) -> Self {
         use std::os::fd::AsFd;
-        Self(listener.as_fd().try_clone_to_owned().ok())
+        Self(listener.get_ref().as_fd().try_clone_to_owned().ok())
     }
 
     /// Turns away the connection waiting on `listener`; whether there was one to turn
-    /// away. Waits for nothing: the accept is tried once.
-    fn turn_away(&mut self, listener: &TcpListener) -> bool {
-        use futures_util::FutureExt;
+    /// away. Waits for nothing: the accept is tried once (the listener is non-blocking).
+    fn turn_away(&mut self, listener: &Listener) -> bool {
         if self.0.take().is_none() {
             // Taken by another thread the last time: try again.
             *self = Self::of(listener);
             return false;
         }
-        let turned_away = matches!(listener.accept().now_or_never(), Some(Ok(_)));
+        let turned_away = listener.get_ref().accept().is_ok();
         *self = Self::of(listener);
         turned_away
     }
 }
 
+/// A connection handed on to a task: non-blocking and registered with tokio. (The accept
+/// loop's listener gives std streams, registered nowhere: most are answered and closed in
+/// [`at_once`] and never need the event loop.)
+fn into_tokio(tcp: std::net::TcpStream) -> Option<TcpStream> {
+    tcp.set_nonblocking(true).ok()?;
+    TcpStream::from_std(tcp).ok()
+}
+
 async fn accept_loop(
-    listener: TcpListener,
+    listener: Listener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     ctx: Arc<HttpContext>,
 ) {
@@ -309,6 +317,7 @@ async fn accept_loop(
         let proxied = ctx.proxy_protocol.as_ref();
         if proxied.is_some_and(|p| p.expects_header(remote.ip())) {
             // From a load balancer: its header first, then the usual general path.
+            let Some(tcp) = into_tokio(tcp) else { continue };
             let (ctx, tls) = (ctx.clone(), tls.clone());
             tokio::task::spawn_local(async move {
                 let _guard = guard;
@@ -334,11 +343,14 @@ async fn accept_loop(
                 // upgrade once did: 40 ms stalls); only `Done` saves the syscall.
                 outcome => {
                     let _ = tcp.set_nodelay(true);
-                    hand_on(tcp, remote, outcome, guard, &ctx);
+                    if let Some(tcp) = into_tokio(tcp) {
+                        hand_on(tcp, remote, outcome, guard, &ctx);
+                    }
                 }
             },
             Some(acceptor) => {
                 let _ = tcp.set_nodelay(true);
+                let Some(tcp) = into_tokio(tcp) else { continue };
                 let (ctx, acceptor) = (ctx.clone(), acceptor.clone());
                 tokio::task::spawn_local(async move {
                     let _guard = guard;
@@ -352,7 +364,7 @@ async fn accept_loop(
 /// Serves an HTTPS connection: the TLS handshake (within the request timeout), then the
 /// general path.
 async fn serve_tls(
-    tcp: tokio::net::TcpStream,
+    tcp: TcpStream,
     remote: SocketAddr,
     acceptor: tokio_rustls::TlsAcceptor,
     ctx: Arc<HttpContext>,
@@ -366,7 +378,7 @@ async fn serve_tls(
 /// A plain connection the accept loop's fast path did not finish (see [`at_once`]): served
 /// by a task from here on, from what the fast path read and wrote.
 fn hand_on(
-    tcp: tokio::net::TcpStream,
+    tcp: TcpStream,
     remote: SocketAddr,
     outcome: at_once::Outcome,
     guard: OpenConnection,
