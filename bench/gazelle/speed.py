@@ -20,6 +20,7 @@ import datetime
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -237,7 +238,7 @@ def main():
             tracker.stop()
         db.stop()
         site.copy_logs(work, out)
-        site.shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
