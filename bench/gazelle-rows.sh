@@ -16,15 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-/tmp/gazelle-rows}
-DDL=${DDL:-tests/fixtures/gazelle.sql}
-command -v mariadbd > /dev/null || apt-get install -y --no-install-recommends mariadb-server
-[ -f "$DDL" ] || { echo "no DDL at $DDL (set DDL)" >&2; exit 2; }
-t=()
-[ -z "${OCELOT_BIN:-}" ] || t+=(--tracker "ocelot=ocelot:$OCELOT_BIN")
-[ -z "${SHOAL_BIN:-}" ] || t+=(--tracker "shoal=shoal:$SHOAL_BIN")
-case ${#t[@]} in
-    0) echo "set OCELOT_BIN, SHOAL_BIN or both" >&2; exit 2 ;;
-    2) if [ -n "${OCELOT_BIN:-}" ]; then t+=(--tracker "ocelot-again=ocelot:$OCELOT_BIN");
-       else t+=(--tracker "shoal-again=shoal:$SHOAL_BIN"); fi ;;
-esac
+. bench/lib/site.sh
+site_db gazelle
+rows_trackers OCELOT_BIN ocelot ocelot
 exec python3 bench/gazelle/rows.py --out "$OUT" --ddl "$DDL" "${t[@]}"

@@ -34,16 +34,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
-OUT=${1:-/tmp/gazelle-bench}
-BENCH_BIN=${BENCH_BIN:-target/release/shoal-bench}
-DDL=${DDL:-tests/fixtures/gazelle.sql}
-command -v mariadbd > /dev/null || apt-get install -y --no-install-recommends mariadb-server
-[ -f "$DDL" ] || { echo "no DDL at $DDL (set DDL)" >&2; exit 2; }
-[ -x "$BENCH_BIN" ] || { echo "no shoal-bench at $BENCH_BIN (cargo build --release -p shoal-bench)" >&2; exit 2; }
-args=(--out "$OUT" --ddl "$DDL" --bench "$BENCH_BIN" --rounds "${ROUNDS:-7}"
-      --duration "${DURATION:-20s}" --warmup "${WARMUP:-5s}"
-      --connections "${CONNECTIONS:-128}" --commit "${SHOAL_COMMIT:-$(git rev-parse --short HEAD)}")
-[ -z "${SHOAL_BIN:-}" ] || args+=(--shoal "$SHOAL_BIN")
+. bench/lib/site.sh
+site_db gazelle
+speed_args "${1:-/tmp/gazelle-bench}"
 [ -z "${KEEP_ALIVE:-}" ] || args+=(--keep-alive)
 if [ -n "${OCELOT_BIN:-}" ]; then
     args+=(--ocelot "$OCELOT_BIN")

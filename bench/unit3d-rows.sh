@@ -14,15 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-/tmp/unit3d-rows}
-DDL=${DDL:-tests/fixtures/unit3d.sql}
-command -v mariadbd > /dev/null || apt-get install -y --no-install-recommends mariadb-server
-[ -f "$DDL" ] || { echo "no DDL at $DDL (set DDL)" >&2; exit 2; }
-t=()
-[ -z "${U3A_BIN:-}" ] || t+=(--tracker "unit3d-announce=u3a:$U3A_BIN")
-[ -z "${SHOAL_BIN:-}" ] || t+=(--tracker "shoal=shoal:$SHOAL_BIN")
-case ${#t[@]} in
-    0) echo "set U3A_BIN, SHOAL_BIN or both" >&2; exit 2 ;;
-    2) if [ -n "${U3A_BIN:-}" ]; then t+=(--tracker "unit3d-announce-again=u3a:$U3A_BIN");
-       else t+=(--tracker "shoal-again=shoal:$SHOAL_BIN"); fi ;;
-esac
+. bench/lib/site.sh
+site_db unit3d
+rows_trackers U3A_BIN unit3d-announce u3a
 exec python3 bench/unit3d/rows.py --out "$OUT" --ddl "$DDL" "${t[@]}"

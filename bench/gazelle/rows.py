@@ -28,17 +28,16 @@ OUT/<name>.log; every tracker after the first is diffed against the first
 start (a shoal without `--schema gazelle`) is reported and skipped.
 """
 
-import argparse
-import difflib
 import hashlib
-import http.client
 import os
 import sys
 import time
-import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import site_db as site  # noqa: E402
+import site_rows  # noqa: E402
+from site_rows import get, quote  # noqa: E402
 
 SITE_PASSWORD = "S" * 16 + "s" * 16
 REPORT_PASSWORD = "R" * 16 + "r" * 16
@@ -85,10 +84,6 @@ def peer_id(member, client=0):
 
 def member_ip(member):
     return f"127.0.0.{10 + NAMES.index(member)}" if member in NAMES else "127.0.0.9"
-
-
-def quote(v):
-    return urllib.parse.quote_from_bytes(v if isinstance(v, bytes) else v.encode(), safe="")
 
 
 def A(member, client, torrent, event, up, down, left, **extra):  # noqa: N802
@@ -180,59 +175,6 @@ def fill(db, ddl):
            "values (3, 4, 1, now())")
 
 
-def bdecode(b, i=0):
-    """A small bencode reader for the answers (dicts, lists, ints, strings)."""
-    c = b[i:i + 1]
-    if c == b"i":
-        j = b.index(b"e", i)
-        return int(b[i + 1:j]), j + 1
-    if c in (b"l", b"d"):
-        i += 1
-        items = []
-        while b[i:i + 1] != b"e":
-            v, i = bdecode(b, i)
-            items.append(v)
-        if c == b"l":
-            return items, i + 1
-        return dict(zip(items[::2], items[1::2])), i + 1
-    j = b.index(b":", i)
-    n = int(b[i:j])
-    return b[j + 1:j + 1 + n], j + 1 + n
-
-
-def summarise(body):
-    try:
-        d, _ = bdecode(body)
-    except (ValueError, IndexError):
-        return f"not bencode: {body[:120]!r}"
-    if not isinstance(d, dict):
-        return f"not a dict: {body[:80]!r}"
-    if b"failure reason" in d:
-        return f"failure: {d[b'failure reason'].decode(errors='replace')}"
-    peers = d.get(b"peers", b"")
-    n = len(peers) // 6 if isinstance(peers, bytes) else len(peers)
-    n6 = len(d.get(b"peers6", b"")) // 18
-    warn = d.get(b"warning message")
-    interval = d.get(b"interval")
-    return (f"complete={d.get(b'complete')} incomplete={d.get(b'incomplete')} "
-            f"downloaded={d.get(b'downloaded')} peers={n}"
-            + (f" peers6={n6}" if n6 else "")
-            + (" interval=ok" if isinstance(interval, int) else " interval=missing")
-            + (f" warning: {warn.decode(errors='replace')}" if warn else ""))
-
-
-def get(port, path, source="127.0.0.1", agent=None):
-    """One GET on its own connection (Ocelot closes every connection); (status, body)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10,
-                                      source_address=(source, 0))
-    try:
-        conn.request("GET", path, headers={"User-Agent": agent} if agent else {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
-
-
 def announce(port, step):
     _, member, client, torrent, event, up, down, left, extra = step
     q = [("info_hash", extra.get("hash", info_hash(torrent))),
@@ -242,7 +184,7 @@ def announce(port, step):
          ("compact", extra.get("compact", "1")), ("numwant", "50")]
     if event:
         q.append(("event", event))
-    query = "&".join(f"{k}={quote(v)}" for k, v in q)
+    query = site_rows.query(q)
     if "ip" in extra:
         # As sent, ':' not percent-encoded (allowed in a query): Ocelot keeps parameters
         # percent-encoded, and "2001%3Adb8%3A%3A5" (17 characters) would not fit
@@ -251,7 +193,7 @@ def announce(port, step):
     key = extra.get("passkey", passkey(member))
     status, body = get(port, f"/{key}/announce?{query}", member_ip(member) if member in NAMES
                        else "127.0.0.9", extra.get("agent", AGENT))
-    return f"{status} {summarise(body)}"
+    return f"{status} {site_rows.summarise(body, peers6_and_interval=True, raw=120)}"
 
 
 def control(port, action, params):
@@ -315,11 +257,7 @@ HEADERS = {
 
 
 def rows(db, calls):
-    out = []
-    for table, q in QUERIES.items():
-        out.append(f"## {table}: {HEADERS[table]}")
-        for r in db.sql(q, rows=True):
-            out.append(" | ".join("NULL" if v is None else v for v in r))
+    out = site_rows.rows(db, QUERIES, HEADERS, sep=" | ")
     out.append("## site calls: path")
     for c in calls:
         out.append(c.replace(SITE_PASSWORD, "<site password>"))
@@ -375,89 +313,17 @@ def run_tracker(kind, name, binary, db, snapshot, work, out, flush):
         stand_in.stop()
     answers.append(f"exit code {rc} after {t.sigterms} SIGTERM(s)")
     table = rows(db, stand_in.calls)
-    with open(os.path.join(out, f"{name}.rows"), "w") as f:
-        f.write("\n".join(table) + "\n")
-    with open(os.path.join(out, f"{name}.answers"), "w") as f:
-        f.write("\n".join(answers) + "\n")
+    site_rows.save(out, name, table, answers)
     return table, answers
 
 
-def by_table(lines):
-    out, current = {}, None
-    for line in lines:
-        if line.startswith("## "):
-            current = line[3:].split(":")[0]
-            out[current] = []
-        else:
-            out[current].append(line)
-    return out
-
-
-def write_answers(out, results):
-    with open(os.path.join(out, "answers.md"), "w") as f:
-        f.write("| step | " + " | ".join(n for n, _, _ in results) + " |\n")
-        f.write("|---" * (len(results) + 1) + "|\n")
-        for i, first in enumerate(results[0][2]):
-            step = first.split(" -> ")[0]
-            cells = [(a[i].split(" -> ", 1)[1] if " -> " in a[i] else a[i])
-                     .replace("|", "\\|") if i < len(a) else "" for _, _, a in results]
-            f.write(f"| {step} | " + " | ".join(cells) + " |\n")
-
-
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", required=True)
-    p.add_argument("--ddl", required=True, help="Gazelle's tables (the test fixture's DDL)")
-    p.add_argument("--tracker", action="append", required=True, metavar="NAME=KIND:BINARY",
-                   help="KIND is ocelot or shoal; repeat; the first that starts is the "
-                        "reference the others are diffed against")
-    p.add_argument("--flush", type=int, default=1,
-                   help="write interval, seconds (Ocelot's schedule_interval)")
-    args = p.parse_args()
-    out = os.path.abspath(args.out)
-    os.makedirs(out, exist_ok=True)
-    work = site.tempdir("gazelle-rows-")
-    db = site.MariaDB(os.path.join(work, "db")).start()
-    results = []
-    try:
-        fill(db, args.ddl)
-        snapshot = os.path.join(work, "fresh.sql")
-        db.dump_to(snapshot)
-        for spec in args.tracker:
-            name, rest = spec.split("=", 1)
-            kind, binary = rest.split(":", 1)
-            if kind not in ("ocelot", "shoal"):
-                sys.exit(f"{spec}: KIND is ocelot or shoal")
-            table, answers = run_tracker(kind, name, binary, db, snapshot, work, out,
-                                         args.flush)
-            if table is None:
-                print(f"== {name}: skipped, {answers[0]}")
-                continue
-            results.append((name, table, answers))
-            print(f"== {name}: answers\n" + "\n".join(answers))
-            print(f"== {name}: rows\n" + "\n".join(table))
-    finally:
-        db.stop()
-        site.copy_logs(work, out)
-        site.shutil.rmtree(work, ignore_errors=True)
-    if not results:
-        sys.exit("no tracker started")
-    write_answers(out, results)
-    ref_name, ref, _ = results[0]
-    same = True
-    for name, table, _ in results[1:]:
-        diff = list(difflib.unified_diff(ref, table, ref_name, name, lineterm="", n=1))
-        with open(os.path.join(out, f"{name}.diff"), "w") as f:
-            f.write("\n".join(diff) + "\n")
-        if diff:
-            same = False
-            ta, tb = by_table(ref), by_table(table)
-            print(f"== {name} differs from {ref_name} in: "
-                  f"{', '.join(t for t in ta if ta[t] != tb.get(t))}")
-            print("\n".join(diff))
-        else:
-            print(f"== {name}: the same rows as {ref_name}")
-    sys.exit(0 if same else 1)
+    site_rows.main(__doc__.split("\n")[0], site, ("ocelot", "shoal"),
+                   "Gazelle's tables (the test fixture's DDL)",
+                   "KIND is ocelot or shoal; repeat; the first that starts is the "
+                   "reference the others are diffed against",
+                   "write interval, seconds (Ocelot's schedule_interval)", "gazelle-rows-", fill,
+                   run_tracker, whole_lines=True)
 
 
 if __name__ == "__main__":

@@ -4,31 +4,23 @@ fixture's DDL, users and torrents inserted the way the site inserts them, the tw
 servers that serve it (Ocelot, and shoal with `--schema gazelle`) started and stopped by
 PID, and a stand-in for the site's `tools.php` that Ocelot calls when a token is used up.
 
-Only the standard library. The helpers that do not depend on the site (ports, waiting,
-stopping, CPU seconds) come from bench/unit3d/site_db.py.
+Only the standard library. What does not depend on the site (ports, processes, the MariaDB
+server, CPU seconds) is bench/lib/site_common.py's, and is this module's too for the
+scripts that import it.
 """
 
 import http.server
-import importlib.util
 import os
-import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
 
-_spec = importlib.util.spec_from_file_location(
-    "unit3d_site_db",
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit3d", "site_db.py"))
-_u3 = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_u3)
-free_port = _u3.free_port
-free_low_port = _u3.free_low_port
-wait_tcp = _u3.wait_tcp
-proc_cpu_seconds = _u3.proc_cpu_seconds
-tempdir = _u3.tempdir
-sql_str = _u3.sql_str
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import site_common  # noqa: E402
+from site_common import copy_logs, free_low_port, proc_cpu_seconds, spawn, sql_str, tempdir  # noqa: E402,F401
 
 # Gazelle's development setup (docker-compose.yml, the mysql service's --sql-mode).
 STRICT_SQL_MODE = ("STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
@@ -37,34 +29,18 @@ STARTING_UPLOAD = 5_368_709_120  # Gazelle's default STARTING_UPLOAD (5 GiB)
 PERMISSION_USER = 2  # the 'User' class of a fresh site
 
 
-class MariaDB(_u3.MariaDB):
-    """As bench/unit3d's, with the database `gazelle`, its user `gazelle` and the strict
-    sql_mode (the server's global mode: every connection, the trackers' too)."""
+class MariaDB(site_common.MariaDB):
+    """bench/lib's MariaDB with the database `gazelle`, its user `gazelle` and the strict
+    sql_mode (the server's global mode: every connection, the trackers' too); its dumps
+    write binary columns in hex (the file is text)."""
+
+    database = "gazelle"
+    hex_blob = True
 
     def __init__(self, root, cpus=None, sql_mode=STRICT_SQL_MODE):
         super().__init__(root, cpus)
-        self.database = "gazelle"
-        self.url = f"mysql://gazelle:pw@127.0.0.1:{self.port}/{self.database}"
         self.sql_mode = sql_mode
 
-    def start(self):
-        # bench/unit3d's server and database (named `gazelle` here), then the mode and
-        # this site's user (bench/unit3d's `unit3d` user is left unused).
-        super().start()
-        self.sql(f"set global sql_mode = '{self.sql_mode}'; "
-                 "create user 'gazelle'@'127.0.0.1' identified by 'pw'; "
-                 f"grant all on {self.database}.* to 'gazelle'@'127.0.0.1';",
-                 database=None)
-        return self
-
-
-    def dump_to(self, path):
-        """The whole database as SQL (binary columns in hex: the file is text), for fresh
-        copies (`restore`)."""
-        with open(path, "wb") as f:
-            subprocess.run(["mariadb-dump", "--no-defaults", "-h", "127.0.0.1", "-P",
-                            str(self.port), "-u", "root", "--skip-comments", "--hex-blob",
-                            "--databases", self.database], check=True, stdout=f)
 
 def insert_users(db, passkeys, first=1, batch=2000, enabled="1", visible="1"):
     """One member per passkey, as Gazelle's registration creates them (users_main with the
@@ -144,7 +120,7 @@ def stop_twice(proc, first_wait=10.0, timeout=60.0):
         return (proc.wait(), 3)
 
 
-class Ocelot:
+class Ocelot(site_common.Tracker):
     """Ocelot run from `workdir` with an `ocelot.conf` written there, pinned to `cpus`.
     Ocelot binds 0.0.0.0 (it has no listen address setting). `conf` adds or overrides
     keys of its config."""
@@ -153,14 +129,9 @@ class Ocelot:
 
     def __init__(self, binary, workdir, db, port, site_password, report_password,
                  site_port=None, cpus=None, conf=None):
-        self.binary = os.path.abspath(binary)
-        self.workdir = workdir
-        self.port = port
-        self.cpus = cpus
-        self.proc = None
+        super().__init__(binary, workdir, port, cpus)
         self.sigterms = 0
         self.first_wait = 10.0  # seconds before the second SIGTERM
-        os.makedirs(workdir, exist_ok=True)
         values = {
             "listen_port": port,
             "mysql_host": "127.0.0.1",
@@ -181,13 +152,8 @@ class Ocelot:
                 f.write(f"{k} = {v}\n")
 
     def start(self):
-        cmd = [self.binary, "-c", "ocelot.conf"]
-        if self.cpus:
-            cmd = ["taskset", "-c", self.cpus] + cmd
-        self.log = open(os.path.join(self.workdir, "tracker.log"), "a")
-        self.proc = subprocess.Popen(cmd, cwd=self.workdir, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-        wait_tcp(self.port, self.proc, self.name)
+        self.proc, self.log = spawn([self.binary, "-c", "ocelot.conf"], self.workdir, self.port,
+                                    self.name, self.cpus)
         return self
 
     def reload(self):
@@ -199,48 +165,21 @@ class Ocelot:
         return rc
 
 
-class Shoal:
+class Shoal(site_common.Shoal):
     """shoal with `--private --schema gazelle`, HTTP and UDP on one port, pinned to `cpus`;
     its config file holds the site's passwords and address (`[private] site_password`,
     `report_password`, `site_url`) and `gazelle`, the lines of its `[gazelle]` section."""
 
-    name = "shoal"
+    schema = "gazelle"
 
     def __init__(self, binary, workdir, db, port, site_password, report_password,
                  site_port=None, gazelle="", cpus=None, extra=()):
-        self.binary = os.path.abspath(binary)
-        self.workdir = workdir
-        self.port = port
-        self.cpus = cpus
-        self.proc = None
-        self.sigterms = 0
-        os.makedirs(workdir, exist_ok=True)
-        self.config = os.path.join(workdir, "shoal.toml")
         site_url = f"http://127.0.0.1:{site_port or 9}"
-        with open(self.config, "w") as f:
-            f.write(f'[private]\nsite_password = "{site_password}"\n'
-                    f'report_password = "{report_password}"\nsite_url = "{site_url}"\n\n'
-                    f'[gazelle]\n{gazelle}')
-        self.cmd = [self.binary, "--private", "--schema", "gazelle", "--database", db.url,
-                    "--http", f"127.0.0.1:{port}", "--udp", f"127.0.0.1:{port}",
-                    "--workers", "1", "--state-file", os.path.join(workdir, "shoal.state"),
-                    "--config", self.config, "--log-level", "warn", *extra]
-
-    def start(self):
-        for f in ("shoal.state", "shoal.state.ledger"):
-            p = os.path.join(self.workdir, f)
-            if os.path.exists(p):
-                os.remove(p)
-        cmd = self.cmd
-        if self.cpus:
-            cmd = ["taskset", "-c", self.cpus] + cmd
-        env = dict(os.environ)
-        env.pop("RUST_BACKTRACE", None)
-        self.log = open(os.path.join(self.workdir, "tracker.log"), "a")
-        self.proc = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-        wait_tcp(self.port, self.proc, self.name)
-        return self
+        super().__init__(binary, workdir, db.url, port,
+                         f'[private]\nsite_password = "{site_password}"\n'
+                         f'report_password = "{report_password}"\nsite_url = "{site_url}"\n\n'
+                         f'[gazelle]\n{gazelle}', cpus, extra)
+        self.sigterms = 0
 
     def reload(self):
         self.proc.send_signal(signal.SIGUSR1)
@@ -308,13 +247,6 @@ class StandInSite:
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
-
-
-def copy_logs(work, out):
-    for name in os.listdir(work):
-        log = os.path.join(work, name, "tracker.log")
-        if os.path.exists(log):
-            shutil.copy(log, os.path.join(out, f"{name}.log"))
 
 
 def wait_seconds(s):

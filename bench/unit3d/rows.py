@@ -19,17 +19,14 @@ says which tables differ. Run one tracker twice (`--tracker a=... --tracker b=..
 the same binary) to see that the normalisation leaves nothing that varies by itself.
 """
 
-import argparse
-import difflib
-import http.client
 import os
-import shutil
 import sys
 import time
-import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import site_db as site  # noqa: E402
+import site_rows  # noqa: E402
 
 AGENT = "qBittorrent/4.6.5"
 MEMBERS = ["alice", "bob", "carol", "dave"]  # user ids 2..5 (1 is the site's system user)
@@ -90,43 +87,6 @@ def fill(db, ddl):
     site.insert_torrents(db, hashes, uploader=1, free={1: 100}, doubleup={2: 1})
 
 
-def bdecode(b, i=0):
-    """A small bencode reader for the answers (dicts, lists, ints, strings)."""
-    c = b[i:i + 1]
-    if c == b"i":
-        j = b.index(b"e", i)
-        return int(b[i + 1:j]), j + 1
-    if c in (b"l", b"d"):
-        i += 1
-        items = []
-        while b[i:i + 1] != b"e":
-            v, i = bdecode(b, i)
-            items.append(v)
-        if c == b"l":
-            return items, i + 1
-        return dict(zip(items[::2], items[1::2])), i + 1
-    j = b.index(b":", i)
-    n = int(b[i:j])
-    return b[j + 1:j + 1 + n], j + 1 + n
-
-
-def summarise(body):
-    try:
-        d, _ = bdecode(body)
-    except (ValueError, IndexError):
-        return f"not bencode: {body[:80]!r}"
-    if not isinstance(d, dict):
-        return f"not a dict: {body[:80]!r}"
-    if b"failure reason" in d:
-        return f"failure: {d[b'failure reason'].decode(errors='replace')}"
-    peers = d.get(b"peers", b"")
-    n = len(peers) // 6 if isinstance(peers, bytes) else len(peers)
-    warn = d.get(b"warning message")
-    return (f"complete={d.get(b'complete')} incomplete={d.get(b'incomplete')} "
-            f"downloaded={d.get(b'downloaded')} peers={n}"
-            + (f" warning: {warn.decode(errors='replace')}" if warn else ""))
-
-
 def announce(port, step):
     member, client, torrent, event, up, down, left = step
     q = [("info_hash", info_hash(torrent)), ("peer_id", peer_id(member, client)),
@@ -135,16 +95,9 @@ def announce(port, step):
          ("numwant", "50")]
     if event:
         q.append(("event", event))
-    query = "&".join(f"{k}={urllib.parse.quote_from_bytes(v if isinstance(v, bytes) else v.encode())}"
-                     for k, v in q)
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", f"/announce/{passkey(member)}?{query}",
-                     headers={"User-Agent": AGENT})
-        r = conn.getresponse()
-        return f"{r.status} {summarise(r.read())}"
-    finally:
-        conn.close()
+    status, body = site_rows.get(port, f"/announce/{passkey(member)}?{site_rows.query(q)}",
+                                 agent=AGENT)
+    return f"{status} {site_rows.summarise(body)}"
 
 
 QUERIES = {
@@ -178,16 +131,7 @@ HEADERS = {
 }
 
 
-def rows(db):
-    out = []
-    for table, q in QUERIES.items():
-        out.append(f"## {table}: {HEADERS[table]}")
-        for r in db.sql(q, rows=True):
-            out.append(" ".join("NULL" if v is None else v for v in r))
-    return out
-
-
-def run_tracker(name, kind, binary, db, snapshot, ddl, work, out, flush):
+def run_tracker(kind, name, binary, db, snapshot, work, out, flush):
     db.restore(snapshot)
     port = site.free_low_port()
     wd = os.path.join(work, name)
@@ -210,87 +154,17 @@ def run_tracker(name, kind, binary, db, snapshot, ddl, work, out, flush):
     finally:
         rc = t.stop()
     answers.append(f"exit code after SIGTERM: {rc}")
-    table = rows(db)
-    with open(os.path.join(out, f"{name}.rows"), "w") as f:
-        f.write("\n".join(table) + "\n")
-    with open(os.path.join(out, f"{name}.answers"), "w") as f:
-        f.write("\n".join(answers) + "\n")
+    table = site_rows.rows(db, QUERIES, HEADERS)
+    site_rows.save(out, name, table, answers)
     return table, answers
 
 
-def by_table(lines):
-    """Table name -> its rows, from the lines `rows` wrote."""
-    out, current = {}, None
-    for line in lines:
-        if line.startswith("## "):
-            current = line[3:].split(":")[0]
-            out[current] = []
-        else:
-            out[current].append(line)
-    return out
-
-
-def changed_tables(a, b):
-    ta, tb = by_table(a), by_table(b)
-    return [t for t in ta if ta[t] != tb.get(t)]
-
-
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", required=True)
-    p.add_argument("--ddl", required=True, help="UNIT3D's tables (the test fixture's DDL)")
-    p.add_argument("--tracker", action="append", required=True, metavar="NAME=KIND:BINARY",
-                   help="KIND is u3a (UNIT3D-Announce) or shoal; repeat; the first is the "
-                        "reference the others are diffed against")
-    p.add_argument("--flush", type=int, default=1, help="flush interval, seconds")
-    args = p.parse_args()
-    out = os.path.abspath(args.out)
-    os.makedirs(out, exist_ok=True)
-    work = site.tempdir("unit3d-rows-")
-    db = site.MariaDB(os.path.join(work, "db")).start()
-    results = []
-    try:
-        fill(db, args.ddl)
-        snapshot = os.path.join(work, "fresh.sql")
-        db.dump_to(snapshot)
-        for spec in args.tracker:
-            name, rest = spec.split("=", 1)
-            kind, binary = rest.split(":", 1)
-            if kind not in ("u3a", "shoal"):
-                sys.exit(f"{spec}: KIND is u3a or shoal")
-            table, answers = run_tracker(name, kind, binary, db, snapshot, args.ddl, work,
-                                         out, args.flush)
-            results.append((name, table, answers))
-            print(f"== {name}: answers\n" + "\n".join(answers))
-            print(f"== {name}: rows\n" + "\n".join(table))
-    finally:
-        db.stop()
-        for name in os.listdir(work):
-            log = os.path.join(work, name, "tracker.log")
-            if os.path.exists(log):
-                shutil.copy(log, os.path.join(out, f"{name}.log"))
-        shutil.rmtree(work, ignore_errors=True)
-    with open(os.path.join(out, "answers.md"), "w") as f:
-        f.write("| step | " + " | ".join(n for n, _, _ in results) + " |\n")
-        f.write("|---" * (len(results) + 1) + "|\n")
-        for i, first in enumerate(results[0][2]):
-            step = first.split(" -> ")[0]
-            cells = [a[i].split(" -> ")[1] if " -> " in a[i] else "" for _, _, a in results]
-            f.write(f"| {step} | " + " | ".join(cells) + " |\n")
-    ref_name, ref, _ = results[0]
-    same = True
-    for name, table, _ in results[1:]:
-        diff = list(difflib.unified_diff(ref, table, ref_name, name, lineterm="", n=1))
-        with open(os.path.join(out, f"{name}.diff"), "w") as f:
-            f.write("\n".join(diff) + "\n")
-        if diff:
-            same = False
-            print(f"== {name} differs from {ref_name} in: "
-                  f"{', '.join(changed_tables(ref, table))}")
-            print("\n".join(diff))
-        else:
-            print(f"== {name}: the same rows as {ref_name}")
-    sys.exit(0 if same else 1)
+    site_rows.main(__doc__.split("\n")[0], site, ("u3a", "shoal"),
+                   "UNIT3D's tables (the test fixture's DDL)",
+                   "KIND is u3a (UNIT3D-Announce) or shoal; repeat; the first is the "
+                   "reference the others are diffed against",
+                   "flush interval, seconds", "unit3d-rows-", fill, run_tracker, whole_lines=False)
 
 
 if __name__ == "__main__":

@@ -3,17 +3,17 @@ UNIT3D's tables from the test fixture's DDL, groups, users and torrents inserted
 the site inserts them, and the two announce servers that serve it (shoal with
 `--schema unit3d`, UNIT3D-Announce) started and stopped by PID.
 
-Only the standard library: SQL goes through the `mariadb` command-line client (what the
-repo's tests use too), one process per batch of statements.
+Only the standard library. What does not depend on the site (ports, processes, the MariaDB
+server, CPU seconds) is bench/lib/site_common.py's, and is this module's too for the
+scripts that import it.
 """
 
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import site_common  # noqa: E402
+from site_common import copy_logs, free_low_port, proc_cpu_seconds, spawn, sql_str, stop, tempdir  # noqa: E402,F401
 
 # UNIT3D's moderation statuses (torrents.status).
 PENDING, APPROVED, REJECTED, POSTPONED = 0, 1, 2, 3
@@ -36,148 +36,10 @@ DEFAULT_UPLOAD = 53_687_091_200  # what a new member starts with (50 GiB), the s
 DEFAULT_DOWNLOAD = 1_073_741_824  # 1 GiB
 
 
-def free_port():
-    """A free TCP port on 127.0.0.1 (bound, read, closed); below 32768 is not promised."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class MariaDB(site_common.MariaDB):
+    """bench/lib's MariaDB with one database `unit3d` and its user `unit3d`."""
 
-
-def free_low_port(start=20000, end=32000):
-    """A port below the ephemeral range, free for TCP and UDP on 127.0.0.1."""
-    for port in range(start + os.getpid() % 1000, end):
-        try:
-            with socket.socket() as t, socket.socket(type=socket.SOCK_DGRAM) as u:
-                t.bind(("127.0.0.1", port))
-                u.bind(("127.0.0.1", port))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError(f"no free port in {start}..{end}")
-
-
-def wait_tcp(port, proc, what, timeout=120.0):
-    """Waits until 127.0.0.1:port accepts a connection; fails if `proc` exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} before listening")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on {port} within {timeout:.0f} s")
-
-
-def stop(proc, timeout=120.0):
-    """SIGTERM to `proc` (ours, by PID), then waits; SIGKILL after `timeout`."""
-    if proc is None or proc.poll() is not None:
-        return proc.returncode if proc else None
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
-
-
-class MariaDB:
-    """A MariaDB server of our own: a data directory under `root`, a free port, root
-    without a password on loopback, one database `unit3d` and its user `unit3d`."""
-
-    def __init__(self, root, cpus=None):
-        self.root = root
-        self.port = free_port()
-        self.data = os.path.join(root, "data")
-        self.proc = None
-        self.cpus = cpus
-        self.database = "unit3d"
-        self.url = f"mysql://unit3d:pw@127.0.0.1:{self.port}/{self.database}"
-
-    def start(self):
-        if shutil.which("mariadbd") is None:
-            raise RuntimeError("mariadbd not found: apt-get install -y mariadb-server")
-        os.makedirs(self.root, exist_ok=True)
-        subprocess.run(
-            ["mariadb-install-db", "--no-defaults", f"--datadir={self.data}", "--user=root",
-             "--auth-root-authentication-method=normal"],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cmd = ["mariadbd", "--no-defaults", f"--datadir={self.data}", "--user=root",
-               f"--port={self.port}", "--bind-address=127.0.0.1",
-               f"--socket={self.root}/sock", f"--pid-file={self.root}/pid",
-               "--innodb-buffer-pool-size=512M", "--max-connections=500",
-               "--skip-log-bin"]
-        if self.cpus:
-            cmd = ["taskset", "-c", self.cpus] + cmd
-        self.log = open(os.path.join(self.root, "mariadb.log"), "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
-            r = subprocess.run(self._client("root") + ["-e", "select 1"],
-                               capture_output=True)
-            if r.returncode == 0:
-                break
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"MariaDB did not start; see {self.root}/mariadb.log")
-            time.sleep(0.2)
-        self.sql(f"create database {self.database} character set utf8mb4 "
-                 "collate utf8mb4_unicode_ci; "
-                 "create user 'unit3d'@'127.0.0.1' identified by 'pw'; "
-                 f"grant all on {self.database}.* to 'unit3d'@'127.0.0.1';",
-                 database=None)
-        return self
-
-    def stop(self):
-        stop(self.proc, 60)
-
-    def _client(self, user="root"):
-        return ["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(self.port),
-                "-u", user, "--batch", "--raw", "--skip-column-names"]
-
-    def sql(self, text, database="", rows=False):
-        """Runs `text` (statements separated by ';'); with `rows`, the rows of the last
-        result, tab-separated fields (NULL as None)."""
-        db = self.database if database == "" else database
-        cmd = self._client() + ([db] if db else [])
-        r = subprocess.run(cmd, input=text.encode(), capture_output=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"SQL failed: {r.stderr.decode().strip()}\n{text[:400]}")
-        if not rows:
-            return None
-        out = []
-        for line in r.stdout.decode().splitlines():
-            out.append([None if f == "NULL" else f for f in line.split("\t")])
-        return out
-
-    def load_ddl(self, path):
-        with open(path) as f:
-            self.sql(f.read())
-
-    def dump_to(self, path):
-        """The whole database as SQL, for fresh copies (see `restore`)."""
-        with open(path, "wb") as f:
-            subprocess.run(["mariadb-dump", "--no-defaults", "-h", "127.0.0.1", "-P",
-                            str(self.port), "-u", "root", "--skip-comments",
-                            "--databases", self.database], check=True, stdout=f)
-
-    def restore(self, path):
-        self.sql(f"drop database if exists {self.database}", database=None)
-        with open(path) as f:
-            self.sql(f.read(), database=None)
-
-    def status(self):
-        """MariaDB's global counters of writes: statements (`Com_*`) and rows written,
-        updated and deleted by the storage engine (`Handler_*`)."""
-        names = ("Com_insert", "Com_update", "Com_delete", "Com_commit", "Handler_write",
-                 "Handler_update", "Handler_delete", "Handler_commit", "Queries")
-        rows = self.sql("show global status where Variable_name in ("
-                        + ",".join(f"'{n}'" for n in names) + ")", rows=True)
-        return {k: int(v) for k, v in rows}
-
-
-def sql_str(s):
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    database = "unit3d"
 
 
 def insert_groups(db):
@@ -249,18 +111,13 @@ def reset_activity(db):
            f"update users set uploaded = {DEFAULT_UPLOAD}, downloaded = {DEFAULT_DOWNLOAD};")
 
 
-class Unit3dAnnounce:
+class Unit3dAnnounce(site_common.Tracker):
     """UNIT3D-Announce, run from `workdir` (which gets its `.env`), pinned to `cpus`."""
 
     name = "unit3d-announce"
 
     def __init__(self, binary, workdir, db_url, port, apikey, cpus=None, env=None):
-        self.binary = os.path.abspath(binary)
-        self.workdir = workdir
-        self.port = port
-        self.cpus = cpus
-        self.proc = None
-        os.makedirs(workdir, exist_ok=True)
+        super().__init__(binary, workdir, port, cpus)
         values = {
             "DATABASE_URL": db_url,
             "FLUSH_INTERVAL": "3",
@@ -289,17 +146,11 @@ class Unit3dAnnounce:
                 f.write(f"{k}={v}\n")
 
     def start(self):
-        cmd = [self.binary]
-        if self.cpus:
-            cmd = ["taskset", "-c", self.cpus] + cmd
         env = dict(os.environ)
         env.pop("DATABASE_URL", None)
         # One tokio worker, as shoal runs one worker: the tracker has one core.
         env["TOKIO_WORKER_THREADS"] = "1"
-        self.log = open(os.path.join(self.workdir, "tracker.log"), "a")
-        self.proc = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-        wait_tcp(self.port, self.proc, self.name)
+        self.proc, self.log = spawn([self.binary], self.workdir, self.port, self.name, self.cpus, env)
         return self
 
     def stop(self):
@@ -309,55 +160,14 @@ class Unit3dAnnounce:
         return f"http://127.0.0.1:{self.port}/announce/{passkey}"
 
 
-class Shoal:
+class Shoal(site_common.Shoal):
     """shoal with `--private --schema unit3d`, HTTP and UDP on one port, pinned to `cpus`;
     its config file holds the site's key (`[private] site_api_key`) and `unit3d`, the
     lines of its `[unit3d]` section."""
 
-    name = "shoal"
+    schema = "unit3d"
 
     def __init__(self, binary, workdir, db_url, port, unit3d="", apikey="s" * 32,
                  cpus=None, extra=()):
-        self.binary = os.path.abspath(binary)
-        self.workdir = workdir
-        self.port = port
-        self.cpus = cpus
-        self.proc = None
-        os.makedirs(workdir, exist_ok=True)
-        self.config = os.path.join(workdir, "shoal.toml")
-        with open(self.config, "w") as f:
-            f.write(f'[private]\nsite_api_key = "{apikey}"\n\n[unit3d]\n{unit3d}')
-        self.cmd = [self.binary, "--private", "--schema", "unit3d", "--database", db_url,
-                    "--http", f"127.0.0.1:{port}", "--udp", f"127.0.0.1:{port}",
-                    "--workers", "1", "--state-file", os.path.join(workdir, "shoal.state"),
-                    "--config", self.config, "--log-level", "warn", *extra]
-
-    def start(self):
-        for f in ("shoal.state", "shoal.state.ledger"):
-            p = os.path.join(self.workdir, f)
-            if os.path.exists(p):
-                os.remove(p)
-        cmd = self.cmd
-        if self.cpus:
-            cmd = ["taskset", "-c", self.cpus] + cmd
-        env = dict(os.environ)
-        env.pop("RUST_BACKTRACE", None)
-        self.log = open(os.path.join(self.workdir, "tracker.log"), "a")
-        self.proc = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-        wait_tcp(self.port, self.proc, self.name)
-        return self
-
-    def stop(self):
-        return stop(self.proc)
-
-
-def tempdir(prefix):
-    return tempfile.mkdtemp(prefix=prefix)
-
-
-def proc_cpu_seconds(pid):
-    """User + system CPU seconds of process `pid`, all its threads."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        super().__init__(binary, workdir, db_url, port,
+                         f'[private]\nsite_api_key = "{apikey}"\n\n[unit3d]\n{unit3d}', cpus, extra)

@@ -36,16 +36,20 @@ def is_noisy(r):
     return (r["others_percent"] or 0) - r["mariadb_percent"] > NOISY
 
 
-def run_bench(args, protocol, port, tracker_pid, json_path, passkeys):
-    """One shoal-bench load against 127.0.0.1:port, pinned to the load CPU."""
+def run_bench(args, protocol, port, tracker_pid, json_path, passkeys,
+              passkey_path="/announce/{passkey}", keep_alive=True):
+    """One shoal-bench load against 127.0.0.1:port, pinned to the load CPU, announcing on
+    `passkey_path`; over HTTP without keep-alive unless `keep_alive`."""
     common = ["--duration", args.duration, "--warmup", args.warmup,
               "--tracker-pid", str(tracker_pid), "--json", json_path, "--quiet",
               "--torrents", str(args.torrents), "--peers", str(args.peers),
               "--weight-scrape", "0", "--passkeys", passkeys,
-              "--passkey-path", "/announce/{passkey}"]
+              "--passkey-path", passkey_path]
     if protocol == "http":
         cmd = [args.bench, "http", "--target", f"http://127.0.0.1:{port}/announce",
                "--connections", str(args.connections), "--user-agent", args.user_agent]
+        if not keep_alive:
+            cmd.append("--no-keep-alive")
     else:
         cmd = [args.bench, "udp", "--target", f"127.0.0.1:{port}"]
     cmd = ["taskset", "-c", args.bench_cpus] + cmd + common
@@ -118,24 +122,15 @@ def mmm_ratio(values):
             f"{max(values):.2f}x")
 
 
-def report(args, runs, out, meta):
-    names = []
-    for r in runs:
-        if r["contender"] not in names:
-            names.append(r["contender"])
+def contenders_table(runs):
+    """The contenders in the order they ran, their runs by name, and the report's table of
+    each contender's figures (median over the rounds)."""
+    names = list(dict.fromkeys(r["contender"] for r in runs))
     by = {n: [r for r in runs if r["contender"] == n] for n in names}
-    lines = [f"# shoal `--schema unit3d` against UNIT3D-Announce, {meta['date']}", ""]
-    lines += [f"shoal commit {meta['commit']}; UNIT3D-Announce {meta['u3a']}; "
-              f"{meta['rounds']} rounds, each contender once a round in the order below; "
-              f"{args.warmup} warm-up then {args.duration} measured; tracker on CPU "
-              f"{args.tracker_cpus}, shoal-bench on CPU {args.bench_cpus}, MariaDB on CPU "
-              f"{args.db_cpus}; {args.users:,} users, {args.torrents:,} approved torrents, "
-              f"{args.peers:,} simulated peers; HTTP keep-alive over "
-              f"{args.connections} connections, `--user-agent {args.user_agent}`.", ""]
-    lines += ["| contender | responses per tracker CPU-s (min / median / max) | "
-              "responses/s (median) | tracker CPU % | peers per answer | errors | "
-              "DB write statements/s | DB rows written/s | MariaDB CPU % | others % |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| contender | responses per tracker CPU-s (min / median / max) | "
+             "responses/s (median) | tracker CPU % | peers per answer | errors | "
+             "DB write statements/s | DB rows written/s | MariaDB CPU % | others % |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for n in names:
         rs = by[n]
         med = lambda k: statistics.median([r[k] or 0 for r in rs])  # noqa: E731
@@ -148,27 +143,39 @@ def report(args, runs, out, meta):
             f"{med('db_rows_written_per_second'):,.0f} | {med('mariadb_percent'):.0f} | "
             f"{med('others_percent'):.0f} |")
     lines.append("")
-    base = "unit3d-announce http"
-    if base in by:
-        for n in names:
-            if n == base:
-                continue
-            pairs = [(a, b) for a in by[n] for b in by[base] if a["round"] == b["round"]]
-            ratios = [a["responses_per_tracker_cpu_second"] / b["responses_per_tracker_cpu_second"]
-                      for a, b in pairs if a["responses_per_tracker_cpu_second"]
-                      and b["responses_per_tracker_cpu_second"]]
-            med_a = statistics.median([a["responses_per_tracker_cpu_second"] or 0
-                                       for a in by[n]])
-            med_b = statistics.median([b["responses_per_tracker_cpu_second"] or 0
-                                       for b in by[base]])
-            lines.append(f"- **{n} / {base}**, per tracker CPU-second: round by round "
-                         f"(min / median / max) {mmm_ratio(ratios)}; ratio of medians "
-                         f"{med_a / med_b if med_b else 0:.2f}x.")
-        lines.append("")
+    return names, by, lines
+
+
+def ratio_lines(names, by, base):
+    """Each contender's responses per tracker CPU-second against `base`'s, round by round
+    and as a ratio of medians (nothing where `base` did not run)."""
+    if base not in by:
+        return []
+    lines = []
+    for n in names:
+        if n == base:
+            continue
+        pairs = [(a, b) for a in by[n] for b in by[base] if a["round"] == b["round"]]
+        ratios = [a["responses_per_tracker_cpu_second"] / b["responses_per_tracker_cpu_second"]
+                  for a, b in pairs if a["responses_per_tracker_cpu_second"]
+                  and b["responses_per_tracker_cpu_second"]]
+        med_a = statistics.median([a["responses_per_tracker_cpu_second"] or 0 for a in by[n]])
+        med_b = statistics.median([b["responses_per_tracker_cpu_second"] or 0 for b in by[base]])
+        lines.append(f"- **{n} / {base}**, per tracker CPU-second: round by round "
+                     f"(min / median / max) {mmm_ratio(ratios)}; ratio of medians "
+                     f"{med_a / med_b if med_b else 0:.2f}x.")
+    return lines + [""]
+
+
+def write_report(lines, runs, out, meta, stops=False):
+    """`lines`, then the round-by-round table (with each run's stop time and SIGTERMs
+    where `stops`), the noisy note and the command: OUT/report.md, and the runs in
+    OUT/results.json. Returns the report's text."""
     lines += ["## Round by round", "",
               "| round | contender | responses/s | per tracker CPU-s | tracker % | "
-              "others % | DB statements/s | DB rows/s | errors |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "others % | DB statements/s | DB rows/s | "
+              + ("stop s (SIGTERMs) | " if stops else "") + "errors |",
+              "|---" * (10 if stops else 9) + "|"]
     for r in runs:
         noisy = " (noisy)" if is_noisy(r) else ""
         lines.append(
@@ -177,7 +184,8 @@ def report(args, runs, out, meta):
             f"{(r['tracker_percent'] or 0):.0f} | {(r['others_percent'] or 0):.0f} | "
             f"{r['db_write_statements_per_second']:,.1f} | "
             f"{r['db_rows_written_per_second']:,.0f} | "
-            f"{json.dumps(r['errors']) if r['errors'] else 0} |")
+            + (f"{r['stop_seconds']:.1f} ({r['sigterms']}) | " if stops else "")
+            + f"{json.dumps(r['errors']) if r['errors'] else 0} |")
     if any(is_noisy(r) for r in runs):
         lines += ["", f"(noisy): processes other than the tracker, shoal-bench and MariaDB "
                   f"used more than {NOISY:.0f}% of a core over the run ('others %' counts "
@@ -191,14 +199,31 @@ def report(args, runs, out, meta):
     return text
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def report(args, runs, out, meta):
+    names, by, table = contenders_table(runs)
+    lines = [f"# shoal `--schema unit3d` against UNIT3D-Announce, {meta['date']}", ""]
+    lines += [f"shoal commit {meta['commit']}; UNIT3D-Announce {meta['u3a']}; "
+              f"{meta['rounds']} rounds, each contender once a round in the order below; "
+              f"{args.warmup} warm-up then {args.duration} measured; tracker on CPU "
+              f"{args.tracker_cpus}, shoal-bench on CPU {args.bench_cpus}, MariaDB on CPU "
+              f"{args.db_cpus}; {args.users:,} users, {args.torrents:,} approved torrents, "
+              f"{args.peers:,} simulated peers; HTTP keep-alive over "
+              f"{args.connections} connections, `--user-agent {args.user_agent}`.", ""]
+    lines += table + ratio_lines(names, by, "unit3d-announce http")
+    return write_report(lines, runs, out, meta)
+
+
+def options(description, site_tables, rival, rival_name, keep_alive_help=None):
+    """Both speed scripts' command line: `rival` is the other tracker's option (its binary;
+    `--RIVAL-version` names its version for the report); `--keep-alive` where
+    `keep_alive_help` is given. Exits where neither shoal nor the rival is given."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", required=True)
-    p.add_argument("--ddl", required=True, help="UNIT3D's tables (the test fixture's DDL)")
+    p.add_argument("--ddl", required=True, help=f"{site_tables} tables (the test fixture's DDL)")
     p.add_argument("--bench", required=True, help="the shoal-bench binary")
-    p.add_argument("--shoal", help="the shoal binary (left out: UNIT3D-Announce alone)")
-    p.add_argument("--u3a", help="the UNIT3D-Announce binary")
-    p.add_argument("--u3a-version", default="unknown")
+    p.add_argument("--shoal", help=f"the shoal binary (left out: {rival_name} alone)")
+    p.add_argument(f"--{rival}", help=f"the {rival_name} binary")
+    p.add_argument(f"--{rival}-version", default="unknown")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--duration", default="20s")
     p.add_argument("--warmup", default="5s")
@@ -206,6 +231,8 @@ def main():
     p.add_argument("--torrents", type=int, default=10_000)
     p.add_argument("--peers", type=int, default=100_000)
     p.add_argument("--connections", type=int, default=128)
+    if keep_alive_help:
+        p.add_argument("--keep-alive", action="store_true", help=keep_alive_help)
     p.add_argument("--user-agent", default="qBittorrent/4.6.5")
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--bench-cpus", default="1")
@@ -213,23 +240,55 @@ def main():
     p.add_argument("--no-udp", action="store_true")
     p.add_argument("--commit", default="unknown")
     args = p.parse_args()
-    if not args.shoal and not args.u3a:
-        sys.exit("nothing to run: give --shoal, --u3a or both")
+    if not args.shoal and not getattr(args, rival):
+        sys.exit(f"nothing to run: give --shoal, --{rival} or both")
+    return args
+
+
+def load(args, db, work):
+    """The site's tables (`--ddl`) and `--users` passkeys and `--torrents` info hashes from
+    shoal-bench: (the passkeys file, the passkeys, the hashes)."""
+    db.load_ddl(args.ddl)
+    passkeys = os.path.join(work, "passkeys.txt")
+    with open(passkeys, "w") as f:
+        subprocess.run([args.bench, "passkeys", "--count", str(args.users)], stdout=f,
+                       check=True)
+    keys = open(passkeys).read().split()
+    hashes = subprocess.run([args.bench, "info-hashes", "--torrents",
+                             str(args.torrents)], capture_output=True, text=True,
+                            check=True).stdout.split()
+    return passkeys, keys, hashes
+
+
+def run_rounds(args, db, trackers, passkeys, out, run=None, stops=False):
+    """`--rounds` rounds, each (tracker, protocol) of `trackers` once a round in turn, each
+    run (`run`, default one_run) printed as it ends (with its stop time where `stops`).
+    Returns the runs."""
+    run = run or one_run
+    runs = []
+    for round_no in range(1, args.rounds + 1):
+        for tracker, protocol in trackers:
+            r = run(args, db, tracker, protocol, passkeys, out, round_no)
+            runs.append(r)
+            print(f"round {round_no} {r['contender']}: "
+                  f"{r['responses_per_second']:,.0f}/s, "
+                  f"{(r['responses_per_tracker_cpu_second'] or 0):,.0f} per tracker "
+                  f"CPU-s, DB {r['db_write_statements_per_second']:.1f} statements/s "
+                  f"{r['db_rows_written_per_second']:,.0f} rows/s, "
+                  + (f"stop {r['stop_seconds']:.1f} s, " if stops else "")
+                  + f"errors {r['errors'] or 0}", flush=True)
+    return runs
+
+
+def main():
+    args = options(__doc__.split("\n")[0], "UNIT3D's", "u3a", "UNIT3D-Announce")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     work = site.tempdir("unit3d-speed-")
     db = site.MariaDB(os.path.join(work, "db"), cpus=args.db_cpus).start()
     trackers = []
     try:
-        db.load_ddl(args.ddl)
-        passkeys = os.path.join(work, "passkeys.txt")
-        with open(passkeys, "w") as f:
-            subprocess.run([args.bench, "passkeys", "--count", str(args.users)], stdout=f,
-                           check=True)
-        keys = open(passkeys).read().split()
-        hashes = subprocess.run([args.bench, "info-hashes", "--torrents",
-                                 str(args.torrents)], capture_output=True, text=True,
-                                check=True).stdout.split()
+        passkeys, keys, hashes = load(args, db, work)
         groups = site.insert_groups(db)
         site.insert_users(db, keys, groups["user"])
         site.insert_torrents(db, hashes, uploader=1)
@@ -252,17 +311,7 @@ def main():
             trackers.append((u3a, "http"))
         if args.shoal and not args.no_udp:
             trackers.append((shoal, "udp"))
-        runs = []
-        for round_no in range(1, args.rounds + 1):
-            for tracker, protocol in trackers:
-                r = one_run(args, db, tracker, protocol, passkeys, out, round_no)
-                runs.append(r)
-                print(f"round {round_no} {r['contender']}: "
-                      f"{r['responses_per_second']:,.0f}/s, "
-                      f"{(r['responses_per_tracker_cpu_second'] or 0):,.0f} per tracker "
-                      f"CPU-s, DB {r['db_write_statements_per_second']:.1f} statements/s "
-                      f"{r['db_rows_written_per_second']:,.0f} rows/s, errors "
-                      f"{r['errors'] or 0}", flush=True)
+        runs = run_rounds(args, db, trackers, passkeys, out)
         for tracker, _ in trackers:
             log = os.path.join(tracker.workdir, "tracker.log")
             if os.path.exists(log):

@@ -51,32 +51,25 @@ last; exits non-zero on any failure.
 import os
 import secrets
 import socket
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 import db_servers  # noqa: E402
 import libtorrent_private  # noqa: E402
 import libtorrent_private_accounting  # noqa: E402
+import lt_site  # noqa: E402
 import lt_swarm  # noqa: E402
-from libtorrent_private import (PIECE, TCP_AND_UDP, TOKEN, PrivateTracker, Swarm, check_no_passkeys,  # noqa: E402
-                                finish, hashes, make_torrent, reported)
-from libtorrent_private_accounting import Scenario, options  # noqa: E402
-from libtorrent_private_postgres import outage  # noqa: E402
-from libtorrent_unit3d import SiteDb, SiteError, near, reannounce, set_limits, wait_done  # noqa: E402
-from lt_swarm import REPO, Results, free_port, log, write_payload  # noqa: E402
+from libtorrent_private import PIECE, TCP_AND_UDP, TOKEN, PrivateTracker, Swarm, finish  # noqa: E402
+from lt_site import CLIENTS, UPLOADER, SiteDb, SiteScenario, near  # noqa: E402
+from lt_swarm import REPO, free_port  # noqa: E402
 
 FIXTURE = os.path.join(REPO, "tests/fixtures/gazelle.sql")
 # The sql_mode of Gazelle's development setup (its docker-compose.yml), set on the server
 # every time it starts.
 SQL_MODE = "STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
 SCENARIOS = ["http", "udp", "ipv6", "freeleech", "neutral", "token", "refusals", "outage", "restart"]
-AGENT = "libtorrent/2.0.8.0"  # python3-libtorrent's User-Agent (settings user_agent)
-UPLOADER = 1  # the user who uploaded every torrent
 STARTING_UPLOAD = 3 << 30  # what a new Gazelle account starts with (its STARTING_UPLOAD)
-CLIENTS = ("seeder", "leecher")
 SITE_PASSWORD = secrets.token_hex(16)  # 32 characters, as Gazelle's TRACKER_SECRET
 REPORT_PASSWORD = secrets.token_hex(16)
 
@@ -103,15 +96,9 @@ class GazelleDb(SiteDb):
     DDL) and the rows the site inserts, read and written with the `mariadb` client."""
 
     def __init__(self, server, name):
-        self.server = server
-        self.name = name
-        self.url = server.create_database(name)
-        with open(FIXTURE) as f:
-            self.execute(f.read())
-        self.execute("insert into torrents_group (ID, CategoryID, Name, WikiBody, WikiImage) "
-                     "values (1, 1, 'An album', 'About it.', '')")
-        self.passkeys = []
-        self.add_user(UPLOADER, "uploader")
+        super().__init__(server, name, FIXTURE,
+                         "insert into torrents_group (ID, CategoryID, Name, WikiBody, WikiImage) "
+                         "values (1, 1, 'An album', 'About it.', '')")
 
     def add_user(self, user_id, name):
         """An enabled member as the site registers one (with its `users_leech_stats` row and
@@ -194,28 +181,21 @@ class GazelleTracker(PrivateTracker):
         return f"{proto}://{host}/{passkey}/announce"
 
 
-class GazelleScenario(Scenario):
+class GazelleScenario(SiteScenario):
     """A scenario's seeder and leecher (members `first_user` and the next) and its torrent
     (v1: Gazelle keeps one info hash per torrent), inserted in the site's tables before
     shoal starts. `v6`: both clients on [::1]."""
 
+    swarm_class = GSwarm
+
     def __init__(self, res, site, args, base, label, first_user, torrent_id, size_mib=None, free="0",
                  token=False, v6=False):
-        self.res, self.site, self.args, self.label, self.v6 = res, site, args, label, v6
-        self.tracker = None
-        self.dir = os.path.join(base, label)
-        self.seeder, self.leecher = first_user, first_user + 1
-        self.keys = {u: site.add_user(u, f"{label}{u}") for u in (self.seeder, self.leecher)}
-        path, self.payload = write_payload(os.path.join(self.dir, "seeder"), (size_mib or args.size_mib) << 20)
-        self.ti = make_torrent(path, hybrid=False)
-        self.torrent_id = torrent_id
+        self.v6 = v6
+        super().__init__(res, site, args, base, label, first_user, torrent_id, size_mib)
         self.free, self.token = free, token
-        site.add_torrent(torrent_id, hashes(self.ti)[0], free)
+        site.add_torrent(torrent_id, self.info_hash, free)
         if token:
             site.add_token(self.leecher, torrent_id)
-        self.registered = True
-        self.ports = {}
-        self.protos = {}
 
     def url(self, proto, user):
         return self.tracker.url(proto, self.keys[user], self.v6)
@@ -226,21 +206,7 @@ class GazelleScenario(Scenario):
             return 0, 0
         return 1, (0 if self.free == "1" or self.token else 1)
 
-    def run(self, seed_proto, leech_proto, **kw):
-        self.protos = {"seeder": seed_proto, "leecher": leech_proto}
-        return super().run(seed_proto, leech_proto, **kw)
-
-    def note_ports(self, swarm):
-        for name in CLIENTS:
-            self.ports[name] = swarm.clients[name][0].listen_port()
-
-    def live(self, swarm):
-        """While both clients run (the leecher slowed down): a flush writes the torrent's
-        figures and both clients' rows, active."""
-        self.note_ports(swarm)
-        if not self.flush():
-            return False
-        t, peers = self.site.torrent(self.torrent_id), self.site.peers(self.torrent_id)
+    def check_live(self, t, peers):
         leecher = peers.get(self.leecher, [{}])[-1]
         self.res.check(f"{self.label}: while both run, `torrents_leech_stats` has Seeders 1, Leechers 1, last_action "
                        "set, and `xbt_files_users` the two clients, active, the leecher with something remaining",
@@ -248,10 +214,6 @@ class GazelleScenario(Scenario):
                        and set(peers) == {self.seeder, self.leecher}
                        and all(r["active"] == "1" for rows in peers.values() for r in rows)
                        and int(leecher.get("remaining", 0)) > 0, f"torrent {t}, peers {peers}")
-        return True
-
-    def agent(self, role):
-        return AGENT if self.protos[role] == "http" else "shoal/udp"
 
     def address(self):
         return "::1" if self.v6 else "127.0.0.1"
@@ -310,43 +272,48 @@ class GazelleScenario(Scenario):
                       and rows[-1]["remaining"] == "0", f"{rows}, libtorrent {up}/{down}")
 
 
-def transfers(res, tracker, scenarios):
-    for label, seed_proto, leech_proto in (("http", "http", "http"), ("udp", "udp", "udp"),
-                                           ("ipv6", "udp", "http"), ("freeleech", "udp", "http"),
-                                           ("neutral", "http", "udp")):
-        s = scenarios.get(label)
-        if s is None:
-            continue
-        s.tracker = tracker
-        moved = s.run(seed_proto, leech_proto, rate=512 << 10, during=s.live)
-        s.check_rows(moved)
-        if moved and label in ("freeleech", "neutral"):
-            res.check(f"{label}: the leecher really downloaded (libtorrent's counter is the file's size or more)",
-                      moved["leecher"][1] >= len(s.payload), f"{moved['leecher'][1]} bytes")
+    # The restart scenario (lt_site.restart): a start on the same database and state file.
+    restart_sources = False
 
+    def restart_unwritten(self):
+        site = self.site
+        return site.user(self.seeder) == (0, 0) and site.user(self.leecher) == (0, 0) \
+            and not site.peers(self.torrent_id)
 
-def refusals(res, tracker, args, base, user_key):
-    """Ocelot's refusals as libtorrent shows them: a passkey no member has, an info hash the
-    site does not know."""
-    path, payload = write_payload(os.path.join(base, "refusals", "seed"), 1 << 20)
-    ti = make_torrent(path, hybrid=False)
-    swarm = GSwarm(res, "refusals", ti, payload, os.path.join(base, "refusals"), args.verbose)
-    wrong = secrets.token_hex(16)
-    tracker.passkeys.append(wrong)
-    try:
-        for name, key, reason in (("stranger", wrong, "Passkey not found"),
-                                  ("unknown", user_key, "Unregistered torrent")):
-            swarm.join(name, tracker.url("http", key), seed=False)
-            refused = swarm.wait_error(name)
-            replies = swarm.pump.count(name, "tracker_reply_alert")
-            res.check(f"refusals: {name}: refused over HTTP with \"{reason}\", no reply",
-                      refused is not None and refused["reason"] == reason and replies == 0,
-                      f"{refused}, {replies} replies")
-            swarm.leave(name)
-    finally:
-        for name in list(swarm.clients):
-            swarm.leave(name)
+    def check_after_sigterm(self, announced):
+        res, site, tid = self.res, self.site, self.torrent_id
+        (up, _), (_, down), t = site.user(self.seeder), site.user(self.leecher), site.torrent(tid)
+        peers = {u: rows[-1] for u, rows in site.peers(tid).items()}
+        res.check("restart: right after SIGTERM, `users_leech_stats` holds what both clients had announced "
+                  "(within one piece)", near(up, announced["seeder"][0]) and near(down, announced["leecher"][1]),
+                  f"seeder uploaded {up}, leecher downloaded {down}, announced {announced}")
+        res.check("restart: right after SIGTERM, `torrents_leech_stats` has Seeders 1, Leechers 1 and "
+                  "`xbt_files_users` both clients, active, with their announced totals",
+                  (t["Seeders"], t["Leechers"]) == ("1", "1") and set(peers) == {self.seeder, self.leecher}
+                  and all(p["active"] == "1" for p in peers.values())
+                  and near(peers[self.seeder]["uploaded"], announced["seeder"][0])
+                  and near(peers[self.leecher]["downloaded"], announced["leecher"][1]), f"{t}, {peers}")
 
+    def start_again(self, tracker):
+        return self.res.check("restart: shoal starts again on the same database and state file", tracker.start())
+
+    def check_newcomer(self, swarm, since):
+        self.res.check("restart: a new member's client is served by the new process", swarm.wait_reply("newcomer"))
+
+    def check_restart_rows(self, moved, newcomer_id, away):
+        res, site, tid = self.res, self.site, self.torrent_id
+        for name, user, i in (("seeder", self.seeder, 0), ("leecher", self.leecher, 1), ("newcomer", newcomer_id, 1)):
+            got, want = site.user(user)[i], moved[name][i]
+            what = "Uploaded" if i == 0 else "Downloaded"
+            res.check(f"restart: {name}'s `users_leech_stats` {what} gained everything libtorrent moved over both "
+                      "runs, within one piece (nothing lost, nothing twice)", near(got, want),
+                      f"gained {got}, libtorrent {want}")
+        t = site.torrent(tid)
+        res.check("restart: `torrents_leech_stats` has Seeders 0, Leechers 0, Snatched 2 (the leecher and the new "
+                  "client)", (t["Seeders"], t["Leechers"], t["Snatched"]) == ("0", "0", "2"), f"{t}")
+        res.check("restart: `xbt_snatched` has the leecher's and the new client's rows",
+                  [r["uid"] for r in site.snatches(tid)] == sorted([str(self.leecher), str(newcomer_id)]),
+                  f"{site.snatches(tid)}")
 
 def token(res, tracker, s):
     """The leecher holds a token: it is stopped halfway without announcing before (its
@@ -367,7 +334,7 @@ def token(res, tracker, s):
         return res.check("token: the leecher, started again in a new session, gets a reply with >= 1 peer",
                          swarm.wait_reply("leecher", since=since, min_peers=1))
 
-    moved = s.run("http", "http", rate=512 << 10, at=0.5, during=halfway)
+    moved = s.run("http", "http", rate=lt_site.SLOW, at=0.5, during=halfway)
     if moved and first:
         size = len(s.payload)
         res.check("token: the leecher's download came in two runs, each a part of the file",
@@ -375,89 +342,6 @@ def token(res, tracker, s):
                   f"first run {first[0][1]}, second {moved['leecher'][1]} of {size}")
         moved["leecher"] = [a + b for a, b in zip(moved["leecher"], first[0])]
     s.check_rows(moved)
-
-
-def restart(res, tracker, s, newcomer_id, newcomer_key):
-    """SIGTERM in the middle of a transfer, then a start on the same database and state."""
-    label, site, tid, args = s.label, s.site, s.torrent_id, s.args
-    s.tracker = tracker
-    s.protos = {"seeder": "http", "leecher": "udp"}
-    swarm = GSwarm(res, label, s.ti, s.payload, s.dir, args.verbose)
-    away = 0
-    try:
-        swarm.join("seeder", s.url("http", s.seeder), seed=True)
-        if not res.check("restart: seeder (http) gets a tracker reply", swarm.wait_reply("seeder")):
-            return
-        swarm.join("leecher", s.url("udp", s.leecher), seed=False, download_rate_limit=512 << 10)
-        if not res.check("restart: leecher (udp) gets a reply with >= 1 peer",
-                         swarm.wait_reply("leecher", min_peers=1)):
-            return
-        s.note_ports(swarm)
-        if not res.check("restart: leecher reaches 30%", swarm.wait(lambda: swarm.progress("leecher") >= 0.3,
-                                                                    args.timeout)):
-            return
-        # Hold the transfer still while both announce, so that what they announced is known.
-        set_limits(swarm, CLIENTS, 1)
-        swarm.wait(lambda: None, 1.0)
-        announced = {n: reported(swarm.handle(n).status()) for n in CLIENTS}
-        if not reannounce(swarm, CLIENTS, "before SIGTERM", res):
-            return
-        res.check("restart: nothing of this scenario is written before SIGTERM (no flush ran)",
-                  site.user(s.seeder) == (0, 0) and site.user(s.leecher) == (0, 0) and not site.peers(tid))
-        status = tracker.sigterm()
-        res.check("restart: shoal exits with status 0 within 30 s of SIGTERM", status == 0, f"status {status}")
-        (up, _), (_, down), t = site.user(s.seeder), site.user(s.leecher), site.torrent(tid)
-        peers = {u: rows[-1] for u, rows in site.peers(tid).items()}
-        res.check("restart: right after SIGTERM, `users_leech_stats` holds what both clients had announced "
-                  "(within one piece)", near(up, announced["seeder"][0]) and near(down, announced["leecher"][1]),
-                  f"seeder uploaded {up}, leecher downloaded {down}, announced {announced}")
-        res.check("restart: right after SIGTERM, `torrents_leech_stats` has Seeders 1, Leechers 1 and "
-                  "`xbt_files_users` both clients, active, with their announced totals",
-                  (t["Seeders"], t["Leechers"]) == ("1", "1") and set(peers) == {s.seeder, s.leecher}
-                  and all(p["active"] == "1" for p in peers.values())
-                  and near(peers[s.seeder]["uploaded"], announced["seeder"][0])
-                  and near(peers[s.leecher]["downloaded"], announced["leecher"][1]), f"{t}, {peers}")
-        # The transfer goes on while shoal is away.
-        set_limits(swarm, CLIENTS, 0)
-        swarm.handle("leecher").set_download_limit(512 << 10)
-        swarm.wait(lambda: None, 3.0)
-        if not res.check("restart: shoal starts again on the same database and state file", tracker.start()):
-            return
-        away = reported(swarm.handle("leecher").status())[1] - announced["leecher"][1]
-        log(f"restart: {away} bytes moved while shoal was away")
-        swarm.join("newcomer", tracker.url("http", newcomer_key), seed=False)
-        res.check("restart: a new member's client is served by the new process", swarm.wait_reply("newcomer"))
-        if not reannounce(swarm, CLIENTS, "after the restart", res):
-            return
-        swarm.handle("leecher").set_download_limit(0)
-        finished, sources = wait_done(swarm, ("leecher", "newcomer"), args.timeout)
-        for name in ("leecher", "newcomer"):
-            swarm.check_bytes(name, f"restart: {name} downloads the file and its bytes equal the seed's", finished)
-        if not finished:
-            return
-        moved = swarm.stop(["seeder", "leecher", "newcomer"])
-        if not res.check("restart: the stopped announces of the three clients are answered", moved is not None):
-            return
-    finally:
-        for name in list(swarm.clients):
-            swarm.leave(name)
-    if not s.flush():
-        return
-    if away <= 2 * PIECE:
-        print(f"  NOTE restart: only {away} bytes moved while shoal was away this run; the totals are still checked",
-              flush=True)
-    for name, user, i in (("seeder", s.seeder, 0), ("leecher", s.leecher, 1), ("newcomer", newcomer_id, 1)):
-        got, want = site.user(user)[i], moved[name][i]
-        what = "Uploaded" if i == 0 else "Downloaded"
-        res.check(f"restart: {name}'s `users_leech_stats` {what} gained everything libtorrent moved over both runs, "
-                  "within one piece (nothing lost, nothing twice)", near(got, want),
-                  f"gained {got}, libtorrent {want}")
-    t = site.torrent(tid)
-    res.check("restart: `torrents_leech_stats` has Seeders 0, Leechers 0, Snatched 2 (the leecher and the new client)",
-              (t["Seeders"], t["Leechers"], t["Snatched"]) == ("0", "0", "2"), f"{t}")
-    res.check("restart: `xbt_snatched` has the leecher's and the new client's rows",
-              [r["uid"] for r in site.snatches(tid)] == sorted([str(s.leecher), str(newcomer_id)]),
-              f"{site.snatches(tid)}")
 
 
 def start_server():
@@ -474,69 +358,40 @@ def start_server():
     return server
 
 
-def main():
-    args = options(__doc__, extra_scenarios=[s for s in SCENARIOS if s not in ("transfer", "freeleech", "restart")])
-    args.which = args.only or SCENARIOS
-    if "transfer" in args.which:  # the accounting tests' name for the plain transfers
-        args.which += ["http", "udp"]
+def test(res, args, server, base, trackers):
     if not socket.has_ipv6:
         args.which = [s for s in args.which if s != "ipv6"]
-    try:
-        server = start_server()
-    except (db_servers.ServerError, OSError, subprocess.SubprocessError) as e:
-        if os.environ.get("SHOAL_SKIP_DB_SERVERS") == "1":
-            print(f"SKIPPED (SHOAL_SKIP_DB_SERVERS=1): MariaDB could not be installed or started: {e}")
-            print("0 passed, 0 failed")
-            return 0
-        res = Results()
-        res.check("MariaDB is installed and started on a free loopback port", False, str(e))
-        return res.summary()
-    log(f"MariaDB on 127.0.0.1:{server.port}, data in {server.dir}")
-    res = Results()
-    tmp = tempfile.TemporaryDirectory(prefix="shoal-lt-gazelle-")
-    tracker = None
-    try:
-        site = GazelleDb(server, "gazelle_lt")
-        mode = site.rows("select @@session.sql_mode as mode")[0]["mode"]
-        res.check("the site's database has Gazelle's tables, in Gazelle's strict sql_mode",
-                  all(m in mode.split(",") for m in SQL_MODE.split(",")), mode)
-        base = tmp.name
-        scenarios = {}
-        for label, first_user, tid, kw in (("http", 10, 100, {}), ("udp", 20, 101, {}), ("ipv6", 30, 102, {"v6": True}),
-                                           ("freeleech", 40, 103, {"free": "1"}), ("neutral", 50, 104, {"free": "2"}),
-                                           ("token", 60, 105, {"token": True}),
-                                           ("outage", 70, 106, {"size_mib": args.size_mib + 2}),
-                                           ("restart", 80, 107, {"size_mib": args.size_mib + 2})):
-            if label in args.which:
-                scenarios[label] = GazelleScenario(res, site, args, base, label, first_user, tid, **kw)
-        newcomer = site.add_user(82, "newcomer")
-        tracker = GazelleTracker(res, base, site.url)
-        tracker.passkeys.extend(site.passkeys + [SITE_PASSWORD, REPORT_PASSWORD])
-        if not res.check("shoal starts with --schema gazelle on the site's database", tracker.start()):
-            return res.summary()
-        transfers(res, tracker, scenarios)
-        if "token" in args.which:
-            token(res, tracker, scenarios["token"])
-        if "refusals" in args.which:
-            refusals(res, tracker, args, base, site.passkeys[0])
-        if "outage" in args.which:
-            s = scenarios["outage"]
-            s.tracker = tracker
-            during = outage(res, tracker, server)
-            s.check_rows(s.run("udp", "http", rate=512 << 10, at=0.2,
-                               during=lambda swarm: s.note_ports(swarm) or during(swarm)))
-        if "restart" in args.which:
-            restart(res, tracker, scenarios["restart"], 82, newcomer)
-        if tracker.tracker is not None:
-            check_no_passkeys(res, tracker, tracker.passkeys)
-    except (SiteError, db_servers.ServerError) as e:
-        res.check("the site's database answers", False, str(e))
-    finally:
-        if tracker is not None:
-            tracker.stop()
-        tmp.cleanup()
-        server.close()
-    return res.summary()
+    site = GazelleDb(server, "gazelle_lt")
+    mode = site.sql_mode()
+    res.check("the site's database has Gazelle's tables, in Gazelle's strict sql_mode",
+              all(m in mode.split(",") for m in SQL_MODE.split(",")), mode)
+    scenarios = {}
+    for label, first_user, tid, kw in (("http", 10, 100, {}), ("udp", 20, 101, {}), ("ipv6", 30, 102, {"v6": True}),
+                                       ("freeleech", 40, 103, {"free": "1"}), ("neutral", 50, 104, {"free": "2"}),
+                                       ("token", 60, 105, {"token": True}),
+                                       ("outage", 70, 106, {"size_mib": args.size_mib + 2}),
+                                       ("restart", 80, 107, {"size_mib": args.size_mib + 2})):
+        if label in args.which:
+            scenarios[label] = GazelleScenario(res, site, args, base, label, first_user, tid, **kw)
+    newcomer = site.add_user(82, "newcomer")
+    tracker = GazelleTracker(res, base, site.url)
+    tracker.passkeys.extend(site.passkeys + [SITE_PASSWORD, REPORT_PASSWORD])
+    if not lt_site.start_tracker(res, trackers, tracker, "gazelle"):
+        return
+    lt_site.transfers(res, tracker, scenarios, (("http", "http", "http"), ("udp", "udp", "udp"),
+                                                ("ipv6", "udp", "http"), ("freeleech", "udp", "http"),
+                                                ("neutral", "http", "udp")), ("freeleech", "neutral"))
+    if "token" in args.which:
+        token(res, tracker, scenarios["token"])
+    if "refusals" in args.which:
+        # Ocelot's refusals as libtorrent shows them.
+        lt_site.refusals(res, tracker, GSwarm, args, base, site.passkeys[0], "Passkey not found",
+                         "Unregistered torrent")
+    lt_site.last_scenarios(res, args, tracker, server, scenarios, (82, newcomer))
+
+
+def main():
+    return lt_site.main(__doc__, SCENARIOS, "shoal-lt-gazelle-", test, start=start_server)
 
 
 if __name__ == "__main__":

@@ -83,20 +83,31 @@ def outage(res, tracker, server, hold_s=6.0):
     return during
 
 
-def main(kind="postgres"):
+def start_server(kind, start=None):
+    """The test's database server (`kind`, started by `start` where given): (server, None),
+    or (None, the test's exit status) where it cannot be installed or started: a failed
+    check, or a skip (status 0) under SHOAL_SKIP_DB_SERVERS=1."""
     name = NAMES[kind]
-    args = options(__doc__.replace("PostgreSQL", name), extra_scenarios=["outage"])
     try:
-        server = db_servers.start(kind)
+        server = start() if start is not None else db_servers.start(kind)
     except (db_servers.ServerError, OSError, subprocess.SubprocessError) as e:
         if os.environ.get("SHOAL_SKIP_DB_SERVERS") == "1":
             print(f"SKIPPED (SHOAL_SKIP_DB_SERVERS=1): {name} could not be installed or started: {e}")
             print("0 passed, 0 failed")
-            return 0
+            return None, 0
         res = Results()
         res.check(f"{name} is installed and started on a free loopback port", False, str(e))
-        return res.summary()
+        return None, res.summary()
     log(f"{name} on 127.0.0.1:{server.port}, data in {server.dir}")
+    return server, None
+
+
+def main(kind="postgres"):
+    name = NAMES[kind]
+    args = options(__doc__.replace("PostgreSQL", name), extra_scenarios=["outage"])
+    server, status = start_server(kind)
+    if server is None:
+        return status
 
     def body(res, tracker, directory):
         accounting(res, tracker, args, directory)
