@@ -318,18 +318,66 @@ async fn small_buffer_client(addr: SocketAddr, small_send: bool) -> Client {
 }
 
 /// Peer 2 of torrent 1 announces `rounds` times with one 30 kB offer, which goes to peer 1
-/// (the torrent's seeder, its only other peer); the offerer is answered every time,
-/// whatever its recipient does.
-async fn offers_to_peer_1(addr: SocketAddr, rounds: u32) -> Client {
+/// (the torrent's seeder, its only other peer) while peer 1's queue has room; each
+/// announce is followed by a scrape, whose reply paces the next. Returns the offerer and
+/// how many of its announces were answered: not those whose offer found no room (see
+/// `an_announce_whose_offers_find_no_room_is_not_answered`).
+async fn offers_to_peer_1(addr: SocketAddr, rounds: u32) -> (Client, u32) {
     let mut offerer = connect(addr).await;
+    // Two messages a round: without this the second waits for the delayed ACK of the
+    // first, and 300 rounds outlast the slow reader's `send_timeout`.
+    if let MaybeTlsStream::Plain(tcp) = offerer.get_ref() {
+        tcp.set_nodelay(true).unwrap();
+    }
     let big_sdp = "x".repeat(30_000);
+    let mut answered = 0;
     for round in 0..rounds {
         let mut v = announce(ih(1), pid(2), Some(5), "update");
         v["offers"] = json!([{"offer_id": bin(&[(round % 250) as u8 + 1; 20]), "offer": {"type": "offer", "sdp": big_sdp}}]);
-        let r = request(&mut offerer, v).await;
-        assert_eq!(r["complete"], 1, "{r}");
+        send(&mut offerer, v).await;
+        send(
+            &mut offerer,
+            json!({"action": "scrape", "info_hash": bin(&ih(1))}),
+        )
+        .await;
+        loop {
+            let r = recv(&mut offerer).await;
+            if r["action"] == "scrape" {
+                break;
+            }
+            assert_eq!(r["complete"], 1, "{r}");
+            answered += 1;
+        }
     }
-    offerer
+    (offerer, answered)
+}
+
+/// Under overload the tracker sheds the reply to an announce none of whose offers could
+/// go: here the only peer that could take one has a full queue (it stopped reading). The
+/// announce is still recorded, and once a peer with room is there the offerer's announces
+/// are answered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announce_whose_offers_find_no_room_is_not_answered() {
+    let h = start(|ws| ws.outgoing_queue = 4);
+    let mut stuck = small_buffer_client(h.addr, false).await;
+    request(&mut stuck, announce(ih(1), pid(1), Some(0), "started")).await;
+    let (mut offerer, answered) = offers_to_peer_1(h.addr, 300).await;
+    // The first offers went (the buffers and the queue took them), the rest had no room.
+    assert!((1..300).contains(&answered), "{answered} of 300 answered");
+    assert!(h.has_peer(1, 2));
+    // A seeder that reads joins: the offerer's next offer goes to it, and is answered.
+    let mut reader = h.joined(1, 3, 0).await;
+    let r = request(
+        &mut offerer,
+        with_offers(announce(ih(1), pid(2), Some(5), "update"), &[7]),
+    )
+    .await;
+    assert_eq!(r["complete"], 2, "{r}");
+    let offer = recv(&mut reader).await;
+    assert_eq!(offer["peer_id"], bin(&pid(2)), "{offer}");
+    // An announce without offers is always answered.
+    let r = request(&mut offerer, announce(ih(1), pid(2), Some(5), "update")).await;
+    assert_eq!(r["complete"], 2, "{r}");
 }
 
 /// A slow reader whose queue fills up while offers keep coming (a desktop client busy
@@ -345,7 +393,7 @@ async fn a_slow_reader_loses_relays_not_its_connection_and_a_stopped_one_times_o
         // The slow reader: small receive buffer, does not read after its announce.
         let mut slow = small_buffer_client(h.addr, false).await;
         request(&mut slow, announce(ih(1), pid(1), Some(0), "started")).await;
-        let _offerer = offers_to_peer_1(h.addr, 300).await;
+        let _offerer = offers_to_peer_1(h.addr, 300).await.0;
         if send_timeout == 1 {
             eventually("the reader that stopped reading closed", || {
                 !h.has_peer(1, 1)
@@ -387,7 +435,7 @@ async fn an_answer_to_a_busy_offerer_goes_before_its_replies_and_offers() {
     // The answerer, alone in torrent 2.
     let mut answerer = h.joined(2, 3, 5).await;
     // Another peer's big offers back up the offerer's socket and fill its offer queue.
-    let _offers = offers_to_peer_1(h.addr, 300).await;
+    let _offers = offers_to_peer_1(h.addr, 300).await.0;
     // It offers in torrent 2 without reading the reply; the answerer answers.
     send(
         &mut busy,
@@ -435,7 +483,7 @@ async fn a_client_reading_one_message_per_message_it_sends_keeps_its_connection(
     request(&mut lockstep, announce(ih(1), pid(1), Some(0), "started")).await;
     // Another peer's offers pile up for it: more than the tracker's send buffer can take
     // (4 MiB at most on Linux).
-    let _offerer = offers_to_peer_1(h.addr, 200).await;
+    let _offerer = offers_to_peer_1(h.addr, 200).await.0;
     // Now it sends large messages (an unknown field pads them), reading one after each.
     let pad = "y".repeat(50_000);
     for _ in 0..100 {

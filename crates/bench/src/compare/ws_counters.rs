@@ -145,7 +145,7 @@ fn row(name: &str, r: &GeneratorRun) -> String {
         })
         .sum();
     format!(
-        "| {name} | {} | {} | {} | {} | {} | {share} | {} | {} | {} | {} | {sent} | {} |\n",
+        "| {name} | {} | {} | {} | {} | {} | {share} | {} | {} | {} | {} | {} | {sent} | {} |\n",
         describe(r.point),
         r.round + 1,
         r.rates
@@ -157,6 +157,7 @@ fn row(name: &str, r: &GeneratorRun) -> String {
         n(relayed("offer", "dropped")),
         n(relayed("offer", "shed")),
         n(sum(c, "shoal_ws_replies_dropped_total", &[])),
+        n(sum(c, "shoal_ws_replies_shed_total", &[])),
         n(closed),
     )
 }
@@ -187,13 +188,14 @@ pub fn section(cmp: &Comparison) -> String {
          Answers and offers: `shoal_ws_relayed_total` by result (`ok` queued for the \
          recipient, `dropped` its queue was full, offers `shed` not relayed, the offerer \
          having no room left for their answers); replies dropped: `shoal_ws_replies_dropped_total`; \
+         replies shed (announces none of whose offers could go): `shoal_ws_replies_shed_total`; \
          failure reasons: `shoal_ws_failures_total` by reason; closed by the tracker: \
          `shoal_ws_disconnects_total` for {} (the load generator's own closing when it \
          exits counts as `closed` or `error`).\n\n\
          | Contender | Load | Round | Error responses/s | Answers relayed | Answers dropped | \
          Answers dropped, share | Offers relayed | Offers dropped | Offers shed | \
-         Replies dropped | Failure reasons sent | Connections closed by the tracker |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         Replies dropped | Replies shed | Failure reasons sent | Connections closed by the tracker |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         CLOSED_BY_TRACKER.join(", ")
     );
     out.push_str(&rows);
@@ -210,6 +212,7 @@ mod tests {
         shoal_ws_relayed_total{message=\"offer\",result=\"ok\"} 5000\n\
         shoal_ws_relayed_total{message=\"offer\",result=\"shed\"} 70\n\
         shoal_ws_replies_dropped_total 1234\n\
+        shoal_ws_replies_shed_total 56\n\
         shoal_ws_failures_total{reason=\"malformed\"} 0\n\
         shoal_ws_failures_total{reason=\"no_such_offer\"} 3\n\
         shoal_ws_disconnects_total{reason=\"closed\"} 16\n\
@@ -219,7 +222,7 @@ mod tests {
     #[test]
     fn only_the_ws_series_are_kept_and_a_round_reads_as_a_row() {
         let c = ws_series(METRICS);
-        assert_eq!(c.len(), 10);
+        assert_eq!(c.len(), 11);
         assert_eq!(
             sum(&c, "shoal_ws_relayed_total", &["message=\"answer\""]),
             1000.0
@@ -236,7 +239,7 @@ mod tests {
         let row = row("shoal", &run);
         assert!(
             row.starts_with(
-                "| shoal | 0 workers | 3 | 0.0 | 990 | 10 | 1.00% | 5,000 | 0 | 70 | 1,234 | "
+                "| shoal | 0 workers | 3 | 0.0 | 990 | 10 | 1.00% | 5,000 | 0 | 70 | 1,234 | 56 | "
             ),
             "{row}"
         );

@@ -183,6 +183,12 @@ fn describe(r: &dyn Recorder) {
         0,
     );
     d(
+        "shoal_ws_replies_shed_total",
+        None,
+        "WebTorrent announces not answered under overload: none of their offers could be relayed (no places left for their answers, or every peer that could take one had a full queue).",
+        0,
+    );
+    d(
         "shoal_ws_failures_total",
         None,
         "WebTorrent failure reasons sent to clients, by reason (every reason listed, from zero).",

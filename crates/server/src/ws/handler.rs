@@ -232,6 +232,7 @@ fn announce(
         a.numwant
             .map_or(usize::MAX, |n| n.min(usize::MAX as u64) as usize),
     );
+    let wanted = n;
     if n > 0 {
         let room = ctx.registry.answer_room(conn.id, now);
         if n > room {
@@ -259,12 +260,17 @@ fn announce(
         now,
     };
     // Offers go only to peers that can take them now (a remote peer's node decides there).
+    let passed_over = std::cell::Cell::new(false);
     let announced = ctx.core.announce_webrtc(
         &announce,
         conn.id,
         &conn.offer_ids,
         &mut conn.targets,
-        |to| is_remote(to) || ctx.registry.takes_offers(to),
+        |to| {
+            let takes = is_remote(to) || ctx.registry.takes_offers(to);
+            passed_over.set(passed_over.get() || !takes);
+            takes
+        },
     );
     let (outcome, answer) = match announced {
         Ok(served) => served,
@@ -335,6 +341,12 @@ fn announce(
         ctx.registry.offers_not_relayed(conn.id, not_queued, now);
     }
     count!("announce", "ok");
+    if conn.targets.is_empty() && (wanted > n || passed_over.get()) {
+        // Overload: none of the announce's offers could go, for want of places for their
+        // answers or of a peer with room in its queue. The reply is shed (see `outbox`).
+        shoal_tracker::fixed_counter!("shoal_ws_replies_shed_total").increment(1);
+        return Verdict::Continue;
+    }
     replies.push(
         AnnounceResponse {
             info_hash: a.info_hash,
