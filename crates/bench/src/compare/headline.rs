@@ -123,11 +123,21 @@ pub fn row(cmp: &Comparison) -> Result<String> {
             short(*theirs)
         );
         if cmp.protocol == "ws" {
-            if let (Some(a), Some(b)) = (
-                per_cpu(cmp, shoal, Some("announce")),
-                per_cpu(cmp, best, Some("announce")),
-            ) {
-                let _ = write!(cell, "; {:.2}x on announce responses", a / b);
+            let mut sep = "; ";
+            for (rate, what) in [
+                ("announce", "announce responses"),
+                ("offer", "offers relayed"),
+                ("answer", "answers relayed"),
+            ] {
+                if let (Some(a), Some(b)) = (
+                    per_cpu(cmp, shoal, Some(rate)),
+                    per_cpu(cmp, best, Some(rate)),
+                ) {
+                    if b > 0.0 {
+                        let _ = write!(cell, "{sep}{:.2}x on {what}", a / b);
+                        sep = ", ";
+                    }
+                }
             }
         }
         for (c, v) in rest {
@@ -233,7 +243,8 @@ mod tests {
         assert_eq!(
             row(&ws).unwrap(),
             "| WebTorrent over wss, `aquatic_ws_load_test`, 3 rounds | **1.27x aquatic_ws** on the \
-             load tester's total (83.6k vs 66.0k per CPU-s); 1.27x on announce responses |\n"
+             load tester's total (83.6k vs 66.0k per CPU-s); 1.27x on announce responses, \
+             1.27x on offers relayed |\n"
         );
         let mut udp = ws.clone();
         udp.protocol = "udp".into();
