@@ -120,7 +120,9 @@ impl AtOnce {
                 return Outcome::Upgrade(u);
             }
         };
-        let written = write_some(fd, &self.out, body, close);
+        // Not with bytes left unread: closing such a socket resets it, and a response held
+        // back for the FIN would be thrown away with it.
+        let written = write_some(fd, &self.out, body, close && leftover.is_empty());
         let total = self.out.len() + body.len();
         if written < total {
             let mut rest = Vec::with_capacity(total - written);
