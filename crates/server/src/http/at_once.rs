@@ -155,11 +155,14 @@ impl AtOnce {
 /// for long.)
 fn write_some(fd: std::os::fd::RawFd, head: &[u8], body: &[u8], closing: bool) -> usize {
     let mut written = 0;
-    let parts = [head, body];
-    let last = if body.is_empty() { 0 } else { 1 };
-    for (i, part) in parts.iter().enumerate().take(last + 1) {
+    let parts: &[&[u8]] = if body.is_empty() {
+        &[head]
+    } else {
+        &[head, body]
+    };
+    for (i, part) in parts.iter().enumerate() {
         let mut flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
-        if closing && i == last {
+        if closing && i + 1 == parts.len() {
             // nix does not name it.
             flags |= MsgFlags::from_bits_retain(libc::MSG_MORE);
         }
