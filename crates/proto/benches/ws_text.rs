@@ -1,6 +1,8 @@
 //! What checking a WebTorrent message's UTF-8 costs, with the standard library's
 //! `str::from_utf8` (what tungstenite runs on every text message a server receives) and
-//! with `simdutf8` (what some other WebSocket crates run).
+//! with `simdutf8` (what some other WebSocket crates run); then what parsing it costs, its
+//! offers read in full and with none or one of them read (`ws::parse_text_within`: the
+//! tracker reads no more offers than the connection has places for their answers).
 //!
 //! The messages are announces as `aquatic_ws_load_test` sends them: ten offers, each with
 //! a 20-byte offer id, and the info hash and peer id, all written as JSON strings of one
@@ -67,6 +69,30 @@ fn bench(c: &mut Criterion) {
             simdutf8::basic::from_utf8(std::hint::black_box(&messages[i])).is_ok()
         })
     });
+    let texts: Vec<&str> = messages
+        .iter()
+        .map(|m| std::str::from_utf8(m).unwrap())
+        .collect();
+    let mut i = 0;
+    c.bench_function("announce text, parse_text", |b| {
+        b.iter(|| {
+            i = (i + 1) % texts.len();
+            shoal_proto::ws::parse_text(std::hint::black_box(texts[i])).is_ok()
+        })
+    });
+    for max in [0, 1] {
+        let mut i = 0;
+        c.bench_function(
+            &format!("announce text, parse_text_within {max} offers"),
+            |b| {
+                b.iter(|| {
+                    i = (i + 1) % texts.len();
+                    shoal_proto::ws::parse_text_within(std::hint::black_box(texts[i]), || max)
+                        .is_ok()
+                })
+            },
+        );
+    }
 }
 
 criterion_group!(benches, bench);

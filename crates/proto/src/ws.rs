@@ -26,39 +26,11 @@ use crate::common::{AnnounceEvent, InfoHash, PeerId};
 
 mod fields;
 mod json_out;
+mod raw;
 
 pub use fields::{decode_binary, encode_binary, OfferId, MAX_OFFER_ID_LEN, MAX_SCRAPE_HASHES};
 use fields::{HashField, HashItem, Number, OfferIdField, PeerIdField, ToPeerIdField};
-
-/// One offer of an announce: the SDP is kept as the raw JSON the client sent.
-#[derive(Deserialize)]
-struct RawOffer<'a> {
-    offer_id: OfferIdField,
-    #[serde(borrow)]
-    offer: &'a RawValue,
-}
-
-/// Every field any request may carry. Unknown fields are ignored (clients add their
-/// own); known fields with the wrong type are errors.
-#[derive(Deserialize)]
-struct RawRequest<'a> {
-    #[serde(borrow)]
-    action: Option<Cow<'a, str>>,
-    info_hash: Option<HashField>,
-    peer_id: Option<PeerIdField>,
-    numwant: Option<Number>,
-    uploaded: Option<Number>,
-    downloaded: Option<Number>,
-    left: Option<Number>,
-    #[serde(borrow)]
-    event: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    offers: Option<Vec<RawOffer<'a>>>,
-    #[serde(borrow)]
-    answer: Option<&'a RawValue>,
-    to_peer_id: Option<ToPeerIdField>,
-    offer_id: Option<OfferIdField>,
-}
+use raw::{RawRequest, RequestSeed};
 
 /// A parsed request. Borrows the SDP objects from the message bytes.
 #[derive(Debug)]
@@ -82,7 +54,11 @@ pub struct Announce<'a> {
     pub downloaded: u64,
     /// Peers wanted; `None` if not given.
     pub numwant: Option<u64>,
+    /// The offers read: the first ones of the message, as many as the parse was asked
+    /// to read (all of them by [`parse_request`] and [`parse_text`]).
     pub offers: Vec<Offer<'a>>,
+    /// How many offers the message carried, those not read included.
+    pub offers_sent: usize,
 }
 
 impl Announce<'_> {
@@ -169,7 +145,18 @@ pub use crate::common::Action;
 /// Parses one message given as bytes (a binary frame, whose UTF-8 nobody checked yet). On
 /// error, also returns what could be read of the request.
 pub fn parse_request(bytes: &[u8]) -> Result<Request<'_>, (RequestError, FailureContext)> {
-    finish_request(serde_json::from_slice(bytes), bytes)
+    parse_request_within(bytes, || usize::MAX)
+}
+
+/// [`parse_request`], reading at most `max_offers()` of an announce's offers: the others
+/// are checked to be JSON values and counted ([`Announce::offers_sent`]), not read (see
+/// `raw`). `max_offers` is called only for a message with an `offers` field.
+pub fn parse_request_within(
+    bytes: &[u8],
+    max_offers: impl FnOnce() -> usize,
+) -> Result<Request<'_>, (RequestError, FailureContext)> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    finish_request(read_request(&mut de, max_offers), bytes)
 }
 
 /// Parses one text frame's message, already checked as UTF-8 by the WebSocket layer: read
@@ -177,7 +164,28 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request<'_>, (RequestError, Failure
 /// aquatic_ws_load_test, whose offer ids are not ASCII, the second validation was 6.6% of
 /// the tracker's CPU).
 pub fn parse_text(text: &str) -> Result<Request<'_>, (RequestError, FailureContext)> {
-    finish_request(serde_json::from_str(text), text.as_bytes())
+    parse_text_within(text, || usize::MAX)
+}
+
+/// [`parse_text`], reading at most `max_offers()` of an announce's offers (see
+/// [`parse_request_within`]).
+pub fn parse_text_within(
+    text: &str,
+    max_offers: impl FnOnce() -> usize,
+) -> Result<Request<'_>, (RequestError, FailureContext)> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    finish_request(read_request(&mut de, max_offers), text.as_bytes())
+}
+
+/// The whole message as one request: nothing but white space may follow it.
+fn read_request<'de, R: serde_json::de::Read<'de>>(
+    de: &mut serde_json::Deserializer<R>,
+    max_offers: impl FnOnce() -> usize,
+) -> serde_json::Result<RawRequest<'de>> {
+    use serde::de::DeserializeSeed;
+    let raw = RequestSeed { max_offers }.deserialize(&mut *de)?;
+    de.end()?;
+    Ok(raw)
 }
 
 fn finish_request<'a>(
@@ -263,6 +271,7 @@ fn finish_request<'a>(
                     return Err((RequestError::UnknownEvent(name), ctx));
                 }
             };
+            let (offers, offers_sent) = raw.offers.map_or((Vec::new(), 0), |o| (o.decoded, o.sent));
             Ok(Request::Announce(Announce {
                 info_hash,
                 peer_id,
@@ -271,15 +280,14 @@ fn finish_request<'a>(
                 uploaded: raw.uploaded.map_or(0, |Number(n)| to_u64(n)),
                 downloaded: raw.downloaded.map_or(0, |Number(n)| to_u64(n)),
                 numwant: raw.numwant.map(|Number(n)| to_u64(n)),
-                offers: raw
-                    .offers
-                    .unwrap_or_default()
+                offers: offers
                     .into_iter()
                     .map(|o| Offer {
                         offer_id: o.offer_id.0,
                         offer: o.offer,
                     })
                     .collect(),
+                offers_sent,
             }))
         }
     }

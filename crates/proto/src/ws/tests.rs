@@ -318,3 +318,43 @@ proptest! {
         prop_assert_eq!(format!("{:?}", parse_request(text.as_bytes())), format!("{:?}", parse_text(&text)));
     }
 }
+
+#[test]
+fn offers_past_the_bound_are_counted_not_read() {
+    let offer = |b: u8| json!({"offer_id": bin(&[b; 20]), "offer": {"type": "offer", "sdp": "s"}});
+    let v = json!({"action": "announce", "info_hash": bin(&[1; 20]), "peer_id": bin(&[2; 20]),
+        "offers": [offer(3), offer(4), {"offer_id": 7, "no offer": true}]});
+    let text = serde_json::to_string(&v).unwrap();
+    let Ok(Request::Announce(a)) = parse_text_within(&text, || 1) else {
+        panic!("{text}")
+    };
+    assert_eq!((a.offers.len(), a.offers_sent), (1, 3));
+    assert_eq!(a.offers[0].offer_id.as_bytes(), &[3; 20]);
+    // Read in full, the third offer is refused; skipped, it still has to be JSON.
+    let err = parse_text(&text).unwrap_err().0.to_string();
+    assert!(err.contains("invalid type: integer"), "{err}");
+    let broken = text.replace("\"no offer\":true", "\"no offer\":tru");
+    assert!(parse_text_within(&broken, || 0).is_err());
+    // Asked only of a message with offers; `null` is none.
+    for v in [
+        json!({"action": "announce", "info_hash": bin(&[1; 20]), "peer_id": bin(&[2; 20])}),
+        json!({"action": "announce", "info_hash": bin(&[1; 20]), "peer_id": bin(&[2; 20]), "offers": null}),
+    ] {
+        let text = serde_json::to_string(&v).unwrap();
+        let asked = std::cell::Cell::new(false);
+        let Ok(Request::Announce(a)) = parse_text_within(&text, || {
+            asked.set(true);
+            5
+        }) else {
+            panic!("{text}")
+        };
+        assert_eq!((a.offers.len(), a.offers_sent), (0, 0));
+        assert_eq!(
+            asked.get(),
+            v["offers"].is_null() && v.get("offers").is_some()
+        );
+    }
+    let twice = format!("{}, \"offers\": []}}", text.trim_end_matches('}'));
+    let err = parse_text_within(&twice, || 1).unwrap_err().0.to_string();
+    assert!(err.contains("duplicate field `offers`"), "{err}");
+}

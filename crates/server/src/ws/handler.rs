@@ -161,7 +161,8 @@ pub fn handle(
     replies: &mut Vec<Text>,
 ) -> Verdict {
     Protocol::Ws.count_family(conn.source);
-    dispatch(ctx, conn, ws::parse_request(message), now, replies)
+    let parsed = ws::parse_request_within(message, || offers_to_read(ctx, conn, now));
+    dispatch(ctx, conn, parsed, now, replies)
 }
 
 /// [`handle`] for a text frame, whose UTF-8 the WebSocket layer already checked (see
@@ -174,7 +175,18 @@ pub fn handle_text(
     replies: &mut Vec<Text>,
 ) -> Verdict {
     Protocol::Ws.count_family(conn.source);
-    dispatch(ctx, conn, ws::parse_text(message), now, replies)
+    let parsed = ws::parse_text_within(message, || offers_to_read(ctx, conn, now));
+    dispatch(ctx, conn, parsed, now, replies)
+}
+
+/// How many of an announce's offers are worth reading: no more than the server relays
+/// from one announce (`ws.max_offers`), nor than the connection has places for their
+/// answers (`outbox`). Those past it are shed unread: under load, when the connection's
+/// places are taken, decoding every offer's id was most of an announce's parsing.
+fn offers_to_read(ctx: &WsContext, conn: &ConnState, now: u32) -> usize {
+    ctx.registry
+        .answer_room(conn.id, now)
+        .min(ctx.settings.limits.max_offers)
 }
 
 fn dispatch(
@@ -226,20 +238,17 @@ fn announce(
 ) -> Verdict {
     let context = announcing(a.info_hash);
     let key = (a.info_hash, a.peer_id);
-    // As many offers as the client sent, asked for, and the server allows, and has room
-    // for the answers of (the others are shed: see `outbox`).
-    let mut n = a.offers.len().min(ctx.settings.limits.max_offers).min(
+    // As many offers as the client sent, asked for, and the server allows; of those, the
+    // ones read are all the connection has room for the answers of (the others are shed:
+    // see `outbox` and `offers_to_read`).
+    let wanted = a.offers_sent.min(ctx.settings.limits.max_offers).min(
         a.numwant
             .map_or(usize::MAX, |n| n.min(usize::MAX as u64) as usize),
     );
-    let wanted = n;
-    if n > 0 {
-        let room = ctx.registry.answer_room(conn.id, now);
-        if n > room {
-            shoal_tracker::fixed_counter!("shoal_ws_relayed_total", "message" => "offer", "result" => "shed")
-                .increment((n - room) as u64);
-            n = room;
-        }
+    let n = wanted.min(a.offers.len());
+    if wanted > n {
+        shoal_tracker::fixed_counter!("shoal_ws_relayed_total", "message" => "offer", "result" => "shed")
+            .increment((wanted - n) as u64);
     }
     conn.offer_ids.clear();
     conn.offer_ids
