@@ -12,6 +12,17 @@ use std::fmt::Write;
 use crate::run::RunResult;
 use crate::stats::OpSummary;
 
+/// This process's command line as a shell reads it back: a report's command can be pasted
+/// as it is (a `--tracker` with its command in one argument keeps its quotes).
+pub fn command_line() -> String {
+    quoted(std::env::args())
+}
+
+fn quoted(args: impl Iterator<Item = String>) -> String {
+    let args: Vec<String> = args.collect();
+    shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
+}
+
 /// Now, as `YYYY-MM-DD HH:MM:SS UTC`: the date a report says it was measured.
 pub fn utc_now() -> String {
     let rfc3339 = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
@@ -359,6 +370,24 @@ pub fn baseline_table(previous: &RunResult, current: &RunResult) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_line_reads_back_as_the_same_arguments() {
+        let args = [
+            "shoal-bench",
+            "compare",
+            "--tracker",
+            "shoal=target/release/shoal --https 127.0.0.1:{port} --state-file=",
+            "--tracker",
+            "aquatic_ws",
+        ];
+        let line = quoted(args.iter().map(|a| a.to_string()));
+        assert_eq!(
+            line,
+            "shoal-bench compare --tracker 'shoal=target/release/shoal --https 127.0.0.1:{port} --state-file=' --tracker aquatic_ws"
+        );
+        assert_eq!(shlex::split(&line).unwrap(), args);
+    }
 
     #[test]
     fn number_formats() {

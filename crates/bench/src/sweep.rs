@@ -55,7 +55,7 @@ pub fn run(args: &SweepArgs) -> Result<Vec<RunResult>> {
         args.levels.clone()
     };
     let date = report::utc_now();
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let command = report::command_line();
     let mut results = Vec::new();
     for &level in &levels {
         let mut load = args.load.clone();

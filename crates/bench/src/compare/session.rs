@@ -55,7 +55,7 @@ pub fn run(args: &CompareArgs) -> Result<PathBuf> {
     }
     let mut comparison = Comparison {
         protocol: protocol.to_string(),
-        command_line: std::env::args().collect::<Vec<_>>().join(" "),
+        command_line: crate::report::command_line(),
         date,
         rounds: args.levels.rounds,
         levels: args.levels.levels.clone(),
