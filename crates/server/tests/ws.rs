@@ -380,6 +380,51 @@ async fn an_announce_whose_offers_find_no_room_is_not_answered() {
     assert_eq!(r["complete"], 2, "{r}");
 }
 
+/// An announce's offers go only into the places its connection has for their answers
+/// (`ws.answer_queue`): those past them are shed, unread, so that one of them that is not
+/// even an offer goes unnoticed; the offers that went are answered as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offers_past_the_answer_places_are_shed_unread() {
+    let h = start(|ws| ws.answer_queue = 2);
+    let mut readers = Vec::new();
+    for peer in 1..=4 {
+        readers.push((peer, h.joined(1, peer, 5).await));
+    }
+    let mut offerer = connect(h.addr).await;
+    let mut a = with_offers(announce(ih(1), pid(9), Some(5), "started"), &[1, 2, 3, 4]);
+    a["offers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"offer_id": 7}));
+    let r = request(&mut offerer, a).await;
+    assert!(r.get("failure reason").is_none(), "{r}");
+    assert_eq!(r["incomplete"], 5, "{r}");
+    // Two offers went, each to a different reader, which answers it.
+    let mut offered = 0;
+    for (peer, reader) in &mut readers {
+        let Ok(m) = tokio::time::timeout(Duration::from_millis(500), reader.next()).await else {
+            continue;
+        };
+        let m = m.expect("the reader's connection is open").unwrap();
+        let v: serde_json::Value = serde_json::from_str(m.to_text().unwrap()).unwrap();
+        assert_eq!(v["peer_id"], bin(&pid(9)), "{v}");
+        let offer_id = v["offer_id"].as_str().unwrap();
+        send(reader, answer(ih(1), pid(*peer), pid(9), offer_id)).await;
+        offered += 1;
+    }
+    assert_eq!(offered, 2, "offers relayed to {offered} readers");
+    for _ in 0..2 {
+        let v = recv(&mut offerer).await;
+        assert_eq!(v["answer"]["sdp"], "ans", "{v}");
+    }
+    // Read in full (a place is free again, and the bad offer is the first), the same
+    // announce is refused.
+    let mut bad = announce(ih(1), pid(9), Some(5), "update");
+    bad["offers"] = json!([{"offer_id": 7}]);
+    let r = request(&mut offerer, bad).await;
+    assert_refused(&r, "invalid type: integer `7`");
+}
+
 /// A slow reader whose queue fills up while offers keep coming (a desktop client busy
 /// with hundreds of torrents, a load tester) keeps its connection and its peers: the relays
 /// that do not fit are dropped. Only a reader that stops reading for `send_timeout` goes.
