@@ -25,9 +25,9 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     let full = ws::parse_request(data);
-    // Read with a bound on the offers: the same request, its offers a prefix of the
-    // full read's, counted in full; a message refused in full may pass only for an offer
-    // left unread.
+    // Parsed with a bound on the offers kept: the same request, its offers a prefix of
+    // the full parse's, counted in full; a message refused in full may pass only for an
+    // offer not read.
     let bound = usize::from(data.first().copied().unwrap_or(0) % 4);
     match (&full, ws::parse_request_within(data, || bound)) {
         (Ok(Request::Announce(a)), Ok(Request::Announce(b))) => {
@@ -35,6 +35,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(b.offers_sent, a.offers_sent);
             assert_eq!(a.offers.len(), a.offers_sent);
             for (x, y) in a.offers.iter().zip(&b.offers) {
+                let (x, y) = (x.read().expect("read in full"), y.read().expect("kept"));
                 assert_eq!((x.offer_id, x.offer.get()), (y.offer_id, y.offer.get()));
             }
         }
@@ -45,6 +46,7 @@ fuzz_target!(|data: &[u8]| {
     match full {
         Ok(Request::Announce(a)) => {
             for o in &a.offers {
+                let o = o.read().expect("a full parse has read every offer");
                 let text = ws::to_json(&RelayedOffer {
                     info_hash: a.info_hash,
                     peer_id: a.peer_id,

@@ -1,8 +1,9 @@
 //! What checking a WebTorrent message's UTF-8 costs, with the standard library's
 //! `str::from_utf8` (what tungstenite runs on every text message a server receives) and
-//! with `simdutf8` (what some other WebSocket crates run); then what parsing it costs, its
-//! offers read in full and with none or one of them read (`ws::parse_text_within`: the
-//! tracker reads no more offers than the connection has places for their answers).
+//! with `simdutf8` (what some other WebSocket crates run); then what parsing it costs:
+//! every offer read (`ws::parse_text`), and as the tracker parses it
+//! (`ws::parse_text_within`: no more offers kept than the connection has places for their
+//! answers, and an offer read only when it finds a peer to go to).
 //!
 //! The messages are announces as `aquatic_ws_load_test` sends them: ten offers, each with
 //! a 20-byte offer id, and the info hash and peer id, all written as JSON strings of one
@@ -80,10 +81,10 @@ fn bench(c: &mut Criterion) {
             shoal_proto::ws::parse_text(std::hint::black_box(texts[i])).is_ok()
         })
     });
-    for max in [0, 1] {
+    for max in [0, 10] {
         let mut i = 0;
         c.bench_function(
-            &format!("announce text, parse_text_within {max} offers"),
+            &format!("announce text, parse_text_within {max} offers kept, none read"),
             |b| {
                 b.iter(|| {
                     i = (i + 1) % texts.len();
@@ -93,6 +94,19 @@ fn bench(c: &mut Criterion) {
             },
         );
     }
+    let mut i = 0;
+    c.bench_function(
+        "announce text, parse_text_within 10 offers kept, one read",
+        |b| {
+            b.iter(|| {
+                i = (i + 1) % texts.len();
+                match shoal_proto::ws::parse_text_within(std::hint::black_box(texts[i]), || 10) {
+                    Ok(shoal_proto::ws::Request::Announce(a)) => a.offers[0].read().is_ok(),
+                    _ => false,
+                }
+            })
+        },
+    );
 }
 
 criterion_group!(benches, bench);

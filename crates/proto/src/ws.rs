@@ -30,7 +30,7 @@ mod raw;
 
 pub use fields::{decode_binary, encode_binary, OfferId, MAX_OFFER_ID_LEN, MAX_SCRAPE_HASHES};
 use fields::{HashField, HashItem, Number, OfferIdField, PeerIdField, ToPeerIdField};
-use raw::{RawRequest, RequestSeed};
+use raw::{RawOffer, RawRequest, RequestSeed};
 
 /// A parsed request. Borrows the SDP objects from the message bytes.
 #[derive(Debug)]
@@ -54,10 +54,11 @@ pub struct Announce<'a> {
     pub downloaded: u64,
     /// Peers wanted; `None` if not given.
     pub numwant: Option<u64>,
-    /// The offers read: the first ones of the message, as many as the parse was asked
-    /// to read (all of them by [`parse_request`] and [`parse_text`]).
-    pub offers: Vec<Offer<'a>>,
-    /// How many offers the message carried, those not read included.
+    /// The offers kept: the first ones of the message, as many as the parse was asked
+    /// to keep (all of them by [`parse_request`] and [`parse_text`], which also check
+    /// that each reads). Each is read when it is relayed ([`UnreadOffer::read`]).
+    pub offers: Vec<UnreadOffer<'a>>,
+    /// How many offers the message carried, those not kept included.
     pub offers_sent: usize,
 }
 
@@ -72,6 +73,25 @@ impl Announce<'_> {
 /// and announces `event` is a seeder: nothing left, or it just said it completed.
 pub fn seeds(left: Option<u64>, event: AnnounceEvent) -> bool {
     left == Some(0) || event == AnnounceEvent::Completed
+}
+
+/// One offer of an announce, not read yet: its offer id and SDP as the JSON the client
+/// sent. Under load most offers of an announce find no peer to go to, so the tracker
+/// reads only those that do.
+#[derive(Debug, Clone, Copy)]
+pub struct UnreadOffer<'a>(RawOffer<'a>);
+
+impl<'a> UnreadOffer<'a> {
+    /// The offer's id and SDP, or why its offer id is not one.
+    pub fn read(&self) -> Result<Offer<'a>, RequestError> {
+        match fields::offer_id_of_literal(self.0.offer_id.get()) {
+            Ok(offer_id) => Ok(Offer {
+                offer_id,
+                offer: self.0.offer,
+            }),
+            Err(e) => Err(RequestError::Json(e)),
+        }
+    }
 }
 
 /// One WebRTC offer to be relayed to some other peer of the swarm.
@@ -145,12 +165,13 @@ pub use crate::common::Action;
 /// Parses one message given as bytes (a binary frame, whose UTF-8 nobody checked yet). On
 /// error, also returns what could be read of the request.
 pub fn parse_request(bytes: &[u8]) -> Result<Request<'_>, (RequestError, FailureContext)> {
-    parse_request_within(bytes, || usize::MAX)
+    every_offer_reads(parse_request_within(bytes, || usize::MAX))
 }
 
-/// [`parse_request`], reading at most `max_offers()` of an announce's offers: the others
-/// are checked to be JSON values and counted ([`Announce::offers_sent`]), not read (see
-/// `raw`). `max_offers` is called only for a message with an `offers` field.
+/// [`parse_request`], keeping at most `max_offers()` of an announce's offers, none of them
+/// read yet ([`UnreadOffer`]): the others are checked to be JSON values and counted
+/// ([`Announce::offers_sent`]) (see `raw`). `max_offers` is called only for a message
+/// with an `offers` field.
 pub fn parse_request_within(
     bytes: &[u8],
     max_offers: impl FnOnce() -> usize,
@@ -164,10 +185,27 @@ pub fn parse_request_within(
 /// aquatic_ws_load_test, whose offer ids are not ASCII, the second validation was 6.6% of
 /// the tracker's CPU).
 pub fn parse_text(text: &str) -> Result<Request<'_>, (RequestError, FailureContext)> {
-    parse_text_within(text, || usize::MAX)
+    every_offer_reads(parse_text_within(text, || usize::MAX))
 }
 
-/// [`parse_text`], reading at most `max_offers()` of an announce's offers (see
+/// A parsed announce only if each of its offers reads; the failure of the first that
+/// does not, addressed to the announce, otherwise.
+fn every_offer_reads(
+    parsed: Result<Request<'_>, (RequestError, FailureContext)>,
+) -> Result<Request<'_>, (RequestError, FailureContext)> {
+    if let Ok(Request::Announce(a)) = &parsed {
+        if let Some(e) = a.offers.iter().find_map(|o| o.read().err()) {
+            let context = FailureContext {
+                action: Some(Action::Announce),
+                info_hash: Some(a.info_hash),
+            };
+            return Err((e, context));
+        }
+    }
+    parsed
+}
+
+/// [`parse_text`], keeping at most `max_offers()` of an announce's offers, unread (see
 /// [`parse_request_within`]).
 pub fn parse_text_within(
     text: &str,
@@ -271,7 +309,7 @@ fn finish_request<'a>(
                     return Err((RequestError::UnknownEvent(name), ctx));
                 }
             };
-            let (offers, offers_sent) = raw.offers.map_or((Vec::new(), 0), |o| (o.decoded, o.sent));
+            let (offers, offers_sent) = raw.offers.map_or((Vec::new(), 0), |o| (o.first, o.sent));
             Ok(Request::Announce(Announce {
                 info_hash,
                 peer_id,
@@ -280,13 +318,7 @@ fn finish_request<'a>(
                 uploaded: raw.uploaded.map_or(0, |Number(n)| to_u64(n)),
                 downloaded: raw.downloaded.map_or(0, |Number(n)| to_u64(n)),
                 numwant: raw.numwant.map(|Number(n)| to_u64(n)),
-                offers: offers
-                    .into_iter()
-                    .map(|o| Offer {
-                        offer_id: o.offer_id.0,
-                        offer: o.offer,
-                    })
-                    .collect(),
+                offers: offers.into_iter().map(UnreadOffer).collect(),
                 offers_sent,
             }))
         }

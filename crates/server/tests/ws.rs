@@ -417,10 +417,10 @@ async fn offers_past_the_answer_places_are_shed_unread() {
         let v = recv(&mut offerer).await;
         assert_eq!(v["answer"]["sdp"], "ans", "{v}");
     }
-    // Read in full (a place is free again, and the bad offer is the first), the same
-    // announce is refused.
+    // An offer whose id is not one is refused when it is read: here a place is free
+    // again and peers take offers, so it is.
     let mut bad = announce(ih(1), pid(9), Some(5), "update");
-    bad["offers"] = json!([{"offer_id": 7}]);
+    bad["offers"] = json!([{"offer_id": 7, "offer": {}}]);
     let r = request(&mut offerer, bad).await;
     assert_refused(&r, "invalid type: integer `7`");
 }
@@ -591,6 +591,8 @@ async fn past_the_torrent_bound_the_oldest_torrent_of_a_connection_leaves() {
 async fn malformed_input_gets_a_failure_reason_then_a_close() {
     let h = start(|ws| ws.max_strikes = 100);
     let mut a = connect(h.addr).await;
+    // A peer for offers to go to: an offer is read only when it finds one.
+    let _peer = h.joined(1, 2, 5).await;
     let cases: Vec<(String, &str)> = vec![
         ("not json".into(), "invalid message"),
         ("[1,2,3]".into(), "invalid message"),

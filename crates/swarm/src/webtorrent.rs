@@ -23,7 +23,7 @@ mod torrent;
 use shoal_proto::ws::OfferId;
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
-pub use offers::{AnswerRefusal, OfferTarget};
+pub use offers::{AnswerRefusal, OfferIds, OfferTarget};
 pub use remote::{is_remote, REMOTE_CONNECTION};
 
 use crate::sharded::Sharded;
@@ -139,11 +139,11 @@ impl WebTorrentStore {
     pub fn announce(
         &self,
         req: &WsAnnounce,
-        offers: &[OfferId],
+        mut offers: &[OfferId],
         now: u32,
         out: &mut Vec<OfferTarget>,
     ) -> WsAnnounceOutcome {
-        self.announce_to(req, offers, now, out, |_| true)
+        self.announce_to(req, &mut offers, now, out, |_| true)
     }
 
     /// [`WebTorrentStore::announce`], with offers going only to peers whose connection
@@ -155,7 +155,7 @@ impl WebTorrentStore {
     pub fn announce_to(
         &self,
         req: &WsAnnounce,
-        offers: &[OfferId],
+        offers: &mut dyn OfferIds,
         now: u32,
         out: &mut Vec<OfferTarget>,
         takes_offers: impl Fn(ConnectionId) -> bool,
@@ -197,7 +197,7 @@ impl WebTorrentStore {
         if became_seeder && req.event == AnnounceEvent::Completed {
             torrent.completed = torrent.completed.saturating_add(1);
         }
-        if !offers.is_empty() {
+        if offers.count() > 0 {
             self.choose_targets(torrent, req, offers, now, out, &takes_offers);
         }
         outcome.stats = torrent.stats();

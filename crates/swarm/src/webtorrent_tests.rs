@@ -106,7 +106,13 @@ fn offer_from_1(
     takes_offers: impl Fn(ConnectionId) -> bool,
 ) -> WsAnnounceOutcome {
     let offers: Vec<OfferId> = (1..=offers).map(oid).collect();
-    s.announce_to(&ann(1, 1, Regular, false), &offers, now, out, takes_offers)
+    s.announce_to(
+        &ann(1, 1, Regular, false),
+        &mut &offers[..],
+        now,
+        out,
+        takes_offers,
+    )
 }
 
 fn store() -> WebTorrentStore {
@@ -502,4 +508,46 @@ fn remote_peers_are_counted_but_never_displace_local_ones() {
     s.remove_remote(&IH, &pid(1));
     assert_eq!(s.peer_connection(&IH, &pid(2)), None);
     assert_eq!(s.peer_connection(&IH, &pid(1)), Some(1));
+}
+
+/// Offer ids are asked for in order, one per target found: an announce's offers past the
+/// targets are never asked for, and one that cannot be read stops the relay there.
+#[test]
+fn offer_ids_are_asked_for_one_per_target_and_a_bad_one_stops_the_relay() {
+    struct Ids {
+        asked: Vec<usize>,
+        bad: usize,
+    }
+    impl OfferIds for Ids {
+        fn count(&self) -> usize {
+            10
+        }
+        fn id(&mut self, i: usize) -> Option<OfferId> {
+            self.asked.push(i);
+            (i != self.bad).then(|| oid(i as u8 + 1))
+        }
+    }
+    // Three other peers: three of the ten offers are asked for.
+    let (s, mut out) = store_of_leechers(1..=4);
+    let mut ids = Ids {
+        asked: Vec::new(),
+        bad: usize::MAX,
+    };
+    s.announce_to(&ann(1, 1, Regular, false), &mut ids, 0, &mut out, |_| true);
+    assert_eq!((ids.asked, out.len()), (vec![0, 1, 2], 3));
+    // The second cannot be read: only the first goes, and only its answer is taken.
+    let (s, mut out) = store_of_leechers(1..=4);
+    let mut ids = Ids {
+        asked: Vec::new(),
+        bad: 1,
+    };
+    s.announce_to(&ann(1, 1, Regular, false), &mut ids, 0, &mut out, |_| true);
+    assert_eq!((ids.asked, out.len()), (vec![0, 1], 1));
+    let t = out[0];
+    let answerer = t.peer_id.0[19];
+    assert_eq!(answer(&s, answerer, t.conn, 1, &oid(1), 0), Ok(1));
+    for other in (2..=4).filter(|&p| p != answerer) {
+        let refused = answer(&s, other, ConnectionId::from(other), 1, &oid(2), 0);
+        assert_eq!(refused, Err(AnswerRefusal::NoSuchOffer));
+    }
 }

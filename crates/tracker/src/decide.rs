@@ -21,7 +21,7 @@ use shoal_proto::ws::{seeds, OfferId};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 use shoal_swarm::journal::AnyAddr;
 use shoal_swarm::webtorrent::{
-    ConnectionId, OfferTarget, WebTorrentStore, WsAnnounce, WsAnnounceOutcome,
+    ConnectionId, OfferIds, OfferTarget, WebTorrentStore, WsAnnounce, WsAnnounceOutcome,
 };
 use shoal_swarm::{Announce, Family, PeerSink, TorrentStats};
 
@@ -363,7 +363,7 @@ impl Core {
         &self,
         a: &PeerAnnounce<'_, ()>,
         conn: ConnectionId,
-        offers: &[OfferId],
+        offers: &mut dyn OfferIds,
         out: &mut Vec<OfferTarget>,
         takes_offers: impl Fn(ConnectionId) -> bool,
     ) -> Result<(WsAnnounceOutcome, Answer), Stop> {
@@ -371,8 +371,9 @@ impl Core {
         self.served(a, &mut ticket)?;
         let admission = self.admit(a, None, ticket.as_mut())?;
         // A peer the site's rules send no peers relays no offers.
+        let mut none: &[OfferId] = &[];
         let offers = match &admission {
-            Some(adm) if !adm.gets_peers => &[][..],
+            Some(adm) if !adm.gets_peers => &mut none,
             _ => offers,
         };
         let outcome = self.webtorrent.announce_to(

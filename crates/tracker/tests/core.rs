@@ -215,7 +215,7 @@ fn announce(
         (Shape::Ws | Shape::WsNoLeft, _) => {
             let a = announce_of(shape, ask, (), counters, now);
             let mut targets: Vec<OfferTarget> = Vec::new();
-            core.announce_webrtc(&a, 1, &[], &mut targets, |_| true)
+            core.announce_webrtc(&a, 1, &mut &[][..], &mut targets, |_| true)
                 .map(|(o, _)| o.stats)
         }
     }

@@ -54,8 +54,9 @@ fn parses_offers_and_null_left() {
     assert!(!a.is_seeder());
     assert_eq!(a.event, AnnounceEvent::Started);
     assert_eq!(a.offers.len(), 2);
-    assert_eq!(a.offers[0].offer_id.as_bytes(), &[3; 20]);
-    let sdp: Value = serde_json::from_str(a.offers[0].offer.get()).unwrap();
+    let offer = a.offers[0].read().unwrap();
+    assert_eq!(offer.offer_id.as_bytes(), &[3; 20]);
+    let sdp: Value = serde_json::from_str(offer.offer.get()).unwrap();
     assert_eq!(sdp, json!({"type": "offer", "sdp": "v=0\r\n"}));
 }
 
@@ -290,8 +291,9 @@ proptest! {
         prop_assert_eq!(a.info_hash, InfoHash(ih));
         prop_assert_eq!(a.peer_id, PeerId(pid));
         prop_assert_eq!(a.left, left);
-        prop_assert_eq!(a.offers[0].offer_id.as_bytes(), &oid[..]);
-        let relayed = to_json(&RelayedOffer { info_hash: a.info_hash, peer_id: a.peer_id, offer_id: a.offers[0].offer_id, offer: a.offers[0].offer });
+        let offer = a.offers[0].read().unwrap();
+        prop_assert_eq!(offer.offer_id.as_bytes(), &oid[..]);
+        let relayed = to_json(&RelayedOffer { info_hash: a.info_hash, peer_id: a.peer_id, offer_id: offer.offer_id, offer: offer.offer });
         let back: Value = serde_json::from_str(&relayed).unwrap();
         prop_assert_eq!(decode_binary(back["info_hash"].as_str().unwrap()).unwrap(), ih.to_vec());
         prop_assert_eq!(decode_binary(back["peer_id"].as_str().unwrap()).unwrap(), pid.to_vec());
@@ -329,10 +331,19 @@ fn offers_past_the_bound_are_counted_not_read() {
         panic!("{text}")
     };
     assert_eq!((a.offers.len(), a.offers_sent), (1, 3));
-    assert_eq!(a.offers[0].offer_id.as_bytes(), &[3; 20]);
-    // Read in full, the third offer is refused; skipped, it still has to be JSON.
+    assert_eq!(a.offers[0].read().unwrap().offer_id.as_bytes(), &[3; 20]);
+    // Kept, the third offer is refused (it has no `offer`); skipped, it still has to be
+    // JSON.
     let err = parse_text(&text).unwrap_err().0.to_string();
-    assert!(err.contains("invalid type: integer"), "{err}");
+    assert!(err.contains("missing field `offer`"), "{err}");
+    // Kept and well formed but for its offer id, it is refused only when read.
+    let bad_id = text.replace("\"no offer\":true", "\"offer\":{}");
+    let Ok(Request::Announce(a)) = parse_text_within(&bad_id, || 3) else {
+        panic!("{bad_id}")
+    };
+    let err = a.offers[2].read().unwrap_err().to_string();
+    assert!(err.contains("invalid type: integer `7`"), "{err}");
+    assert!(parse_text(&bad_id).is_err());
     let broken = text.replace("\"no offer\":true", "\"no offer\":tru");
     assert!(parse_text_within(&broken, || 0).is_err());
     // Asked only of a message with offers; `null` is none.
@@ -357,4 +368,39 @@ fn offers_past_the_bound_are_counted_not_read() {
     let twice = format!("{}, \"offers\": []}}", text.trim_end_matches('}'));
     let err = parse_text_within(&twice, || 1).unwrap_err().0.to_string();
     assert!(err.contains("duplicate field `offers`"), "{err}");
+}
+
+proptest! {
+    /// An offer id read from its JSON text, whatever the escapes, is what unescaping it
+    /// first and decoding that gives: the same bytes, or the same error.
+    #[test]
+    fn offer_ids_read_from_their_json_text_as_from_the_string(
+        chars in proptest::collection::vec((any::<u16>(), 0u8..4), 0..40),
+    ) {
+        let mut literal = String::from("\"");
+        let mut s = String::new();
+        for (c, how) in chars {
+            // Mostly bytes, some characters above U+00FF.
+            let c = char::from_u32(u32::from(if c % 8 == 0 { c } else { c % 256 })).unwrap_or('x');
+            s.push(c);
+            let short = match c {
+                '"' => Some('"'), '\\' => Some('\\'), '/' => Some('/'), '\u{8}' => Some('b'),
+                '\u{c}' => Some('f'), '\n' => Some('n'), '\r' => Some('r'), '\t' => Some('t'),
+                _ => None,
+            };
+            match (how, short) {
+                (0, Some(e)) => { literal.push('\\'); literal.push(e); }
+                (1, _) if u32::from(c) < 0x10000 => literal.push_str(&format!("\\u{:04X}", u32::from(c))),
+                _ if c == '"' || c == '\\' || u32::from(c) < 0x20 => literal.push_str(&format!("\\u{:04x}", u32::from(c))),
+                _ => literal.push(c),
+            }
+        }
+        literal.push('"');
+        prop_assert_eq!(serde_json::from_str::<String>(&literal).unwrap(), s.clone(), "{}", literal);
+        // serde_json adds where in the text; an offer read alone has no place to name.
+        let by_serde = serde_json::from_str::<fields::OfferIdField>(&literal)
+            .map(|f| f.0)
+            .map_err(|e| e.to_string().split(" at line").next().unwrap_or_default().to_owned());
+        prop_assert_eq!(fields::offer_id_of_literal(&literal), by_serde);
+    }
 }

@@ -19,7 +19,7 @@ use shoal_proto::ws::{
 use std::net::IpAddr;
 
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
-use shoal_swarm::webtorrent::{is_remote, AnswerRefusal, ConnectionId, OfferTarget};
+use shoal_swarm::webtorrent::{is_remote, AnswerRefusal, ConnectionId, OfferIds, OfferTarget};
 use shoal_swarm::TorrentStats;
 
 use super::connection_peers::{ConnectionPeers, Pair};
@@ -44,9 +44,8 @@ pub struct ConnState {
     pub peers: ConnectionPeers,
     /// Bad messages so far.
     pub strikes: u32,
-    /// Reused buffers.
+    /// A reused buffer: where the swarm puts an announce's offer targets.
     targets: Vec<OfferTarget>,
-    offer_ids: Vec<OfferId>,
 }
 
 impl ConnState {
@@ -58,7 +57,6 @@ impl ConnState {
             peers: ConnectionPeers::default(),
             strikes: 0,
             targets: Vec::new(),
-            offer_ids: Vec::new(),
         }
     }
 }
@@ -179,10 +177,10 @@ pub fn handle_text(
     dispatch(ctx, conn, parsed, now, replies)
 }
 
-/// How many of an announce's offers are worth reading: no more than the server relays
+/// How many of an announce's offers are worth keeping: no more than the server relays
 /// from one announce (`ws.max_offers`), nor than the connection has places for their
-/// answers (`outbox`). Those past it are shed unread: under load, when the connection's
-/// places are taken, decoding every offer's id was most of an announce's parsing.
+/// answers (`outbox`). Those past it are shed, skipped by the parser; those kept are read
+/// only when the swarm finds them a target (see [`OffersRead`]).
 fn offers_to_read(ctx: &WsContext, conn: &ConnState, now: u32) -> usize {
     ctx.registry
         .answer_room(conn.id, now)
@@ -250,9 +248,12 @@ fn announce(
         shoal_tracker::fixed_counter!("shoal_ws_relayed_total", "message" => "offer", "result" => "shed")
             .increment((wanted - n) as u64);
     }
-    conn.offer_ids.clear();
-    conn.offer_ids
-        .extend(a.offers[..n].iter().map(|o| o.offer_id));
+    // Each offer is read when the swarm has a target for it (see `OffersRead`).
+    let mut offers = OffersRead {
+        unread: &a.offers[..n],
+        read: Vec::new(),
+        failed: None,
+    };
     let announce = PeerAnnounce {
         protocol: Protocol::Ws,
         source: conn.source,
@@ -270,17 +271,13 @@ fn announce(
     };
     // Offers go only to peers that can take them now (a remote peer's node decides there).
     let passed_over = std::cell::Cell::new(false);
-    let announced = ctx.core.announce_webrtc(
-        &announce,
-        conn.id,
-        &conn.offer_ids,
-        &mut conn.targets,
-        |to| {
-            let takes = is_remote(to) || ctx.registry.takes_offers(to);
-            passed_over.set(passed_over.get() || !takes);
-            takes
-        },
-    );
+    let announced =
+        ctx.core
+            .announce_webrtc(&announce, conn.id, &mut offers, &mut conn.targets, |to| {
+                let takes = is_remote(to) || ctx.registry.takes_offers(to);
+                passed_over.set(passed_over.get() || !takes);
+                takes
+            });
     let (outcome, answer) = match announced {
         Ok(served) => served,
         Err(Stop::Refuse(reason)) => {
@@ -320,7 +317,7 @@ fn announce(
         .offers_relayed(conn.id, conn.targets.len(), now);
     let mut not_queued = 0;
     for t in &conn.targets {
-        let o = &a.offers[t.offer];
+        let o = &offers.read[t.offer];
         let relayed = RelayedOffer {
             info_hash: a.info_hash,
             peer_id: a.peer_id,
@@ -350,6 +347,11 @@ fn announce(
         ctx.registry.offers_not_relayed(conn.id, not_queued, now);
     }
     count!("announce", "ok");
+    if let Some(err) = offers.failed {
+        // An offer that found a target but is not one: the announce was served, and the
+        // offers before it went; the client is told, as for any bad message.
+        return misbehaved(ctx, conn, &err, context, replies);
+    }
     if conn.targets.is_empty() && (wanted > n || passed_over.get()) {
         // Overload: none of the announce's offers could go, for want of places for their
         // answers or of a peer with room in its queue. The reply is shed (see `outbox`).
@@ -367,6 +369,38 @@ fn announce(
         .into(),
     );
     Verdict::Continue
+}
+
+/// An announce's offers as the swarm asks for their ids, in order, as it finds targets:
+/// each is read then, and kept for its relay. Under load most of an announce's offers
+/// find no target, and reading one (its binary offer id is a JSON string full of escapes)
+/// was most of what parsing an announce cost.
+struct OffersRead<'a, 'b> {
+    unread: &'b [ws::UnreadOffer<'a>],
+    read: Vec<ws::Offer<'a>>,
+    /// Why the offer asked for last is not one.
+    failed: Option<RequestError>,
+}
+
+impl OfferIds for OffersRead<'_, '_> {
+    fn count(&self) -> usize {
+        self.unread.len()
+    }
+
+    fn id(&mut self, i: usize) -> Option<OfferId> {
+        debug_assert_eq!(i, self.read.len(), "offers are asked for in order");
+        match self.unread.get(i)?.read() {
+            Ok(o) => {
+                let id = o.offer_id;
+                self.read.push(o);
+                Some(id)
+            }
+            Err(e) => {
+                self.failed = Some(e);
+                None
+            }
+        }
+    }
 }
 
 /// Takes `pairs` of connection `conn` out of their swarms, here and on the other nodes

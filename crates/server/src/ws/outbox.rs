@@ -34,7 +34,7 @@
 //! written, dropped, or can no longer come (offers relayed more than `ws.offer_max_age`
 //! ago are forgotten, in two windows of that length). An announce's offers are relayed
 //! only into free places; the others are shed (`shoal_ws_relayed_total{message="offer",
-//! result="shed"}`), unread: the parser is told how many to read (`handler`).
+//! result="shed"}`), not even read (`handler`).
 //!
 //! Why answers and offers take turns: every offer this client reads is an answer another
 //! connection must be written, and every answer written here frees a place for one of

@@ -15,6 +15,27 @@ use shoal_proto::{InfoHash, PeerId};
 use super::torrent::WsTorrent;
 use super::{ConnectionId, WebTorrentStore, WsAnnounce};
 
+/// An announce's offer ids, as the relay picks their targets. The first target drawn gets
+/// the first offer, the second the second, and so on: a caller may decode an offer only
+/// when it is asked for (most offers of an announce under load find no target).
+pub trait OfferIds {
+    /// How many offers there are.
+    fn count(&self) -> usize;
+    /// The id of offer `i`, asked in order from 0; `None` if it cannot be read: it and
+    /// the offers after it are not relayed.
+    fn id(&mut self, i: usize) -> Option<OfferId>;
+}
+
+impl OfferIds for &[OfferId] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn id(&mut self, i: usize) -> Option<OfferId> {
+        self.get(i).copied()
+    }
+}
+
 /// Where one offer of an announce goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OfferTarget {
@@ -86,11 +107,12 @@ impl WebTorrentStore {
         &self,
         torrent: &mut WsTorrent,
         req: &WsAnnounce,
-        offers: &[OfferId],
+        offers: &mut dyn OfferIds,
         now: u32,
         out: &mut Vec<OfferTarget>,
         takes_offers: &impl Fn(ConnectionId) -> bool,
     ) {
+        let wanted = offers.count();
         let len = torrent.peers.len();
         let max_age = self.config.offer_max_age;
         let cap = self.config.max_pending_offers.max(1);
@@ -110,11 +132,11 @@ impl WebTorrentStore {
         // Distinct random indices: in a small swarm a partial shuffle of the candidates,
         // dropping those whose connection takes no offers as they are drawn; in a large
         // one draw at random with a bounded number of tries (a few collisions at most).
-        let mut chosen: Vec<usize> = Vec::with_capacity(offers.len().min(len));
-        if len <= 4 * offers.len() + 16 {
+        let mut chosen: Vec<usize> = Vec::with_capacity(wanted.min(len));
+        if len <= 4 * wanted + 16 {
             let mut all: Vec<usize> = (0..len).filter(|&i| candidate(i)).collect();
             let mut n = 0;
-            while n < offers.len() && n < all.len() {
+            while n < wanted && n < all.len() {
                 let j = fastrand::usize(n..all.len());
                 if takes_offers(conn(all[j])) {
                     all.swap(n, j);
@@ -126,8 +148,8 @@ impl WebTorrentStore {
             all.truncate(n);
             chosen = all;
         } else {
-            let mut tries = 8 * offers.len() + 16;
-            while chosen.len() < offers.len() && tries > 0 {
+            let mut tries = 8 * wanted + 16;
+            while chosen.len() < wanted && tries > 0 {
                 tries -= 1;
                 let i = fastrand::usize(0..len);
                 if !chosen.contains(&i) && eligible(i) {
@@ -136,7 +158,8 @@ impl WebTorrentStore {
             }
         }
         for (offer, i) in chosen.into_iter().enumerate() {
-            let tag = self.tag(&offers[offer], &req.peer_id);
+            let Some(id) = offers.id(offer) else { break };
+            let tag = self.tag(&id, &req.peer_id);
             let (pid, p) = torrent.peers.get_index_mut(i).expect("index in range");
             p.pending.push(tag, now, max_age, cap);
             out.push(OfferTarget {
