@@ -373,8 +373,8 @@ fn announce(
 
 /// An announce's offers as the swarm asks for their ids, in order, as it finds targets:
 /// each is read then, and kept for its relay. Under load most of an announce's offers
-/// find no target, and reading one (its binary offer id is a JSON string full of escapes)
-/// was most of what parsing an announce cost.
+/// find no target; decoding all ten offer ids of a load-tester announce was about 1 µs of
+/// its 3.73 µs parse (`cargo bench -p shoal-proto --bench ws_text`).
 struct OffersRead<'a, 'b> {
     unread: &'b [ws::UnreadOffer<'a>],
     read: Vec<ws::Offer<'a>>,
