@@ -49,6 +49,30 @@ if [ "${TWO_CPU_ROUNDS:-0}" -gt 0 ]; then
   rm -f "$W"/ws-2cpu/key.pem
   tar czf "$OUT/ws-2cpu.tgz" -C "$W" ws-2cpu ws-2cpu.log
 fi
+# While the comparison runs, every tracker thread's CPU time and context switches, once a
+# second, to OUT/threads.log.gz (`bench/threads.py OUT/threads.log.gz` sums them): how often the
+# workers sleep and are woken per message, which a 2-core machine cannot show.
+sample_threads() {
+  while [ -e "$W/sampling" ]; do
+    now=$EPOCHREALTIME
+    for pid in $(pgrep -f "^$D/bin/(shoal|aquatic_ws) "); do
+      for t in /proc/"$pid"/task/*; do
+        { read -r stat < "$t/stat" && read -r name < "$t/comm"; } 2>/dev/null || continue
+        read -r -a st <<< "${stat##*) }"  # the fields after the name, from the state on
+        sw=
+        while read -r key value; do
+          case $key in voluntary_ctxt_switches:|nonvoluntary_ctxt_switches:) sw="$sw $value" ;; esac
+        done < "$t/status" 2>/dev/null
+        # time pid tid name utime stime cpu voluntary nonvoluntary (ticks, switches)
+        echo "$now $pid ${t##*/} $name ${st[11]} ${st[12]} ${st[36]}$sw"
+      done
+    done
+    sleep 1
+  done >> "$OUT/threads.log"
+}
+touch "$W/sampling"
+sample_threads &
+sampler=$!
 start=$(date +%s)
 timeout "${LIMIT:-330}" shoal-bench compare --generator aquatic --tracker-workers "${TIERS:-1,2,4}" \
     --levels "${LOAD_WORKERS:-4}" --bin-dir "$D/bin" --rounds "${ROUNDS:-5}" --noisy-retries 0 \
@@ -56,6 +80,9 @@ timeout "${LIMIT:-330}" shoal-bench compare --generator aquatic --tracker-worker
     ws --target wss://127.0.0.1:3800 --duration "${DUR:-5s}" --warmup "${WARM:-0s}" \
     --torrents 10000 > "$W/ws.log" 2>&1
 echo "ws rc=$? $(( $(date +%s) - start ))s"
+rm -f "$W/sampling"; wait "$sampler"
+command -v python3 > /dev/null && python3 bench/threads.py "$OUT/threads.log"
+gzip -f "$OUT/threads.log"
 grep -E "^- median|^\| (shoal|aquatic_ws) \|" "$W/ws/report.md" | head -80
 rm -f "$W"/ws/key.pem
 tar czf "$OUT/ws-16core.tgz" -C "$W" ws ws.log
