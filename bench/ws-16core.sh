@@ -70,7 +70,7 @@ sample_threads() {
     sleep 1
   done >> "$OUT/threads.log"
 }
-touch "$W/sampling"
+: > "$OUT/threads.log"; touch "$W/sampling"
 sample_threads &
 sampler=$!
 start=$(date +%s)
