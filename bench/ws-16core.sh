@@ -50,8 +50,9 @@ if [ "${TWO_CPU_ROUNDS:-0}" -gt 0 ]; then
   tar czf "$OUT/ws-2cpu.tgz" -C "$W" ws-2cpu ws-2cpu.log
 fi
 # While the comparison runs, every tracker thread's CPU time and context switches, once a
-# second, to OUT/threads.log.gz (`bench/threads.py OUT/threads.log.gz` sums them): how often the
-# workers sleep and are woken per message, which a 2-core machine cannot show.
+# second, to OUT/threads.log.gz (`bench/threads.py OUT/threads.log.gz` sums them per round):
+# how often the workers sleep and are woken a second, to set beside the report's messages a
+# second; a 2-core machine, whose tracker is never left idle, cannot show it.
 sample_threads() {
   while [ -e "$W/sampling" ]; do
     now=$EPOCHREALTIME
