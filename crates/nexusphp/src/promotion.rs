@@ -154,29 +154,64 @@ mod tests {
     fn the_uploader_and_vips() {
         let mut s = Settings::default();
         let t = torrent(3, 1, None, 0);
-        assert_eq!(factors(NORMAL, 1, &t, 7, 1, &s).upload, 1.0, "uploaderdouble 1");
+        assert_eq!(
+            factors(NORMAL, 1, &t, 7, 1, &s).upload,
+            1.0,
+            "uploaderdouble 1"
+        );
         s.uploader_double = 1.5;
         assert_eq!(factors(NORMAL, 1, &t, 7, 1, &s).upload, 1.5);
         assert_eq!(factors(NORMAL, 3, &t, 7, 1, &s).upload, 2.0, "the larger");
-        assert_eq!(factors(NORMAL, 1, &t, 8, 1, &s).upload, 1.0, "not the owner");
+        assert_eq!(
+            factors(NORMAL, 1, &t, 8, 1, &s).upload,
+            1.0,
+            "not the owner"
+        );
         assert_eq!(factors(NORMAL, 1, &t, 8, CLASS_VIP, &s).download, 0.0);
-        assert_eq!(factors(NORMAL, 1, &t, 8, CLASS_VIP + 1, &s).download, 1.0, "VIP exactly");
+        assert_eq!(
+            factors(NORMAL, 1, &t, 8, CLASS_VIP + 1, &s).download,
+            1.0,
+            "VIP exactly"
+        );
     }
 
     /// `app/Models/TorrentState.php:98-160`.
     #[test]
     fn the_global_promotion_in_force() {
         let rows = [
-            GlobalPromotion { id: 1, state: 2, begin: None, deadline: None },
-            GlobalPromotion { id: 2, state: 3, begin: Some(100), deadline: Some(200) },
-            GlobalPromotion { id: 3, state: 1, begin: Some(0), deadline: None },
+            GlobalPromotion {
+                id: 1,
+                state: 2,
+                begin: None,
+                deadline: None,
+            },
+            GlobalPromotion {
+                id: 2,
+                state: 3,
+                begin: Some(100),
+                deadline: Some(200),
+            },
+            GlobalPromotion {
+                id: 3,
+                state: 1,
+                begin: Some(0),
+                deadline: None,
+            },
         ];
         // Rows with a begin come first: 2x while it runs, then the open-ended free.
         assert_eq!(global_state(&rows, 150), 3);
         assert_eq!(global_state(&rows, 50), 2);
         assert_eq!(global_state(&rows, 250), 2);
-        assert_eq!(global_state(&rows[1..], 250), NORMAL, "ended; a normal row counts for nothing");
-        assert_eq!(global_state(&rows[1..], 200), 3, "the deadline itself still counts");
+        assert_eq!(
+            global_state(&rows[1..], 250),
+            NORMAL,
+            "ended; a normal row counts for nothing"
+        );
+        assert_eq!(
+            global_state(&rows[1..], 200),
+            3,
+            "the deadline itself still counts"
+        );
     }
 
     /// `include/cleanup.php:59-65`: a deadline past is normal.
@@ -186,7 +221,11 @@ mod tests {
         let t = torrent(2, 2, Some(1_000), 0);
         assert_eq!(torrent_state(&t, &s, 999), 2);
         assert_eq!(torrent_state(&t, &s, 1_001), NORMAL);
-        assert_eq!(torrent_state(&torrent(2, 1, None, 0), &s, i64::MAX / 2), 2, "permanent");
+        assert_eq!(
+            torrent_state(&torrent(2, 1, None, 0), &s, i64::MAX / 2),
+            2,
+            "permanent"
+        );
     }
 
     /// `include/cleanup.php:14-57` with the defaults of `settings.default.php:327-345`.
@@ -195,15 +234,31 @@ mod tests {
         let mut s = Settings::default();
         let day = 86_400;
         // Free for 60 days, then normal.
-        assert_eq!(torrent_state(&torrent(2, 0, None, 0), &s, 60 * day), 2, "not yet: strictly older");
-        assert_eq!(torrent_state(&torrent(2, 0, None, 0), &s, 60 * day + 1), NORMAL);
+        assert_eq!(
+            torrent_state(&torrent(2, 0, None, 0), &s, 60 * day),
+            2,
+            "not yet: strictly older"
+        );
+        assert_eq!(
+            torrent_state(&torrent(2, 0, None, 0), &s, 60 * day + 1),
+            NORMAL
+        );
         // Free becomes 50% after 10 days, 50% becomes 2x after 20: both passed at 31 days.
-        s.expiry[2] = AgeExpiry { days: 10.0, becomes: 5 };
-        s.expiry[5] = AgeExpiry { days: 20.0, becomes: 3 };
+        s.expiry[2] = AgeExpiry {
+            days: 10.0,
+            becomes: 5,
+        };
+        s.expiry[5] = AgeExpiry {
+            days: 20.0,
+            becomes: 3,
+        };
         assert_eq!(torrent_state(&torrent(2, 0, None, 0), &s, 15 * day), 5);
         assert_eq!(torrent_state(&torrent(2, 0, None, 0), &s, 31 * day), 3);
         // A `become` of 7 (30%) is not one the cleanup sets: normal.
-        s.expiry[3] = AgeExpiry { days: 1.0, becomes: 7 };
+        s.expiry[3] = AgeExpiry {
+            days: 1.0,
+            becomes: 7,
+        };
         assert_eq!(torrent_state(&torrent(3, 0, None, 0), &s, 2 * day), NORMAL);
     }
 }

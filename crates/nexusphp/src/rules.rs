@@ -18,7 +18,7 @@ use crate::agent::is_browser;
 use crate::limits::{self, Cheat};
 use crate::model::{HrMode, Peer, Settings, User, CLASS_VIP, MIN_ANNOUNCE_WAIT};
 use crate::promotion;
-use crate::site::{unix_now, CheaterWrite, Site, SnatchInsert, SnatchWrite, TorrentWrite};
+use crate::site::{CheaterWrite, Site, SnatchInsert, SnatchWrite, TorrentWrite};
 
 macro_rules! refusals {
     ($($name:ident = $reason:literal, $label:literal;)*) => {
@@ -174,7 +174,13 @@ impl Site {
     }
 
     /// Counts a client moving between lists: on the torrent and in the member's slots.
-    fn recount(&self, t: &mut crate::site::TorrentState, uid: u32, was: Option<bool>, is: Option<bool>) {
+    fn recount(
+        &self,
+        t: &mut crate::site::TorrentState,
+        uid: u32,
+        was: Option<bool>,
+        is: Option<bool>,
+    ) {
         for (side, by) in [(was, -1i32), (is, 1)] {
             match side {
                 Some(true) => t.torrent.seeders = t.torrent.seeders.saturating_add_signed(by),
@@ -219,7 +225,7 @@ fn client_row(a: &Asked<'_>, now: i64) -> Peer {
 
 impl SiteRules for Site {
     fn admit(&self, a: &Asked<'_>) -> Result<Admission, Refusal> {
-        let now = unix_now();
+        let now = (self.clock)();
         let s = self.settings();
         let stopped = a.event == AnnounceEvent::Stopped;
         let completed = a.event == AnnounceEvent::Completed;
@@ -234,7 +240,9 @@ impl SiteRules for Site {
                 return Err(INVALID_PORT);
             }
             if port_blacklisted(port) {
-                return Err(self.refusal(format!("Port {port} is blacklisted."), "blacklisted_port"));
+                return Err(
+                    self.refusal(format!("Port {port} is blacklisted."), "blacklisted_port")
+                );
             }
         }
         let user = self.user(uid).ok_or(NOT_REGISTERED)?;
@@ -276,7 +284,9 @@ impl SiteRules for Site {
         let key = (uid, a.peer_id.0);
         let old = t.clients.get(&key).cloned();
         if let Some(o) = &old {
-            let recent = o.prev_action.is_some_and(|p| p > now - i64::from(MIN_ANNOUNCE_WAIT));
+            let recent = o
+                .prev_action
+                .is_some_and(|p| p > now - i64::from(MIN_ANNOUNCE_WAIT));
             if a.event == AnnounceEvent::None && recent {
                 return Err(MIN_INTERVAL);
             }
@@ -288,7 +298,11 @@ impl SiteRules for Site {
             // cannot queue it and answers as the first such announce is answered.
             return Err(PURCHASE);
         }
-        let snatch_before = self.snatches.get(&(uid, tid)).map(|s| *s).unwrap_or_default();
+        let snatch_before = self
+            .snatches
+            .get(&(uid, tid))
+            .map(|s| *s)
+            .unwrap_or_default();
         let mut credited = true;
         let mut moved = (0u64, 0u64, 0u64);
         match &old {
@@ -299,7 +313,13 @@ impl SiteRules for Site {
                 let down = a.downloaded.saturating_sub(o.downloaded);
                 moved = (up, down, secs);
                 if s.cheaterdet != 0 && user.class < s.nodetect_class && secs > 10 {
-                    let verdict = limits::cheater(up, secs, t.torrent.leechers, s.cheaterdet, s.maximum_upload_speed);
+                    let verdict = limits::cheater(
+                        up,
+                        secs,
+                        t.torrent.leechers,
+                        s.cheaterdet,
+                        s.maximum_upload_speed,
+                    );
                     let row = |comment, disabling| CheaterWrite {
                         user_id: uid,
                         torrent_id: tid,
@@ -419,11 +439,14 @@ impl SiteRules for Site {
                 Some(i) => i.downloaded,
                 None => snatch_after.downloaded.saturating_add(sw.downloaded),
             };
-            let entry = pending.snatches.entry((uid, tid)).or_insert_with(|| SnatchWrite {
-                user_id: uid,
-                torrent_id: tid,
-                ..SnatchWrite::default()
-            });
+            let entry = pending
+                .snatches
+                .entry((uid, tid))
+                .or_insert_with(|| SnatchWrite {
+                    user_id: uid,
+                    torrent_id: tid,
+                    ..SnatchWrite::default()
+                });
             if entry.insert.is_none() {
                 entry.insert = sw.insert.take();
             }
@@ -438,7 +461,11 @@ impl SiteRules for Site {
         }
         // Hit and run (`public/announce.php:546-593`): the snatch as read before this
         // announce's update for a known client, as written for a new one.
-        let hr_snatch = if old.is_some() { snatch_before } else { snatch_after };
+        let hr_snatch = if old.is_some() {
+            snatch_before
+        } else {
+            snatch_after
+        };
         let hr_on = match s.hr_mode {
             HrMode::Global => true,
             HrMode::Manual => hr_torrent,
@@ -481,7 +508,11 @@ impl SiteRules for Site {
             }
         }
         // A client's first announce moves no bytes (`include/globalfunctions.php:1082-1091`).
-        let (download_factor, upload_factor) = if credited { (f.download, f.upload) } else { (0.0, 0.0) };
+        let (download_factor, upload_factor) = if credited {
+            (f.download, f.upload)
+        } else {
+            (0.0, 0.0)
+        };
         Ok(Admission {
             download_factor,
             upload_factor,

@@ -171,6 +171,8 @@ pub struct Site {
     pub(crate) windows: DashMap<(u32, u32), Windows>,
     pub(crate) pending: Mutex<Pending>,
     pub(crate) texts: crate::texts::Texts,
+    /// Unix seconds now ([`unix_now`]; a test sets its own).
+    pub(crate) clock: fn() -> i64,
 }
 
 impl Site {
@@ -188,6 +190,7 @@ impl Site {
             windows: DashMap::new(),
             pending: Mutex::new(Pending::default()),
             texts: crate::texts::Texts::default(),
+            clock: unix_now,
         };
         for t in data.torrents {
             site.put_torrent(t);
@@ -201,6 +204,12 @@ impl Site {
             }
         }
         site
+    }
+
+    /// The site with another clock (tests move time on).
+    pub fn with_clock(mut self, clock: fn() -> i64) -> Site {
+        self.clock = clock;
+        self
     }
 
     /// Adds or replaces a torrent's row, keeping its clients and shoal's counts of them.
