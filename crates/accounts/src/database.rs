@@ -290,7 +290,7 @@ mod tests {
         db.put_torrent(&Torrent::new(Some(1), hash)).await.unwrap();
         let delta = Delta {
             user_id: 1,
-            torrent: hash,
+            torrent_id: 1,
             uploaded: 10,
             ..Delta::default()
         };

@@ -18,8 +18,6 @@ mod private;
 pub use abuse::{BlockListConfig, RateLimitConfig};
 pub use cluster::ClusterConfig;
 pub use private::PrivateConfig;
-pub use shoal_gazelle::GazelleConfig;
-pub use shoal_unit3d::Unit3dConfig;
 
 /// The documented default configuration, as printed by `shoal --print-config`.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("default_config.toml");
@@ -43,9 +41,10 @@ pub struct Config {
     pub admin: AdminConfig,
     pub privileges: PrivilegesConfig,
     pub private: PrivateConfig,
-    pub gazelle: GazelleConfig,
-    pub unit3d: Unit3dConfig,
     pub cluster: ClusterConfig,
+    /// Every site's own section (`[unit3d]`, `[gazelle]`, ...), from the site registry.
+    #[serde(flatten)]
+    pub sites: crate::sites::SiteSections,
 }
 
 /// Snapshots of the swarm store (see `state.rs`).
@@ -131,6 +130,7 @@ pub struct HttpConfig {
     pub proxy_hop: usize,
     pub proxy_trusted: Vec<String>,
     pub proxy_protocol: bool,
+    pub unix_socket: PathBuf,
 }
 
 /// HTTPS listeners (rustls) and their certificate.
@@ -254,9 +254,8 @@ impl Default for Config {
             admin: AdminConfig::default(),
             privileges: PrivilegesConfig::default(),
             private: PrivateConfig::default(),
-            gazelle: GazelleConfig::default(),
-            unit3d: Unit3dConfig::default(),
             cluster: ClusterConfig::default(),
+            sites: crate::sites::SiteSections::default(),
         }
     }
 }
@@ -295,6 +294,7 @@ impl Default for HttpConfig {
             proxy_hop: 1,
             proxy_trusted: vec!["127.0.0.1".into(), "::1".into()],
             proxy_protocol: false,
+            unix_socket: PathBuf::new(),
         }
     }
 }
@@ -355,6 +355,13 @@ impl Config {
     pub fn parse(text: &str) -> anyhow::Result<Self> {
         serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
             let path = e.path().to_string();
+            if path == "." {
+                // The site sections are flattened in (`sites`), and serde loses the path
+                // through a flattened field: find the key at fault from the text itself.
+                if let Some(located) = locate_site_problem(text) {
+                    return anyhow::anyhow!("{located}");
+                }
+            }
             let inner = e.into_inner();
             let message = inner.message().trim_end();
             let at = inner.span().map(|span| line_and_column(text, span.start));
@@ -394,11 +401,8 @@ impl Config {
             bail!("access_list.path must be set when access_list.mode is not \"off\"");
         }
         self.private.validate()?;
-        if self.private.gazelle() {
-            self.gazelle.validate()?;
-        }
-        if self.private.unit3d() {
-            self.unit3d.validate()?;
+        if let Some(schema) = self.private.site() {
+            self.sites.validate(schema, &self.private.site_keys()?)?;
         }
         self.rate_limit.validate()?;
         self.cluster.validate()?;
@@ -545,6 +549,25 @@ impl Config {
     pub fn admin_token_file(&self) -> Option<&Path> {
         set(&self.admin.token_file)
     }
+}
+
+/// The key at fault in `text`, where the flattened site sections hide it from serde's path:
+/// a top-level key no section or option has (`wrkers: unknown field`), or a problem inside
+/// a site's section (`unit3d.bogus: unknown field`).
+fn locate_site_problem(text: &str) -> Option<String> {
+    let table: toml::Table = text.parse().ok()?;
+    let defaults = toml::Value::try_from(Config::default()).ok()?;
+    let known = defaults.as_table()?;
+    for (key, value) in table {
+        if crate::sites::SCHEMAS.contains(&key.as_str()) {
+            if let Err(problem) = crate::sites::SiteSections::check_section(&key, value) {
+                return Some(format!("{key}.{problem}"));
+            }
+        } else if !known.contains_key(&key) {
+            return Some(format!("{key}: unknown field `{key}`"));
+        }
+    }
+    None
 }
 
 /// 1-based line and column of a byte offset.

@@ -46,7 +46,7 @@ impl Site {
         let from_clients: HashSet<(u32, u32)> = history.keys().copied().collect();
         let mut users: HashMap<u32, UserUpdate> = HashMap::new();
         for d in sums {
-            let Some(tid) = self.ids.get(&d.torrent).map(|id| *id) else {
+            let Ok(tid) = u32::try_from(d.torrent_id) else {
                 continue;
             };
             let user = d.user_id as u32;
@@ -61,7 +61,7 @@ impl Site {
             h.credited_downloaded += d.downloaded;
             h.actual_downloaded += d.downloaded_raw;
             h.seedtime += d.seed_seconds;
-            if let Some(at) = d.completed_at.filter(|_| d.completed) {
+            if let Some(at) = d.completed_unix().filter(|_| d.completed) {
                 h.completed_at = Some(h.completed_at.map_or(at as i64, |c| c.min(at as i64)));
             }
             let u = users.entry(user).or_insert_with(|| UserUpdate {

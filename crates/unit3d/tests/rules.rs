@@ -402,7 +402,7 @@ fn a_batch_joins_the_ledgers_sums_with_the_clients_and_goes_back_when_a_write_fa
     admit(&s, a).unwrap();
     let sums = [Delta {
         user_id: 1,
-        torrent: [15; 20],
+        torrent_id: 15,
         uploaded: 70,
         downloaded: 22,
         uploaded_raw: 70,
@@ -444,7 +444,7 @@ fn sums_written_after_their_clients_keep_the_rows_client_state() {
             uploaded,
             uploaded_raw: uploaded,
             user_id: 1,
-            torrent: [10; 20],
+            torrent_id: 10,
             ..Delta::default()
         }]
     };

@@ -1,7 +1,7 @@
 //! What every HTTP connection of every worker shares: [`HttpContext`] (the store, the
 //! policy, the settings, the proxy rules, the full-scrape document, the WebTorrent state
-//! for upgrades, the open-connection count), and the [`HttpSettings`] taken from the
-//! config. Its own file so that the connection loop, the handler and the accept loop all
+//! for upgrades, the open-connection count, the control calls of the site in force), and
+//! the [`HttpSettings`] taken from the config. Its own file so that the connection loop, the handler and the accept loop all
 //! import it from a sibling, not from the module above them.
 
 use std::sync::atomic::AtomicUsize;
@@ -61,6 +61,6 @@ pub struct HttpContext {
     pub ws: Arc<WsContext>,
     /// Open connections, HTTP and HTTPS together.
     pub open: AtomicUsize,
-    /// A site's control calls (UNIT3D's), when its schema is in force.
+    /// The control calls of the site in force, if it has any.
     pub site_api: Option<Arc<SiteApi>>,
 }

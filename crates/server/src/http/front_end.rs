@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use shoal_datagrams::WatchedListener as Listener;
+use std::os::unix::net::UnixListener;
 use tokio::net::TcpStream;
 
 use super::context::{HttpContext, HttpSettings};
@@ -23,6 +24,7 @@ use super::proxy::ProxyRules;
 use super::proxy_protocol::{self, ProxyProtocol};
 use super::site_call::SiteApi;
 use super::tls::TlsCerts;
+use super::unix::{self, UnixSocket};
 use super::{at_once, connection};
 use crate::config::Config;
 use crate::ws::WsContext;
@@ -35,6 +37,8 @@ pub struct HttpFrontEnd {
     tls: Option<Arc<TlsCerts>>,
     ctx: Arc<HttpContext>,
     threads: Vec<JoinHandle<()>>,
+    /// `[http] unix_socket`, its file removed when the front end goes.
+    unix_socket: Option<UnixSocket>,
 }
 
 // `TCP_DEFER_ACCEPT`: the kernel completes `accept` only once the client has sent data (or
@@ -102,6 +106,10 @@ impl HttpFrontEnd {
             None => None,
         };
         let (http_addrs, mut plain) = bind_all(&config.http.listen, workers)?;
+        let mut unix_socket = match &config.http.unix_socket {
+            p if p.as_os_str().is_empty() => None,
+            p => Some(UnixSocket::bind(p)?),
+        };
         let (https_addrs, mut secure) = bind_all(&config.https.listen, workers)?;
 
         let mut threads = Vec::new();
@@ -138,9 +146,10 @@ impl HttpFrontEnd {
             let ctx = ctx.clone();
             let shutdown = shutdown.clone();
             let acceptor = acceptor.clone();
+            let unix = unix_socket.as_mut().and_then(UnixSocket::take);
             let thread = std::thread::Builder::new()
                 .name(format!("http-{w}"))
-                .spawn(move || run_worker(plain, secure, acceptor, ctx, &shutdown))
+                .spawn(move || run_worker((plain, unix), secure, acceptor, ctx, &shutdown))
                 .context("spawning HTTP worker")?;
             threads.push(thread);
         }
@@ -150,6 +159,7 @@ impl HttpFrontEnd {
             tls,
             ctx,
             threads,
+            unix_socket,
         })
     }
 
@@ -164,16 +174,18 @@ impl HttpFrontEnd {
         self.ctx.open.load(Ordering::Relaxed)
     }
 
-    /// Waits for the workers to stop (after the shutdown flag was set).
+    /// Waits for the workers to stop (after the shutdown flag was set), then removes the
+    /// Unix socket's file.
     pub fn join(self) {
         for t in self.threads {
             let _ = t.join();
         }
+        drop(self.unix_socket);
     }
 }
 
 fn run_worker(
-    plain: Vec<std::net::TcpListener>,
+    (plain, unix): (Vec<std::net::TcpListener>, Option<UnixListener>),
     secure: Vec<std::net::TcpListener>,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     ctx: Arc<HttpContext>,
@@ -198,6 +210,9 @@ fn run_worker(
                 }
                 Err(e) => tracing::error!("HTTP listener: {e}"),
             }
+        }
+        if let Some(l) = unix {
+            tokio::task::spawn_local(unix::accept_loop(l, ctx.clone()));
         }
         for l in secure {
             match Listener::new(l) {

@@ -338,7 +338,7 @@ impl Handler {
         let f = facts(req.headers);
         if let Some(api) = &self.ctx.site_api {
             let close = !self.ctx.settings.keep_alive || f.close || (version == 0 && !f.keep_alive);
-            if let Some(call) = api.call(method, path, req.headers, close) {
+            if let Some(call) = SiteCall::of(api, method, path, req.headers, close) {
                 return Next::SiteCall(call);
             }
         }

@@ -10,8 +10,8 @@
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use futures_util::TryStreamExt;
 use shoal_accounts::from_columns;
+use shoal_site::mysql::{id, rows};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
@@ -62,20 +62,14 @@ impl Unit3dDb {
     /// blacklisted peer-id prefixes, the freeleech tokens, personal freeleech and featured
     /// torrents.
     pub async fn load(&self) -> Result<SiteData, Error> {
-        self.bounded(async {
-            let mut tx = self.pool.begin().await?;
-            let data = read_all(&mut tx).await;
-            let _ = tx.rollback().await;
-            data
-        })
-        .await
+        self.db.read(async |conn| read_all(conn).await).await
     }
 }
 
 async fn read_all(conn: &mut MySqlConnection) -> Result<SiteData, Error> {
-    let groups = each(conn, "groups", GROUPS, group).await?;
+    let groups = rows(conn, "groups", GROUPS, group).await?;
     let mut slots: HashMap<u32, (u32, u32)> = HashMap::new();
-    let peers = each(conn, "peers", PEERS, |row| {
+    let peers = rows(conn, "peers", PEERS, |row| {
         let Some(user_id) = id(row, "user_id")? else {
             return Ok(None);
         };
@@ -90,13 +84,13 @@ async fn read_all(conn: &mut MySqlConnection) -> Result<SiteData, Error> {
         peer(row, user_id)
     })
     .await?;
-    let mut users = each(conn, "users", USERS, user).await?;
+    let mut users = rows(conn, "users", USERS, user).await?;
     for user in &mut users {
         (user.num_seeding, user.num_leeching) = slots.get(&user.id).copied().unwrap_or_default();
     }
     let mut hashes = HashSet::new();
     let mut duplicates = 0usize;
-    let torrents = each(conn, "torrents", TORRENTS, |row| {
+    let torrents = rows(conn, "torrents", TORRENTS, |row| {
         let decoded = torrent(row)?;
         Ok(decoded.filter(|t| {
             let first = hashes.insert(t.info_hash);
@@ -112,21 +106,21 @@ async fn read_all(conn: &mut MySqlConnection) -> Result<SiteData, Error> {
              serves the older)"
         );
     }
-    let blacklisted_prefixes = each(conn, "blacklist_clients", BLACKLIST, |row| {
+    let blacklisted_prefixes = rows(conn, "blacklist_clients", BLACKLIST, |row| {
         let prefix: Vec<u8> = row.try_get("peer_id_prefix")?;
         // An empty prefix would refuse every client.
         Ok((!prefix.is_empty()).then_some(prefix))
     })
     .await?;
-    let freeleech_tokens = each(conn, "freeleech_tokens", TOKENS, |row| {
+    let freeleech_tokens = rows(conn, "freeleech_tokens", TOKENS, |row| {
         Ok(id(row, "user_id")?.zip(id(row, "torrent_id")?))
     })
     .await?;
-    let personal_freeleech = each(conn, "personal_freeleeches", PERSONAL, |row| {
+    let personal_freeleech = rows(conn, "personal_freeleeches", PERSONAL, |row| {
         id(row, "user_id")
     })
     .await?;
-    let featured = each(conn, "featured_torrents", FEATURED, |row| {
+    let featured = rows(conn, "featured_torrents", FEATURED, |row| {
         id(row, "torrent_id")
     })
     .await?;
@@ -142,43 +136,10 @@ async fn read_all(conn: &mut MySqlConnection) -> Result<SiteData, Error> {
     })
 }
 
-/// Streams the rows of `sql` through `decode`; the rows it answers `None` for are left out
-/// and counted in a warning that names `table`.
-async fn each<T>(
-    conn: &mut MySqlConnection,
-    table: &'static str,
-    sql: &'static str,
-    mut decode: impl FnMut(&MySqlRow) -> Result<Option<T>, Error>,
-) -> Result<Vec<T>, Error> {
-    let mut rows = sqlx::query(sql).fetch(&mut *conn);
-    let mut kept = Vec::new();
-    let mut left_out = 0usize;
-    while let Some(row) = rows.try_next().await? {
-        match decode(&row)? {
-            Some(value) => kept.push(value),
-            None => left_out += 1,
-        }
-    }
-    if left_out > 0 {
-        tracing::warn!(
-            table,
-            left_out,
-            "rows of the site's database that shoal cannot hold were left out"
-        );
-    }
-    Ok(kept)
-}
-
 fn sorted<T: Ord>(mut values: Vec<T>) -> Vec<T> {
     values.sort_unstable();
     values.dedup();
     values
-}
-
-/// A site id (`int` or `int unsigned`) as the `u32` shoal holds; `None` if it is not one.
-fn id(row: &MySqlRow, column: &str) -> Result<Option<u32>, Error> {
-    let value: i64 = row.try_get(column)?;
-    Ok(u32::try_from(value).ok())
 }
 
 /// A count as a `u32`: below zero is 0, beyond it saturates.
