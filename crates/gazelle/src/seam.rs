@@ -70,17 +70,16 @@ pub fn open(config: &GazelleConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn s
             .context("starting the token-expiry caller")?;
         Some(caller)
     };
-    let parts = Parts {
-        name: "gazelle",
+    let schema = Arc::new(GazelleSchema::new(db, site.clone()));
+    let (site_password, report_password) = (&o.keys.site_password, &o.keys.report_password);
+    let control = Control::new(site.clone(), site_password.clone(), report_password.clone());
+    let parts = Parts::new(
+        "gazelle",
         members,
-        rules: site.clone(),
-        schema: Arc::new(GazelleSchema::new(db, site.clone())),
-        control: Some(Arc::new(Control::new(
-            site.clone(),
-            o.keys.site_password.clone(),
-            o.keys.report_password.clone(),
-        ))),
-    };
+        site.clone(),
+        schema,
+        Some(Arc::new(control)),
+    );
     Ok(Arc::new(Gazelle {
         token_expiry: Mutex::new(token_expiry),
         site,

@@ -87,6 +87,25 @@ pub struct Parts {
     pub control: Option<Arc<dyn Control>>,
 }
 
+impl Parts {
+    /// The parts of the site `name` whose rules are `rules`.
+    pub fn new(
+        name: &'static str,
+        members: Arc<Members>,
+        rules: Arc<dyn SiteRules>,
+        schema: Arc<dyn Schema>,
+        control: Option<Arc<dyn Control>>,
+    ) -> Parts {
+        Parts {
+            name,
+            members,
+            rules,
+            schema,
+            control,
+        }
+    }
+}
+
 /// A site in force: everything the server does with it.
 pub trait Site: Send + Sync {
     /// What it handed over at start.

@@ -61,16 +61,12 @@ pub fn open(config: &Unit3dConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn sh
     // and the torrent (no client allow-list of shoal's; the site's blacklist applies).
     let members = Arc::new(Members::new(&Roster::default(), false));
     let site = Arc::new(Site::new(config.clone(), members.clone(), data));
-    let parts = Parts {
-        name: "unit3d",
-        members,
-        rules: site.clone(),
-        schema: Arc::new(Unit3dSchema::new(db, site.clone())),
-        control: Some(Arc::new(Unit3dControl {
-            site: site.clone(),
-            key,
-        })),
-    };
+    let schema = Arc::new(Unit3dSchema::new(db, site.clone()));
+    let control = Arc::new(Unit3dControl {
+        site: site.clone(),
+        key,
+    });
+    let parts = Parts::new("unit3d", members, site.clone(), schema, Some(control));
     Ok(Arc::new(Unit3d { site, parts }))
 }
 

@@ -4,8 +4,6 @@
 //! The keys the upserts rely on are checked too: without one an upsert would add a second
 //! row where the site expects one.
 
-use shoal_site::mysql::catalog::{Catalog, Needs};
-
 use super::{Error, GazelleDb, Widths};
 
 /// Every table shoal reads or writes, with the columns it names (as Ocelot names them).
@@ -70,18 +68,11 @@ pub const KEYS: &[(&str, &[&str])] = &[
     ("users_freeleeches", &["userid", "torrentid"]),
 ];
 
-/// What the site's database must hold.
-pub const NEEDS: Needs = Needs {
-    tables: NEEDED,
-    unique_keys: KEYS,
-};
-
 impl GazelleDb {
     /// Checks that every table, column and key shoal needs is there, and notes the widths
     /// of the text columns it writes (a longer value is fitted to them).
     pub async fn check(&mut self) -> Result<(), Error> {
-        let catalog = self.db.read(async |conn| Catalog::read(conn).await).await?;
-        catalog.check(&NEEDS)?;
+        let catalog = self.db.check_tables(NEEDED, KEYS).await?;
         let d = Widths::default();
         self.widths = Widths {
             useragent: catalog.width("xbt_files_users", "useragent", d.useragent),

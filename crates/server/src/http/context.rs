@@ -4,7 +4,7 @@
 //! the [`HttpSettings`] taken from the config. Its own file so that the connection loop, the handler and the accept loop all
 //! import it from a sibling, not from the module above them.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,4 +63,32 @@ pub struct HttpContext {
     pub open: AtomicUsize,
     /// The control calls of the site in force, if it has any.
     pub site_api: Option<Arc<SiteApi>>,
+}
+
+/// Counts one open connection until dropped.
+pub struct OpenConnection(Arc<HttpContext>);
+
+impl OpenConnection {
+    /// Counts a new connection in, unless `max_connections` are open (then it is counted
+    /// as refused, and the caller closes it).
+    pub fn admit(ctx: &Arc<HttpContext>) -> Option<OpenConnection> {
+        if ctx.open.fetch_add(1, Ordering::Relaxed) >= ctx.settings.max_connections {
+            ctx.open.fetch_sub(1, Ordering::Relaxed);
+            refused("max_connections");
+            return None;
+        }
+        Some(OpenConnection(ctx.clone()))
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts one connection turned away at accept, by why: `max_connections` (that many were
+/// open) or `descriptors` (the process had no file descriptor left for it).
+pub fn refused(reason: &'static str) {
+    metrics::counter!("shoal_http_connections_refused_total", "reason" => reason).increment(1);
 }

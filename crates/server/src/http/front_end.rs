@@ -18,7 +18,7 @@ use shoal_datagrams::WatchedListener as Listener;
 use std::os::unix::net::UnixListener;
 use tokio::net::TcpStream;
 
-use super::context::{HttpContext, HttpSettings};
+use super::context::{refused, HttpContext, HttpSettings, OpenConnection};
 use super::full_scrape::FullScrape;
 use super::proxy::ProxyRules;
 use super::proxy_protocol::{self, ProxyProtocol};
@@ -229,21 +229,6 @@ fn run_worker(
     // Dropping the LocalSet and the runtime ends every connection of this worker.
 }
 
-/// Counts one open connection until dropped.
-struct OpenConnection(Arc<HttpContext>);
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Counts one connection turned away at accept, by why: `max_connections` (that many were
-/// open) or `descriptors` (the process had no file descriptor left for it).
-fn refused(reason: &'static str) {
-    metrics::counter!("shoal_http_connections_refused_total", "reason" => reason).increment(1);
-}
-
 /// Whether an accept failed for want of a file descriptor (the process's limit, or the
 /// system's).
 fn out_of_descriptors(e: &std::io::Error) -> bool {
@@ -322,13 +307,10 @@ async fn accept_loop(
                 continue;
             }
         };
-        if ctx.open.fetch_add(1, Ordering::Relaxed) >= ctx.settings.max_connections {
-            ctx.open.fetch_sub(1, Ordering::Relaxed);
-            refused("max_connections");
+        let Some(guard) = OpenConnection::admit(&ctx) else {
             drop(tcp);
             continue;
-        }
-        let guard = OpenConnection(ctx.clone());
+        };
         let proxied = ctx.proxy_protocol.as_ref();
         if proxied.is_some_and(|p| p.expects_header(remote.ip())) {
             // From a load balancer: its header first, then the usual general path.

@@ -13,14 +13,13 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 
 use super::connection;
-use super::context::HttpContext;
+use super::context::{HttpContext, OpenConnection};
 
 /// The address a Unix-socket connection is served as.
 pub const UNIX_PEER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
@@ -77,22 +76,21 @@ pub async fn accept_loop(listener: std::os::unix::net::UnixListener, ctx: Arc<Ht
         }
     };
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let Some(guard) = OpenConnection::admit(&ctx) else {
+                    continue;
+                };
+                let ctx = ctx.clone();
+                tokio::task::spawn_local(async move {
+                    let _guard = guard;
+                    connection::serve(stream, UNIX_PEER, ctx, &[]).await;
+                });
+            }
             Err(e) => {
                 tracing::warn!("HTTP Unix socket accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
             }
-        };
-        if ctx.open.fetch_add(1, Ordering::Relaxed) >= ctx.settings.max_connections {
-            ctx.open.fetch_sub(1, Ordering::Relaxed);
-            continue;
         }
-        let ctx = ctx.clone();
-        tokio::task::spawn_local(async move {
-            connection::serve(stream, UNIX_PEER, ctx.clone(), &[]).await;
-            ctx.open.fetch_sub(1, Ordering::Relaxed);
-        });
     }
 }

@@ -19,11 +19,14 @@ const UNIQUE_KEYS: &str = "SELECT CAST(LOWER(TABLE_NAME) AS CHAR) AS t, \
      FROM information_schema.STATISTICS \
      WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0";
 
+/// `(table, columns)` pairs.
+pub type Tables = &'static [(&'static str, &'static [&'static str])];
+
 /// What a site needs: `(table, columns)` and the unique keys `(table, columns)` its
 /// upserts rely on.
 pub struct Needs {
-    pub tables: &'static [(&'static str, &'static [&'static str])],
-    pub unique_keys: &'static [(&'static str, &'static [&'static str])],
+    pub tables: Tables,
+    pub unique_keys: Tables,
 }
 
 /// The tables, columns (with their widths in characters, 0 where not text) and unique

@@ -161,19 +161,30 @@ impl SiteDb {
         shoal_accounts::within(self.limit, work, Error::TimedOut).await
     }
 
+    /// The database's catalog, once it is checked to hold every table, column and unique
+    /// key of `tables` and `unique_keys` ([`Error::Missing`] names each one it lacks).
+    pub async fn check_tables(
+        &self,
+        tables: catalog::Tables,
+        unique_keys: catalog::Tables,
+    ) -> Result<catalog::Catalog, Error> {
+        let catalog = self
+            .read(async |conn| catalog::Catalog::read(conn).await)
+            .await?;
+        catalog.check(&catalog::Needs {
+            tables,
+            unique_keys,
+        })?;
+        Ok(catalog)
+    }
+
     /// Runs `work` in one transaction that is rolled back after: a consistent view of
     /// several tables, changing nothing.
     pub async fn read<T>(
         &self,
         work: impl AsyncFnOnce(&mut MySqlConnection) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        self.bounded(async {
-            let mut tx = self.pool.begin().await?;
-            let result = work(&mut tx).await;
-            let _ = tx.rollback().await;
-            result
-        })
-        .await
+        self.transaction(false, work).await
     }
 
     /// Runs `work` in one transaction: committed if it succeeds, rolled back at once if it
@@ -182,17 +193,24 @@ impl SiteDb {
         &self,
         work: impl AsyncFnOnce(&mut MySqlConnection) -> Result<T, Error>,
     ) -> Result<T, Error> {
+        self.transaction(true, work).await
+    }
+
+    /// `work` in one transaction, within the operation's bound: kept (`keep`) if it
+    /// succeeds, rolled back otherwise.
+    async fn transaction<T>(
+        &self,
+        keep: bool,
+        work: impl AsyncFnOnce(&mut MySqlConnection) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         self.bounded(async {
             let mut tx = self.pool.begin().await?;
-            match work(&mut tx).await {
-                Ok(value) => {
-                    tx.commit().await?;
-                    Ok(value)
-                }
-                Err(e) => {
-                    let _ = tx.rollback().await;
-                    Err(e)
-                }
+            let result = work(&mut tx).await;
+            if keep {
+                shoal_accounts::finish(tx, result).await
+            } else {
+                let _ = tx.rollback().await;
+                result
             }
         })
         .await

@@ -6,7 +6,7 @@
 //! unique keys are checked too: the upserts rely on them, and without one an upsert would
 //! quietly add a second row where the site expects one.
 
-use shoal_site::mysql::catalog::{Catalog, Needs};
+use shoal_site::mysql::catalog::Catalog;
 
 use super::{Error, Unit3dDb, Widths};
 
@@ -110,20 +110,13 @@ const UNIQUE_KEYS: &[(&str, &[&str])] = &[
     ("unregistered_info_hashes", &["info_hash", "user_id"]),
 ];
 
-/// What the site's database must hold.
-const NEEDS: Needs = Needs {
-    tables: TABLES,
-    unique_keys: UNIQUE_KEYS,
-};
-
 impl Unit3dDb {
     /// Checks that every table, column and unique key shoal reads or writes is in the
     /// site's database, and notes the lengths of the text columns it writes (a longer
     /// value is cut to fit). [`Error::Missing`] names each one that is not, e.g.
     /// `missing in the site's database: table peers, column history.seedtime`.
     pub async fn check(&mut self) -> Result<(), Error> {
-        let catalog = self.db.read(async |conn| Catalog::read(conn).await).await?;
-        catalog.check(&NEEDS)?;
+        let catalog = self.db.check_tables(TABLES, UNIQUE_KEYS).await?;
         self.widths = widths(&catalog);
         Ok(())
     }
@@ -142,7 +135,14 @@ fn widths(catalog: &Catalog) -> Widths {
 mod tests {
     use std::collections::BTreeSet;
 
+    use shoal_site::mysql::catalog::Needs;
+
     use super::*;
+
+    const NEEDS: Needs = Needs {
+        tables: TABLES,
+        unique_keys: UNIQUE_KEYS,
+    };
 
     fn everything() -> Catalog {
         let mut catalog = Catalog::default();
