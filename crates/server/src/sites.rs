@@ -66,6 +66,7 @@ macro_rules! sites {
 sites! {
     unit3d => (shoal_unit3d::Unit3dConfig, shoal_unit3d::open),
     gazelle => (shoal_gazelle::GazelleConfig, shoal_gazelle::open),
+    nexusphp => (shoal_nexusphp::NexusphpConfig, shoal_nexusphp::open),
 }
 
 impl SiteSections {
