@@ -9,7 +9,7 @@
 //! Each part is built by its owner from the [`Config`] and owns its state: the front ends
 //! ([`udp`], [`http`], [`ws`]) their sockets, workers and settings, turning bytes into the
 //! core's requests and its outcomes back into bytes; the core (one, shared) the policy and
-//! the swarm stores; [`private`] the accounts database and its writer; [`state`] the
+//! the swarm stores; [`private`] the accounts database and its writer; `shoal-state` the
 //! snapshot file and its writer; [`cluster`] the wiring of the Redis exchange
 //! (`shoal-cluster`); [`admin`] its listener, token and status-page samples, reading the
 //! rest through one narrow [`admin::TrackerView`]; [`reload`] the steps SIGHUP and the
@@ -30,7 +30,6 @@ pub mod private;
 pub mod privileges;
 pub mod reload;
 pub mod sites;
-pub mod state;
 pub mod udp;
 pub mod ws;
 
@@ -48,7 +47,7 @@ use shoal_swarm::webtorrent::WebTorrentStore;
 use shoal_swarm::{PeerExt, Store};
 use shoal_tracker::policy::{Policy, PrivateRule};
 use shoal_tracker::{Core, Swarms};
-use state::{Restored, Snapshots, StateFile};
+use shoal_state::{Restored, Snapshots, StateFile};
 
 pub use config::Config;
 pub use reload::ReloadHook;
@@ -303,7 +302,7 @@ impl Tracker {
                 file,
                 core.clone(),
                 &restored,
-                &config.state,
+                (config.state.snapshot_interval, config.state.handover_timeout),
             )?),
             None => None,
         };
@@ -493,7 +492,7 @@ impl Drop for Tracker {
 /// `journal` changes for the cluster exchange (if clustered).
 fn open_store<X: PeerExt>(config: &Config, journal: Option<usize>) -> (Store<X>, Restored) {
     let (store, restored) = match config.state_file() {
-        Some(path) => state::restore(path, config.store_config()),
+        Some(path) => shoal_state::restore(path, config.store_config()),
         None => (
             Store::with_extension(config.store_config()),
             Restored::Missing,

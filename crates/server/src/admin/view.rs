@@ -11,7 +11,7 @@ use crate::cluster::ClusterView;
 use crate::config::Config;
 use crate::private::Accounts;
 use crate::reload::Reload;
-use crate::state::StateFile;
+use shoal_state::StateFile;
 use crate::udp::counters::{self, LocalCounters, WorkerCounters};
 use crate::ws::WsContext;
 use shoal_tracker::Core;
