@@ -14,7 +14,7 @@
 //! rarely and are read under read locks. What the next write takes ([`Pending`]) is one
 //! mutex held for a set insert.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
@@ -50,6 +50,11 @@ pub type ClientKey = (u32, [u8; 20]);
 pub struct TorrentState {
     pub torrent: Torrent,
     pub clients: BTreeMap<ClientKey, Peer>,
+    /// Clients that announced `completed` since they started (forgotten at their `stopped`
+    /// and when they are forgotten): a client's first `completed` is exempt from the
+    /// minimum interval, so that the new seeder is sent leechers (UNIT3D-Announce v0.3.1's
+    /// `has_sent_completed`, empty at start as there).
+    pub completed: BTreeSet<ClientKey>,
 }
 
 /// What the next write to the site's tables takes.
@@ -186,11 +191,12 @@ impl Site {
         }
     }
 
-    /// Every client the site knows that others may be sent (active and visible), for
-    /// the swarm store at start: (info hash, peer id, address, seeder).
+    /// Every client the site knows that others may be sent (active and visible, on a
+    /// torrent not deleted), for the swarm store at start: (info hash, peer id, address,
+    /// seeder).
     pub fn listed_peers(&self) -> Vec<ListedPeer> {
         let mut out = Vec::new();
-        for t in self.torrents.iter() {
+        for t in self.torrents.iter().filter(|t| !t.torrent.is_deleted) {
             for ((_, peer_id), p) in &t.clients {
                 if p.active && p.visible && p.port != 0 {
                     out.push(ListedPeer {
@@ -286,6 +292,7 @@ impl Site {
                     TorrentState {
                         torrent: t,
                         clients: BTreeMap::new(),
+                        completed: BTreeSet::new(),
                     },
                 );
             }
