@@ -275,6 +275,13 @@ impl Default for UdpConfig {
     }
 }
 
+impl HttpConfig {
+    /// `proxy_trusted`, each an address or a network.
+    pub fn proxy_trusted_nets(&self) -> anyhow::Result<Vec<ipnet::IpNet>> {
+        self.proxy_trusted.iter().map(|t| parse_net(t)).collect()
+    }
+}
+
 impl Default for HttpConfig {
     fn default() -> Self {
         Self {

@@ -43,11 +43,11 @@ use admin::{AdminServer, AdminToken, Sampler, TrackerView};
 use anyhow::Context;
 use reload::Reload;
 use shoal_proto::{CompactPeerV4, CompactPeerV6};
+use shoal_state::{Restored, Snapshots, StateFile};
 use shoal_swarm::webtorrent::WebTorrentStore;
 use shoal_swarm::{PeerExt, Store};
 use shoal_tracker::policy::{Policy, PrivateRule};
 use shoal_tracker::{Core, Swarms};
-use shoal_state::{Restored, Snapshots, StateFile};
 
 pub use config::Config;
 pub use reload::ReloadHook;
@@ -302,7 +302,10 @@ impl Tracker {
                 file,
                 core.clone(),
                 &restored,
-                (config.state.snapshot_interval, config.state.handover_timeout),
+                (
+                    config.state.snapshot_interval,
+                    config.state.handover_timeout,
+                ),
             )?),
             None => None,
         };

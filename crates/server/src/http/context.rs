@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::full_scrape::FullScrape;
-use super::proxy::ProxyRules;
 use super::proxy_protocol::ProxyProtocol;
 use super::site_call::SiteApi;
 use crate::config::Config;
 use crate::ws::WsContext;
+use shoal_proto::forwarded::ProxyRules;
 use shoal_tracker::Core;
 
 /// Settings the connections need, copied out of the config.

@@ -20,7 +20,6 @@ use tokio::net::TcpStream;
 
 use super::context::{refused, HttpContext, HttpSettings, OpenConnection};
 use super::full_scrape::FullScrape;
-use super::proxy::ProxyRules;
 use super::proxy_protocol::{self, ProxyProtocol};
 use super::site_call::SiteApi;
 use super::tls::TlsCerts;
@@ -128,11 +127,11 @@ impl HttpFrontEnd {
         let ctx = Arc::new(HttpContext {
             core,
             settings: HttpSettings::from_config(config),
-            proxy: ProxyRules::new(
+            proxy: shoal_proto::forwarded::ProxyRules::new(
                 &config.http.proxy_header,
                 config.http.proxy_hop,
-                &config.http.proxy_trusted,
-            )?,
+                config.http.proxy_trusted_nets()?,
+            ),
             proxy_protocol: ProxyProtocol::from_config(config)?,
             full_scrape,
             ws,

@@ -616,7 +616,7 @@ mod tests {
         Arc::new(HttpContext {
             core: core.clone(),
             settings: super::super::HttpSettings::from_config(&config),
-            proxy: super::super::proxy::ProxyRules::new("", 1, &[]).unwrap(),
+            proxy: shoal_proto::forwarded::ProxyRules::new("", 1, Vec::new()),
             proxy_protocol: None,
             full_scrape: None,
             ws: Arc::new(crate::ws::WsContext::new(&config, core)),

@@ -36,7 +36,7 @@
 //!   connection without spawning a task).
 //! - [`connection`]: the per-connection loop (bytes, timeouts, limits).
 //! - [`handler`]: one request head in, response bytes out (announce, scrape, upgrade).
-//! - [`proxy`]: the client address behind a reverse proxy.
+//! - the client address behind a reverse proxy: `shoal_proto::forwarded`.
 //! - [`proxy_protocol`]: the client address from a load balancer's PROXY header.
 //! - [`full_scrape`]: the cached, periodically rebuilt full-scrape document.
 //! - [`site_call`]: the control calls of the site in force (UNIT3D's `/announce/<key>/...`
@@ -50,7 +50,6 @@ pub mod context;
 pub mod front_end;
 pub mod full_scrape;
 pub mod handler;
-pub mod proxy;
 pub mod proxy_protocol;
 pub mod site_call;
 pub mod tls;
