@@ -20,7 +20,7 @@ use crate::db::Unit3dDb;
 use crate::schema::Unit3dSchema;
 use crate::site::Site;
 
-/// UNIT3D-Announce's health check (v0.3): monitoring asks it, it answers `PONG`.
+/// UNIT3D-Announce's health check (since v0.3.1): monitoring asks it, it answers `PONG`.
 pub const HEALTH_PATH: &str = "/announce/health/ping";
 
 /// A UNIT3D site in force.
