@@ -461,3 +461,25 @@ fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
 fn flush(tracker: &Tracker) {
     common::site_schema::flush(tracker, TOKEN);
 }
+
+#[test]
+fn a_nexusphp_database_without_a_table_or_column_shoal_needs_stops_the_start_by_name() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(db) = rt.block_on(site_db::SiteDb::create("nexusphp_missing")) else {
+        eprintln!("MariaDB is not available here: skipped");
+        return;
+    };
+    rt.block_on(db.run(FIXTURE));
+    rt.block_on(
+        db.run("alter table snatched drop column leech_time_no_seeder; drop table torrents_state"),
+    );
+    let dir = temp_dir("nexusphp-missing");
+    let mut c = common::private_config(&dir, TOKEN);
+    c.private.schema = "nexusphp".into();
+    c.private.database = db.url.clone();
+    let e = format!("{:#}", Tracker::start(c).err().expect("refused"));
+    assert!(e.contains("column snatched.leech_time_no_seeder"), "{e}");
+    assert!(e.contains("table torrents_state"), "{e}");
+    rt.block_on(db.expect("select count(*) from information_schema.tables where table_schema = database() and table_name = 'torrents_state'", 0));
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -10,7 +10,7 @@
 //! UTC: every transaction first sets the session's zone to `[nexusphp] time_zone`, so that
 //! `UNIX_TIMESTAMP` and `FROM_UNIXTIME` read and write the site's local times.
 
-use shoal_site::mysql::catalog::{Catalog, Needs};
+use shoal_site::mysql::catalog::Needs;
 pub use shoal_site::mysql::Error;
 use shoal_site::mysql::SiteDb;
 use sqlx::MySqlConnection;
@@ -209,8 +209,10 @@ impl NexusDb {
     /// Whether the database holds every table, column and unique key of [`NEEDS`]; the
     /// error names each one missing.
     pub async fn check(&self) -> Result<(), Error> {
-        let catalog = self.db.read(async |conn| Catalog::read(conn).await).await?;
-        catalog.check(&NEEDS)
+        self.db
+            .check_tables(NEEDS.tables, NEEDS.unique_keys)
+            .await
+            .map(drop)
     }
 
     /// What the announce reads, in one consistent view. `everything`: the start's read,
