@@ -33,7 +33,14 @@ impl Site {
         self.set_allow_list(AllowList::new(data.families, data.exceptions));
         *self.bought.write() = data.bought.into_iter().collect();
         let ids: HashSet<u32> = data.users.iter().map(|u| u.id).collect();
-        for u in data.users {
+        for mut u in data.users {
+            // What an announce set and the next batch has yet to write stands.
+            if let Some(w) = self.pending.lock().users.get(&u.id) {
+                u.enabled &= !w.disable;
+                u.can_download &= !w.revoke_download;
+                u.client_select = w.client_select.unwrap_or(u.client_select);
+                u.show_client_error = w.show_client_error.unwrap_or(u.show_client_error);
+            }
             let held = self.users.get(&u.id).map(|h| h.clone());
             if held.as_ref() == Some(&u) {
                 continue;
@@ -285,6 +292,16 @@ mod tests {
         assert!(members.torrent(&InfoHash([11; 20])).is_none());
         assert!(members.torrent(&InfoHash([12; 20])).is_some());
         assert!(site.user(2).is_none() && site.torrent(11).is_none());
+        // A flag an announce set, not written yet, stands against the poll's older row.
+        site.pending.lock().user(1).disable = true;
+        site.apply(
+            SiteData {
+                users: vec![user(1, "uno")],
+                ..SiteData::default()
+            },
+            &members,
+        );
+        assert!(!site.user(1).unwrap().enabled);
     }
 
     #[test]
