@@ -11,12 +11,16 @@ use sqlx::Row;
 use super::{decode_each, finish, Database, Pool};
 use crate::batch::{self, KEYS_PER_LOOKUP, ROWS_PER_STATEMENT};
 use crate::column::{check_text, count, info_hash, unix_now};
+use crate::dialect::Statements;
 use crate::error::Error;
 use crate::model::{Delta, UserStats, UserTorrentStats, Written};
 
 /// Seconds a committed batch id is remembered (a retry comes within minutes; a week covers
 /// any outage worth keeping a batch through).
 pub(super) const BATCH_IDS_KEPT: i64 = 7 * 24 * 3600;
+
+/// A statement selecting the ids that exist among `n` bound ones.
+type Select = fn(&Statements, usize) -> String;
 
 impl Database {
     /// Adds a batch of deltas, in ONE transaction: to each user's row for the torrent (created
@@ -72,25 +76,22 @@ impl Database {
             }
             let (torrent_ids, ids) = batch::keys(batch);
             let mut torrents = HashSet::with_hasher(batch::Hasher::default());
-            for chunk in torrent_ids.chunks(KEYS_PER_LOOKUP) {
-                let text = sql.torrents_in(chunk.len());
-                let mut q = sqlx::query(&text);
-                for id in chunk {
-                    q = q.bind(*id);
-                }
-                for row in q.fetch_all(&mut *tx).await? {
-                    torrents.insert(row.try_get::<i64, _>("id")?);
-                }
-            }
             let mut users = HashSet::with_hasher(batch::Hasher::default());
-            for chunk in ids.chunks(KEYS_PER_LOOKUP) {
-                let text = sql.users_in(chunk.len());
-                let mut q = sqlx::query(&text);
-                for id in chunk {
-                    q = q.bind(*id);
-                }
-                for row in q.fetch_all(&mut *tx).await? {
-                    users.insert(row.try_get::<i64, _>("id")?);
+            // Which of the batch's torrents and users still exist, a chunk of ids at a time.
+            let lookups: [(_, Select, _); 2] = [
+                (&torrent_ids, Statements::torrents_in, &mut torrents),
+                (&ids, Statements::users_in, &mut users),
+            ];
+            for (keys, select, found) in lookups {
+                for chunk in keys.chunks(KEYS_PER_LOOKUP) {
+                    let text = select(sql, chunk.len());
+                    let mut q = sqlx::query(&text);
+                    for id in chunk {
+                        q = q.bind(*id);
+                    }
+                    for row in q.fetch_all(&mut *tx).await? {
+                        found.insert(row.try_get::<i64, _>("id")?);
+                    }
                 }
             }
             let plan = batch::plan(batch, &users, &torrents);
