@@ -232,44 +232,60 @@ fn set_once<T>(slot: &mut Option<T>, v: T, name: &'static str) -> Result<(), Req
     Ok(())
 }
 
+/// What an announce's query gave, each parameter at most once (`None`: not given).
+#[derive(Default)]
+struct Given<'a> {
+    info_hash: Option<InfoHash>,
+    peer_id: Option<PeerId>,
+    port: Option<u16>,
+    uploaded: Option<u64>,
+    downloaded: Option<u64>,
+    left: Option<u64>,
+    event: Option<AnnounceEvent>,
+    numwant: Option<i64>,
+    compact: Option<bool>,
+    no_peer_id: Option<bool>,
+    key: Option<&'a [u8]>,
+    /// `Some(None)`: given, but not an IP address.
+    ip: Option<Option<IpAddr>>,
+}
+
+/// [`set_once`] with what `parse` reads of parameter `name`'s `raw` value (read first: a
+/// malformed value is refused as such, given once or more).
+fn set_parsed<T>(
+    slot: &mut Option<T>,
+    raw: &[u8],
+    name: &'static str,
+    parse: fn(&[u8], &'static str) -> Result<T, RequestError>,
+) -> Result<(), RequestError> {
+    set_once(slot, parse(raw, name)?, name)
+}
+
 impl<'a> AnnounceRequest<'a> {
     /// Parses an announce's query string. Required: `info_hash`, `peer_id`, `port`, `left`
     /// (BEP 3); `uploaded` and `downloaded` default to 0 when absent.
     pub fn parse(query: &'a [u8], path_key: Option<&'a str>) -> Result<Self, RequestError> {
-        let mut info_hash = None;
-        let mut peer_id = None;
-        let mut port = None;
-        let mut uploaded = None;
-        let mut downloaded = None;
-        let mut left = None;
-        let mut event = None;
-        let mut numwant = None;
-        let mut compact = None;
-        let mut no_peer_id = None;
-        let mut key = None;
-        let mut ip = None;
+        let mut g = Given::default();
         for (name, value) in pairs(query) {
             match name {
                 b"info_hash" => set_once(
-                    &mut info_hash,
+                    &mut g.info_hash,
                     InfoHash(decode20(value, "info_hash")?),
                     "info_hash",
                 )?,
-                b"peer_id" => {
-                    set_once(&mut peer_id, PeerId(decode20(value, "peer_id")?), "peer_id")?
-                }
+                b"peer_id" => set_once(
+                    &mut g.peer_id,
+                    PeerId(decode20(value, "peer_id")?),
+                    "peer_id",
+                )?,
                 b"port" => {
                     let p = parse_u64(value, "port")?;
                     let p = u16::try_from(p).map_err(|_| RequestError::Malformed("port"))?;
-                    set_once(&mut port, p, "port")?
+                    set_once(&mut g.port, p, "port")?
                 }
-                b"uploaded" => set_once(&mut uploaded, parse_u64(value, "uploaded")?, "uploaded")?,
-                b"downloaded" => set_once(
-                    &mut downloaded,
-                    parse_u64(value, "downloaded")?,
-                    "downloaded",
-                )?,
-                b"left" => set_once(&mut left, parse_u64(value, "left")?, "left")?,
+                b"uploaded" => set_parsed(&mut g.uploaded, value, "uploaded", parse_u64)?,
+                b"downloaded" => set_parsed(&mut g.downloaded, value, "downloaded", parse_u64)?,
+                b"left" => set_parsed(&mut g.left, value, "left", parse_u64)?,
                 b"event" => {
                     let e = match value {
                         b"started" => AnnounceEvent::Started,
@@ -279,41 +295,37 @@ impl<'a> AnnounceRequest<'a> {
                         b"" | b"empty" | b"paused" => AnnounceEvent::None,
                         _ => return Err(RequestError::Malformed("event")),
                     };
-                    set_once(&mut event, e, "event")?
+                    set_once(&mut g.event, e, "event")?
                 }
-                b"numwant" => set_once(&mut numwant, parse_i64(value, "numwant")?, "numwant")?,
-                b"compact" => set_once(&mut compact, parse_bool(value, "compact")?, "compact")?,
-                b"no_peer_id" => set_once(
-                    &mut no_peer_id,
-                    parse_bool(value, "no_peer_id")?,
-                    "no_peer_id",
-                )?,
-                b"key" => set_once(&mut key, value, "key")?,
+                b"numwant" => set_parsed(&mut g.numwant, value, "numwant", parse_i64)?,
+                b"compact" => set_parsed(&mut g.compact, value, "compact", parse_bool)?,
+                b"no_peer_id" => set_parsed(&mut g.no_peer_id, value, "no_peer_id", parse_bool)?,
+                b"key" => set_once(&mut g.key, value, "key")?,
                 b"ip" => {
                     let mut buf = [0u8; 64];
                     let parsed = percent_decode(value, &mut buf)
                         .and_then(|n| std::str::from_utf8(&buf[..n]).ok())
                         .and_then(|s| s.parse::<IpAddr>().ok());
                     // Checked for repetition, but a non-IP value is only ignored.
-                    set_once(&mut ip, parsed, "ip")?
+                    set_once(&mut g.ip, parsed, "ip")?
                 }
                 _ => {}
             }
         }
-        let port = port.ok_or(RequestError::Missing("port"))?;
+        let port = g.port.ok_or(RequestError::Missing("port"))?;
         let req = Self {
-            info_hash: info_hash.ok_or(RequestError::Missing("info_hash"))?,
-            peer_id: peer_id.ok_or(RequestError::Missing("peer_id"))?,
+            info_hash: g.info_hash.ok_or(RequestError::Missing("info_hash"))?,
+            peer_id: g.peer_id.ok_or(RequestError::Missing("peer_id"))?,
             port,
-            uploaded: uploaded.unwrap_or(0),
-            downloaded: downloaded.unwrap_or(0),
-            left: left.ok_or(RequestError::Missing("left"))?,
-            event: event.unwrap_or_default(),
-            numwant,
-            compact: compact.unwrap_or(true),
-            no_peer_id: no_peer_id.unwrap_or(false),
-            key,
-            ip: ip.flatten(),
+            uploaded: g.uploaded.unwrap_or(0),
+            downloaded: g.downloaded.unwrap_or(0),
+            left: g.left.ok_or(RequestError::Missing("left"))?,
+            event: g.event.unwrap_or_default(),
+            numwant: g.numwant,
+            compact: g.compact.unwrap_or(true),
+            no_peer_id: g.no_peer_id.unwrap_or(false),
+            key: g.key,
+            ip: g.ip.flatten(),
             path_key,
         };
         if port == 0 {
@@ -324,7 +336,7 @@ impl<'a> AnnounceRequest<'a> {
 }
 
 /// Parses a scrape's query string: every `info_hash` goes into `out` (cleared first), in
-/// the order given. No `info_hash` at all leaves `out` empty: a full scrape. More than
+/// the order g. No `info_hash` at all leaves `out` empty: a full scrape. More than
 /// `max` hashes is an error.
 pub fn parse_scrape(query: &[u8], max: usize, out: &mut Vec<InfoHash>) -> Result<(), RequestError> {
     out.clear();
