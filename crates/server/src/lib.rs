@@ -491,16 +491,16 @@ impl Drop for Tracker {
     }
 }
 
-/// The store restored from the state file (if there is one), with a journal of
-/// `journal` changes for the cluster exchange (if clustered).
+/// An empty store, with a journal of `journal` changes for the cluster exchange (if
+/// clustered), and what the state file's header says (if there is one). The store starts
+/// empty so the front ends bind and serve at once: [`Snapshots::start`] loads the
+/// snapshot's body into it in the background (peers heard from meanwhile win over their
+/// saved entries), and writes no snapshot until that load is done.
 fn open_store<X: PeerExt>(config: &Config, journal: Option<usize>) -> (Store<X>, Restored) {
-    let (store, restored) = match config.state_file() {
-        Some(path) => shoal_state::restore(path, config.store_config()),
-        None => (
-            Store::with_extension(config.store_config()),
-            Restored::Missing,
-        ),
-    };
+    let store = Store::with_extension(config.store_config());
+    let restored = config
+        .state_file()
+        .map_or(Restored::Missing, shoal_state::open);
     match journal {
         Some(capacity) => (store.with_journal(capacity), restored),
         None => (store, restored),

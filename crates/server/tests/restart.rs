@@ -6,10 +6,13 @@
 mod common;
 
 use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{http, Ann, Client, Shoal, Site};
+use common::{http, Ann, Client, Shoal, Site, SHOAL};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
 const TORRENTS: usize = 20;
@@ -215,6 +218,154 @@ fn peers_and_completed_counts_survive_sigterm_and_restart() {
         );
     }
     second.stop();
+    site.remove();
+}
+
+/// [`start`] with the background load held at its gate (`shoal_state::LOAD_GATE_ENV`)
+/// until the file `gate` exists: the load is deterministically unfinished until the test
+/// creates it.
+fn start_gated(site: &Site, name: &str, gate: &std::path::Path) -> Shoal {
+    let config = format!(
+        "workers = 2\n[udp]\nlisten = [\"{}\"]\n[http]\nlisten = []\n\
+         [state]\nfile = {:?}\nsnapshot_interval = 0\n\
+         [admin]\nlisten = [\"127.0.0.1:0\"]\ntoken = \"restart-test\"\n",
+        site.udp(),
+        site.state.display().to_string()
+    );
+    let path = site.dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config).unwrap();
+    let mut child = Command::new(SHOAL)
+        .arg("--config")
+        .arg(&path)
+        .env("NO_COLOR", "1")
+        .env("SHOAL_TEST_LOAD_GATE", gate)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting shoal");
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+    }
+    let shoal = Shoal { child, lines };
+    shoal.wait_for("listening on", Duration::from_secs(20));
+    shoal
+}
+
+/// Announces every peer of torrents `0..torrents` (`per` each), resending what loopback
+/// dropped; panics if any stays unanswered.
+fn fill(tracker: SocketAddr, torrents: usize, per: usize) {
+    let mut c = Client::new(tracker);
+    c.connect();
+    for t in 0..torrents {
+        let anns: Vec<Ann> = (0..per).map(|i| ann(t, i)).collect();
+        let mut answered = c.announce_all(&anns, 64);
+        for _ in 0..5 {
+            let again: Vec<usize> = (0..anns.len()).filter(|&i| !answered[i]).collect();
+            if again.is_empty() {
+                break;
+            }
+            let sub: Vec<Ann> = again.iter().map(|&i| anns[i]).collect();
+            for (j, ok) in c.announce_all(&sub, 16).into_iter().enumerate() {
+                answered[again[j]] = ok;
+            }
+        }
+        assert!(
+            answered.iter().all(|a| *a),
+            "torrent {t}: unanswered announces"
+        );
+    }
+}
+
+#[test]
+fn a_restart_serves_while_the_snapshot_loads_and_merges_it_under_live_peers() {
+    const T: usize = 6;
+    const PER: usize = 2000;
+    let site = Site::new("restart-load");
+    let tracker = site.udp();
+    let first = start(&site, "first");
+    fill(tracker, T, PER);
+    let output = first.stop();
+    assert!(output.contains("final snapshot written"), "{output}");
+    let seeders = PER.div_ceil(4) as u32;
+    let leechers = PER as u32 - seeders;
+
+    // The load waits at its gate: whatever is answered now is answered during the load.
+    let gate = site.dir.join("gate");
+    let second = start_gated(&site, "second", &gate);
+    second.wait_for("loading snapshot", Duration::from_secs(5));
+    let mut c = Client::new(tracker);
+    c.connect();
+    // Peer 1 of torrent 0 (a leecher in the file) completes during the load; peer PER of
+    // torrent 1 is new.
+    let mut done = ann(0, 1);
+    (done.left, done.event) = (0, AnnounceEvent::Completed);
+    let (l, s, _) = c.announce(&done).expect("answered during the load");
+    assert_eq!(
+        (l, s),
+        (0, 1),
+        "only itself: nothing of the file is loaded yet"
+    );
+    let (l, s, _) = c
+        .announce(&ann(1, PER + 1))
+        .expect("answered during the load");
+    assert_eq!((l, s), (1, 0));
+    assert!(!second.output().contains("restored snapshot"));
+    let admin = admin_addr(&second);
+    let (status, body) = http(admin, "POST", "/api/snapshot", Some("restart-test"));
+    assert_ne!(status, 200, "no snapshot while loading: {body}");
+
+    std::fs::write(&gate, b"").unwrap();
+    let line = second.wait_for("restored snapshot", Duration::from_secs(60));
+    assert!(
+        line.contains(&format!("{T} torrents, {} peers", T * PER)),
+        "{line}"
+    );
+    let hashes: Vec<InfoHash> = (0..T).map(info_hash).collect();
+    let mut expected = vec![(seeders, seeders, leechers); T];
+    // Peer 1 kept its live state (a seeder) and its completion counts on top of the file's.
+    expected[0] = (seeders + 1, seeders + 1, leechers - 1);
+    expected[1].2 += 1;
+    assert_eq!(c.scrape(&hashes).unwrap(), expected);
+    for t in 0..T {
+        let (peers, _) = peers_of(admin, t);
+        let extra = usize::from(t == 1);
+        assert_eq!(peers.len(), PER + extra, "torrent {t}: every saved peer");
+    }
+    let (peers, _) = peers_of(admin, 0);
+    let port1 = format!(":{}", 1024 + 1);
+    let one: Vec<_> = peers.iter().filter(|p| p.1.ends_with(&port1)).collect();
+    assert_eq!(one.len(), 1);
+    assert!(
+        one[0].2,
+        "peer 1 is a seeder, as it announced during the load"
+    );
+
+    // SIGTERM during a load: the load is finished, then the final snapshot written, so
+    // neither the file's peers nor those heard meanwhile are lost.
+    second.stop();
+    std::fs::remove_file(&gate).unwrap();
+    let third = start_gated(&site, "third", &gate);
+    third.wait_for("loading snapshot", Duration::from_secs(5));
+    let mut newcomer = ann(2, PER + 2);
+    newcomer.numwant = 0;
+    c.announce(&newcomer).expect("answered during the load");
+    let output = third.stop();
+    assert!(output.contains("restored snapshot"), "{output}");
+    assert!(output.contains("final snapshot written"), "{output}");
+    let fourth = start(&site, "fourth");
+    fourth.wait_for("restored snapshot", Duration::from_secs(60));
+    expected[2].2 += 1;
+    assert_eq!(c.scrape(&hashes).unwrap(), expected, "nothing lost");
+    fourth.stop();
     site.remove();
 }
 

@@ -34,18 +34,20 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use parking_lot::Mutex;
 use shoal_swarm::clock::unix_now;
-use shoal_swarm::snapshot::read_header;
+use shoal_swarm::snapshot::{read_header, Merge};
 use shoal_swarm::{PeerExt, SnapshotHeader, SnapshotSummary, Store, StoreConfig};
 
 use shoal_tracker::swarms::Swarms;
 use shoal_tracker::Core;
-
 
 /// What happened to the snapshot file at start.
 #[derive(Debug)]
 pub enum Restored {
     /// No file: a first start.
     Missing,
+    /// The header was read (and its key taken); the body loads in the background while
+    /// the tracker serves (see [`open`] and [`Snapshots::start`]).
+    Loading(SnapshotHeader),
     /// Restored.
     Loaded(SnapshotSummary),
     /// Unreadable; moved to the path given (or left in place if moving failed).
@@ -58,8 +60,14 @@ pub enum Restored {
 impl Restored {
     /// The connection-id key the restored snapshot carries, if any.
     pub fn key(&self) -> Option<[u8; 16]> {
+        <[u8; 16]>::try_from(self.header()?.key.as_slice()).ok()
+    }
+
+    /// The header of the snapshot found at start, if one was found and read.
+    pub fn header(&self) -> Option<&SnapshotHeader> {
         match self {
-            Restored::Loaded(s) => <[u8; 16]>::try_from(s.header.key.as_slice()).ok(),
+            Restored::Loading(h) => Some(h),
+            Restored::Loaded(s) => Some(&s.header),
             _ => None,
         }
     }
@@ -76,6 +84,8 @@ pub struct StateFile {
     last_duration_micros: AtomicU64,
     /// Set while this process waits for its predecessor's final snapshot.
     handover_waiting: AtomicBool,
+    /// Set while the snapshot found at start is still being loaded.
+    loading: AtomicBool,
 }
 
 impl StateFile {
@@ -88,7 +98,14 @@ impl StateFile {
             last_written_unix: AtomicU64::new(0),
             last_duration_micros: AtomicU64::new(0),
             handover_waiting: AtomicBool::new(false),
+            loading: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the snapshot found at start is still loading in the background (no
+    /// snapshot is written until it has loaded).
+    pub fn loading(&self) -> bool {
+        self.loading.load(Ordering::Relaxed)
     }
 
     /// Whether this process still waits for a predecessor's final snapshot.
@@ -112,6 +129,12 @@ impl StateFile {
 
     /// Writes a snapshot of `store`: temporary file, fsync, rename.
     pub fn write(&self, store: &Swarms, is_final: bool) -> anyhow::Result<SnapshotSummary> {
+        if self.loading() {
+            // It would replace the file with the part loaded so far.
+            anyhow::bail!(
+                "the snapshot found at start is still loading: none is written until it has"
+            );
+        }
         let _guard = self.writing.lock();
         let started = Instant::now();
         let tmp = tmp_path(&self.path, self.pid);
@@ -240,31 +263,129 @@ pub fn restore<X: PeerExt>(path: &Path, config: StoreConfig) -> (Store<X>, Resto
         }
         Err(e) => {
             drop(store);
-            let mut aside = path.as_os_str().to_owned();
-            aside.push(format!(".corrupt-{}", unix_now()));
-            let aside = PathBuf::from(aside);
-            let moved_to = match std::fs::rename(path, &aside) {
-                Ok(()) => Some(aside),
-                Err(me) => {
-                    tracing::error!("could not move {} aside: {me}", path.display());
-                    None
-                }
-            };
-            tracing::error!(
-                "snapshot {} cannot be restored: {e}; moved to {}; starting empty",
-                path.display(),
-                moved_to
-                    .as_ref()
-                    .map_or("(not moved)".to_string(), |p| p.display().to_string())
-            );
             (
                 Store::with_extension(config),
-                Restored::MovedAside {
-                    error: e.to_string(),
-                    moved_to,
-                },
+                move_aside(path, &e, "starting empty"),
             )
         }
+    }
+}
+
+/// Moves a snapshot that cannot be restored to `FILE.corrupt-<unix time>` and says so.
+fn move_aside(path: &Path, e: &dyn std::fmt::Display, then: &str) -> Restored {
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(format!(".corrupt-{}", unix_now()));
+    let aside = PathBuf::from(aside);
+    let moved_to = match std::fs::rename(path, &aside) {
+        Ok(()) => Some(aside),
+        Err(me) => {
+            tracing::error!("could not move {} aside: {me}", path.display());
+            None
+        }
+    };
+    tracing::error!(
+        "snapshot {} cannot be restored: {e}; moved to {}; {then}",
+        path.display(),
+        moved_to
+            .as_ref()
+            .map_or("(not moved)".to_string(), |p| p.display().to_string())
+    );
+    Restored::MovedAside {
+        error: e.to_string(),
+        moved_to,
+    }
+}
+
+/// Opens the snapshot at `path` at start without loading it: reads only its header (for
+/// the connection-id key and the hand-over), so the tracker can bind and serve at once
+/// with an empty store; [`Snapshots::start`] then loads the body in the background
+/// ([`load`]). A file whose header is damaged is moved aside here, as [`restore`] does.
+pub fn open(path: &Path) -> Restored {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::info!("no snapshot at {}: starting empty", path.display());
+            return Restored::Missing;
+        }
+        Err(e) => {
+            tracing::error!(
+                "cannot open snapshot {}: {e}; starting empty",
+                path.display()
+            );
+            return Restored::MovedAside {
+                error: e.to_string(),
+                moved_to: None,
+            };
+        }
+    };
+    match read_header(BufReader::new(file)) {
+        Ok(header) => Restored::Loading(header),
+        Err(e) => move_aside(path, &e, "starting empty"),
+    }
+}
+
+/// Test hook: while the file this environment variable names does not exist, the
+/// background load waits before reading the body (at most [`GATE_WAIT`], and not once a
+/// stop is asked for), so a test can watch the tracker serve during a load that is
+/// deterministically not finished. Unset in production.
+pub const LOAD_GATE_ENV: &str = "SHOAL_TEST_LOAD_GATE";
+const GATE_WAIT: Duration = Duration::from_secs(120);
+
+/// Loads the snapshot at `path` into the live `store`, which has been serving since the
+/// start: a peer already heard from at an address keeps its entry (it is newer than the
+/// file), completed counts are added (the store counted only completions since it
+/// started empty), a bounded chunk of peers per shard lock. On error the file is moved
+/// aside; what was merged until then came from whole blocks that passed their checksum
+/// and stays (the store is live: it cannot be dropped).
+pub fn load(path: &Path, store: &Swarms, stop: &AtomicBool) -> Restored {
+    if let Some(gate) = std::env::var_os(LOAD_GATE_ENV) {
+        let until = Instant::now() + GATE_WAIT;
+        while !Path::new(&gate).exists() && !stop.load(Ordering::Relaxed) && Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let started = Instant::now();
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!("cannot reopen snapshot {}: {e}", path.display());
+            return Restored::MovedAside {
+                error: e.to_string(),
+                moved_to: None,
+            };
+        }
+    };
+    let reader = BufReader::with_capacity(1 << 20, file);
+    let (now, unix) = (shoal_swarm::clock::now(), unix_now());
+    let merge = Merge::AddCompleted;
+    let result = match store {
+        Swarms::Open(s) => s.restore_snapshot_with(reader, now, unix, merge),
+        Swarms::Private { store, .. } => store.restore_snapshot_with(reader, now, unix, merge),
+    };
+    match result {
+        Ok(summary) => {
+            tracing::info!(
+                "restored snapshot {} in {:?} (in the background, serving meanwhile): \
+                 {} torrents, {} peers ({} expired while down), written {} s ago by \
+                 process {}{}",
+                path.display(),
+                started.elapsed(),
+                summary.torrents,
+                summary.peers - summary.peers_expired,
+                summary.peers_expired,
+                unix.saturating_sub(summary.header.written_unix),
+                summary.header.writer,
+                if summary.header.is_final {
+                    " on exit"
+                } else {
+                    " (periodic)"
+                },
+            );
+            store.clean(shoal_swarm::clock::now());
+            Restored::Loaded(summary)
+        }
+        Err(e) => move_aside(path, &e, "serving what was loaded"),
     }
 }
 
@@ -296,17 +417,11 @@ impl Schedule {
     /// What to do after restoring `restored` at start.
     pub fn after(restored: &Restored, interval: u64, handover_timeout: u64) -> Self {
         let me = std::process::id();
-        let predecessor = match restored {
-            Restored::Loaded(s)
-                if !s.header.is_final
-                    && s.header.writer != me
-                    && process_alive(s.header.writer) =>
-            {
-                Some((
-                    s.header.writer,
-                    Instant::now() + Duration::from_secs(handover_timeout),
-                ))
-            }
+        let predecessor = match restored.header() {
+            Some(h) if !h.is_final && h.writer != me && process_alive(h.writer) => Some((
+                h.writer,
+                Instant::now() + Duration::from_secs(handover_timeout),
+            )),
             _ => None,
         };
         Self {
@@ -336,11 +451,35 @@ impl Snapshots {
     ) -> anyhow::Result<Self> {
         let schedule = Schedule::after(restored, interval, handover_timeout);
         let stop = Arc::new(AtomicBool::new(false));
+        let loading = matches!(restored, Restored::Loading(_));
+        // Set before the thread starts, so nobody sees "not loading" before the load.
+        file.loading.store(loading, Ordering::Relaxed);
+        if let Restored::Loading(h) = restored {
+            tracing::info!(
+                "loading snapshot {} in the background (written {} s ago by process {}); \
+                 serving meanwhile",
+                file.path().display(),
+                unix_now().saturating_sub(h.written_unix),
+                h.writer
+            );
+        }
         let thread = {
             let (file, core, stop) = (file.clone(), core.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("snapshots".into())
-                .spawn(move || run(&file, core.swarms(), schedule, &stop))
+                .spawn(move || {
+                    let mut schedule = schedule;
+                    if loading {
+                        let started = Instant::now();
+                        load(file.path(), core.swarms(), &stop);
+                        file.loading.store(false, Ordering::Relaxed);
+                        // The hand-over's wait starts once the load is done.
+                        if let Some((_, deadline)) = &mut schedule.predecessor {
+                            *deadline += started.elapsed();
+                        }
+                    }
+                    run(&file, core.swarms(), schedule, &stop)
+                })
                 .context("spawning the snapshot thread")?
         };
         Ok(Self {
@@ -357,6 +496,12 @@ impl Snapshots {
 
     /// Stops the writer thread, then writes the final snapshot (call it once the front
     /// ends have stopped, so the snapshot holds their last announces).
+    ///
+    /// If the snapshot found at start is still loading, the load is finished first (the
+    /// thread does not give it up), then the final snapshot is written: it holds the
+    /// whole file merged with what was learnt since. Stopping earlier would have to drop
+    /// either the file's unloaded part or the announces heard since the start; finishing
+    /// costs the rest of the load (seconds at millions of peers) on top of the write.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
@@ -374,8 +519,9 @@ fn run(state: &StateFile, store: &Swarms, mut schedule: Schedule, stop: &AtomicB
             "process {pid} wrote the snapshot and is still running: serving beside it, \
              waiting for its final snapshot (stop it with SIGTERM)"
         );
-    } else {
-        // Persist at once, so a successor started right after us finds our key.
+    } else if !stop.load(Ordering::Relaxed) {
+        // Persist at once (after the load: a snapshot written before would drop what
+        // was not loaded yet), so a successor started right after us finds our key.
         write_logged(state, store, false);
     }
     let mut next = schedule.interval.map(|i| Instant::now() + i);
@@ -541,6 +687,40 @@ mod tests {
         assert!(st.merge_final_of(&live, 999).is_none(), "someone else's");
         st.merge_final_of(&live, 4242).unwrap().unwrap();
         assert_eq!(live.scrape(&InfoHash([1; 20])).leechers, 3);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn open_reads_the_header_and_load_merges_under_the_live_store() {
+        let d = dir("open");
+        let path = d.join("state");
+        let st = StateFile::new(path.clone(), [7; 16]);
+        st.write(&store_of(&[1, 2]), true).unwrap();
+        let opened = open(&path);
+        assert!(matches!(opened, Restored::Loading(_)), "{opened:?}");
+        assert_eq!(opened.key(), Some([7; 16]));
+        // Peer 2 announced since the start, peer 3 is new: both kept, 1 and 2 once each.
+        let live = store_of(&[2, 3]);
+        st.loading.store(true, Ordering::Relaxed);
+        assert!(st.write(&live, false).is_err(), "no snapshot while loading");
+        let stop = AtomicBool::new(false);
+        assert!(matches!(
+            load(&path, &live, &stop),
+            Restored::Loaded(s) if s.peers == 2
+        ));
+        assert_eq!(live.scrape(&InfoHash([1; 20])).leechers, 3);
+
+        // A body damaged after a good header: moved aside by the load, the live store
+        // keeps what it has.
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        assert!(matches!(open(&path), Restored::Loading(_)));
+        let Restored::MovedAside { moved_to, .. } = load(&path, &live, &stop) else {
+            panic!("not moved aside")
+        };
+        assert!(moved_to.is_some() && !path.exists());
+        assert_eq!(live.scrape(&InfoHash([1; 20])).leechers, 3);
+        assert!(matches!(open(&path), Restored::Missing));
         std::fs::remove_dir_all(&d).unwrap();
     }
 

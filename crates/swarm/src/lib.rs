@@ -416,11 +416,13 @@ impl<X: PeerExt> Store<X> {
         }
     }
 
-    /// Inserts a torrent's state as restored from a snapshot.
+    /// Inserts a torrent's state as restored from a snapshot. A peer already at an
+    /// address (heard from since the start) keeps its entry; the saved completed count
+    /// is merged as `completed` says.
     pub fn restore_torrent(
         &self,
         info_hash: InfoHash,
-        completed: u32,
+        completed: snapshot::Completed,
         now: u32,
         v4: impl IntoIterator<Item = Peer<CompactPeerV4>>,
         v6: impl IntoIterator<Item = Peer<CompactPeerV6>>,
@@ -428,7 +430,10 @@ impl<X: PeerExt> Store<X> {
         let mut slot = self.torrents.lock(&info_hash);
         let hasher = self.torrents.hasher();
         let entry = slot.get_or_insert_default();
-        entry.completed = entry.completed.max(completed);
+        entry.completed = match completed {
+            snapshot::Completed::AtLeast(n) => entry.completed.max(n),
+            snapshot::Completed::Plus(n) => entry.completed.saturating_add(n),
+        };
         entry.last_announce = now;
         for p in v4 {
             entry.v4.restore(p, hasher);

@@ -91,6 +91,26 @@ pub struct SnapshotSummary {
     pub peers_expired: u64,
 }
 
+/// How a restore merges a saved completed count into a torrent the store already holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completed {
+    /// The larger of the two: the saved count already includes what the store counted
+    /// (an upgrade's hand-over merges the final snapshot over the periodic one).
+    AtLeast(u32),
+    /// Both added: the store counted only completions since it started empty (a start
+    /// that loads its snapshot in the background while serving).
+    Plus(u32),
+}
+
+/// How [`Store::restore_snapshot_with`] merges into a store that may already hold peers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Merge {
+    /// Completed counts: the larger wins ([`Completed::AtLeast`]).
+    KeepHigher,
+    /// Completed counts: added ([`Completed::Plus`]).
+    AddCompleted,
+}
+
 /// A writer that keeps a running CRC of what went through it.
 struct Crc<W> {
     inner: W,
@@ -235,6 +255,22 @@ impl<X: PeerExt> Store<X> {
         now: u32,
         unix_now: u64,
     ) -> Result<SnapshotSummary, SnapshotError> {
+        self.restore_snapshot_with(r, now, unix_now, Merge::KeepHigher)
+    }
+
+    /// [`restore_snapshot`](Self::restore_snapshot) into a live store: a peer the store
+    /// already holds at an address (heard from since) keeps its entry, and completed
+    /// counts merge as `merge` says. Peers are inserted a bounded chunk per shard lock,
+    /// so workers serving announces meanwhile wait at most one chunk. Each block is
+    /// checked (CRC) before any of it is merged: on error, what was merged came from
+    /// whole, checked blocks.
+    pub fn restore_snapshot_with(
+        &self,
+        r: impl Read,
+        now: u32,
+        unix_now: u64,
+        merge: Merge,
+    ) -> Result<SnapshotSummary, SnapshotError> {
         let mut r = CrcReader {
             inner: r,
             crc: crc32fast::Hasher::new(),
@@ -294,14 +330,21 @@ impl<X: PeerExt> Store<X> {
                 let v6 = cur.peers(n6, CompactPeerV6, expires, &mut summary)?;
                 // In chunks: merging into a live store (a hand-over) must not hold a
                 // shard's lock for a whole large swarm while workers wait on it.
+                // The count goes in with the first chunk only: added twice it would be
+                // counted twice.
+                let mut count = Some(completed);
+                let mut next = || match (merge, count.take()) {
+                    (Merge::KeepHigher, n) => Completed::AtLeast(n.unwrap_or(0)),
+                    (Merge::AddCompleted, n) => Completed::Plus(n.unwrap_or(0)),
+                };
                 if v4.is_empty() && v6.is_empty() {
-                    self.restore_torrent(info_hash, completed, now, [], []);
+                    self.restore_torrent(info_hash, next(), now, [], []);
                 }
                 for chunk in v4.chunks(RESTORE_CHUNK) {
-                    self.restore_torrent(info_hash, completed, now, chunk.iter().copied(), []);
+                    self.restore_torrent(info_hash, next(), now, chunk.iter().copied(), []);
                 }
                 for chunk in v6.chunks(RESTORE_CHUNK) {
-                    self.restore_torrent(info_hash, completed, now, [], chunk.iter().copied());
+                    self.restore_torrent(info_hash, next(), now, [], chunk.iter().copied());
                 }
                 summary.torrents += 1;
             }
@@ -567,6 +610,48 @@ mod tests {
         store.write_snapshot(&mut bytes, &header, now).unwrap();
         assert_eq!(read_header(&bytes[..]).unwrap(), header);
         bytes
+    }
+
+    #[test]
+    fn merging_into_a_live_store_keeps_live_peers_and_adds_completed_counts() {
+        let saved = filled();
+        let bytes = snapshot(&saved, 200, 1_000_000);
+        let t = InfoHash([10; 20]);
+        let before = saved.scrape(&t);
+        // 30 peers over IPv4, 5 of them also over IPv6.
+        assert_eq!(
+            (before.completed, before.seeders + before.leechers),
+            (6, 35)
+        );
+        for (merge, completed) in [(Merge::AddCompleted, 7), (Merge::KeepHigher, 6)] {
+            // Peer 1 of torrent 10 (a leecher in the file) completed since the start.
+            let live = Store::new(StoreConfig::default());
+            let mut id = [10u8; 20];
+            (id[0], id[1]) = (0, 1);
+            live.announce(
+                &Announce {
+                    info_hash: t,
+                    peer_id: PeerId(id),
+                    addr: CompactPeerV4::new(Ipv4Addr::new(10, 10, 0, 1), 6881),
+                    event: AnnounceEvent::Completed,
+                    left: 0,
+                    numwant: 0,
+                },
+                5,
+                &mut Vec::<CompactPeerV4>::new(),
+            );
+            live.restore_snapshot_with(&bytes[..], 5, 1_000_000, merge)
+                .unwrap();
+            let after = live.scrape(&t);
+            assert_eq!(after.completed, completed, "{merge:?}");
+            assert_eq!(after.seeders + after.leechers, 35, "every saved peer, once");
+            assert_eq!(
+                after.seeders,
+                before.seeders + 1,
+                "the live peer kept its state"
+            );
+            assert_eq!(contents(&live).len(), contents(&saved).len());
+        }
     }
 
     #[test]
