@@ -16,7 +16,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::report::{change, thousands};
+use crate::report::change;
+use crate::units::thousands;
 
 /// The file name, in the output directory.
 pub const FILE: &str = "history.jsonl";

@@ -7,8 +7,8 @@
 //! is counted), [`passkeys`] (the keys a load of a private tracker
 //! carries), [`run`] (the measured window shared by all protocols), one generator per
 //! protocol ([`udp`], [`http`], [`ws`]), and on top [`sweep`] and [`compare`], which run
-//! series of loads and write the reports ([`report`], [`chart`]) and append to their
-//! directory's [`history`]. It depends on
+//! series of loads and write the reports ([`report`], [`chart`], with the number formats
+//! of [`units`]) and append to their directory's [`history`]. It depends on
 //! `shoal-proto` for the UDP wire format and for its bencode *reader* (the server only
 //! writes bencode, so the reader is independent of what it checks); HTTP and WebTorrent
 //! requests are built here, so that the bench does not trust the codecs it is meant to
@@ -33,6 +33,7 @@ pub mod sweep;
 pub mod sys;
 pub mod tcp_load;
 pub mod udp;
+pub mod units;
 pub mod workload;
 pub mod ws;
 

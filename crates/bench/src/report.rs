@@ -11,6 +11,7 @@ use std::fmt::Write;
 
 use crate::run::RunResult;
 use crate::stats::OpSummary;
+use crate::units::{latency, thousands};
 
 /// This process's command line as a shell reads it back: a report's command can be pasted
 /// as it is (a `--tracker` with its command in one argument keeps its quotes).
@@ -30,30 +31,6 @@ pub fn utc_now() -> String {
         "{} UTC",
         rfc3339.trim_end_matches('Z').replacen('T', " ", 1)
     )
-}
-
-/// `1234567` -> `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A latency in microseconds, in the unit that reads best (`245µs`, `2.96ms`, `1.20s`).
-pub fn latency(us: f64) -> String {
-    if us < 1000.0 {
-        format!("{us:.0}µs")
-    } else if us < 1_000_000.0 {
-        format!("{:.2}ms", us / 1000.0)
-    } else {
-        format!("{:.2}s", us / 1_000_000.0)
-    }
 }
 
 /// Relative change from `old` to `new`, e.g. `+3.9%`.
@@ -395,13 +372,6 @@ pub(crate) mod tests {
 
     #[test]
     fn number_formats() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1_587_214), "1,587,214");
-        assert_eq!(latency(245.0), "245µs");
-        assert_eq!(latency(2960.0), "2.96ms");
-        assert_eq!(latency(1_200_000.0), "1.20s");
         assert_eq!(change(50921.0, 52903.0), "+3.9%");
         assert_eq!(change(103.26, 29.02), "-71.9%");
         assert_eq!(change(0.0, 0.0), "No change");

@@ -74,6 +74,16 @@ pub struct RunArgs {
     pub max_send_lag: Duration,
 }
 
+impl RunArgs {
+    /// What of these flags judges whether the generator kept up.
+    pub fn pace(&self) -> crate::scale::Pace {
+        crate::scale::Pace {
+            rate: self.rate,
+            max_send_lag: self.max_send_lag,
+        }
+    }
+}
+
 /// Shared between the run's driver and its workers.
 pub struct Control {
     pub start: Instant,
@@ -151,7 +161,7 @@ impl RunResult {
                 0.0
             }
         };
-        let generator = crate::scale::own(args, &summary, &cpu);
+        let generator = crate::scale::own(args.workers, &args.pace(), &summary, &cpu);
         Self {
             valid: generator.valid(),
             generator,

@@ -16,9 +16,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::cpu::CpuUse;
-use crate::report::{latency, thousands};
-use crate::run::RunArgs;
 use crate::stats::{OpSummary, Summary};
+use crate::units::{latency, thousands};
 
 /// Share of its CPUs at which the generator counts as saturated.
 pub const SATURATED: f64 = 0.90;
@@ -83,19 +82,31 @@ impl Generator {
     }
 }
 
-/// Judges a run of this process as the generator: its own memory now, and [`judge`].
-pub fn own(args: &RunArgs, summary: &Summary, cpu: &CpuUse) -> Generator {
+/// What a run's flags say of how it is to be judged: its pace, and how late its requests
+/// may leave.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pace {
+    /// Open loop: requests per second offered in total (`--rate`); `None`: closed loop.
+    pub rate: Option<f64>,
+    /// Open loop: the 99th percentile of send lag above which the generator was behind
+    /// (`--max-send-lag`).
+    pub max_send_lag: Duration,
+}
+
+/// Judges a run of this process, with `workers` worker threads, as the generator: its own
+/// memory now, and [`judge`].
+pub fn own(workers: usize, pace: &Pace, summary: &Summary, cpu: &CpuUse) -> Generator {
     let (rss_kib, peak_rss_kib) = crate::cpu::own_memory_kib();
     let allowed = crate::sys::allowed_cpus().map_or(0, |c| c.len());
-    let cpus = args.workers.max(1).min(allowed.max(1));
+    let cpus = workers.max(1).min(allowed.max(1));
     Generator {
         rss_kib,
         peak_rss_kib,
-        ..judge(args, summary, cpu, cpus)
+        ..judge(pace, summary, cpu, cpus)
     }
 }
 
-/// Whether the generator, using at most `cpus` CPUs, kept up with the run (`args`) whose
+/// Whether the generator, using at most `cpus` CPUs, kept up with the run (`pace`) whose
 /// figures are `summary` and `cpu`.
 ///
 /// Open loop it was behind when requests that had a free slot left later than
@@ -103,7 +114,7 @@ pub fn own(args: &RunArgs, summary: &Summary, cpu: &CpuUse) -> Generator {
 /// left, or when its CPU was saturated. Requests held back by a full in-flight window are
 /// noted, not held against it: the window fills when the tracker is slow to answer. Closed loop, when its CPU was saturated and the tracker's was not (or is not
 /// known): then the generator set the pace.
-pub fn judge(args: &RunArgs, summary: &Summary, cpu: &CpuUse, cpus: usize) -> Generator {
+pub fn judge(pace: &Pace, summary: &Summary, cpu: &CpuUse, cpus: usize) -> Generator {
     let mut behind = Vec::new();
     let mut undelivered = Vec::new();
     let mut notes = Vec::new();
@@ -114,9 +125,9 @@ pub fn judge(args: &RunArgs, summary: &Summary, cpu: &CpuUse, cpus: usize) -> Ge
         cpu.generator_percent,
         if cpus == 1 { "" } else { "s" }
     );
-    match args.rate {
+    match pace.rate {
         Some(rate) => {
-            let max_lag_us = args.max_send_lag.as_secs_f64() * 1e6;
+            let max_lag_us = pace.max_send_lag.as_secs_f64() * 1e6;
             if let Some(lag) = summary.send_lag.as_ref().filter(|l| l.p99 > max_lag_us) {
                 behind.push(format!(
                     "requests left late: send lag p99 {} (more than --max-send-lag {}), max {}",
@@ -282,16 +293,9 @@ mod tests {
     use super::*;
     use crate::stats::{Op, Stats};
 
-    fn args(rate: Option<f64>) -> RunArgs {
-        RunArgs {
-            duration: Duration::from_secs(10),
-            warmup: Duration::ZERO,
-            workers: 1,
-            timeout: Duration::from_secs(1),
+    fn args(rate: Option<f64>) -> Pace {
+        Pace {
             rate,
-            tracker_pid: None,
-            json: None,
-            quiet: true,
             max_send_lag: default_max_send_lag(),
         }
     }

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::history::{Figure, HistoryRun};
-use crate::report::{median, thousands};
+use crate::report::median;
+use crate::units::thousands;
 
 use super::results::{describe, generator_name, Comparison, Contender, LoadGenRun, Point};
 

@@ -10,7 +10,8 @@ use std::fmt::Write;
 
 use anyhow::{Context, Result};
 
-use crate::report::{self, thousands};
+use crate::report;
+use crate::units::thousands;
 
 use super::args::HeadlineArgs;
 use super::report_other::per_cpu_median;

@@ -24,8 +24,9 @@ use tokio::net::TcpStream;
 
 use crate::http::read_response;
 use crate::passkeys::Passkeys;
-use crate::report::{median, thousands};
+use crate::report::median;
 use crate::run::RunResult;
+use crate::units::thousands;
 
 use super::results::{describe, Comparison, Contender, Point};
 

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::report::{self, thousands};
+use crate::report;
 use crate::run::RunResult;
+use crate::units::thousands;
 
 use crate::history::HistoryRun;
 

@@ -7,7 +7,8 @@
 
 use std::fmt::Write;
 
-use crate::report::{median, thousands};
+use crate::report::median;
+use crate::units::thousands;
 
 use super::contender::Cert;
 use super::figures::round_ratios;

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 
 use anyhow::Result;
 
-use crate::report::thousands;
+use crate::units::thousands;
 
 use super::private::{flag_value, metrics_text};
 use super::results::{describe, Comparison, GeneratorRun};
