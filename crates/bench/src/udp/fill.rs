@@ -9,13 +9,11 @@
 //! tracker sees it at the same address; its state byte says it has started, so its next
 //! announce is a plain re-announce.
 
-use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use super::worker::Worker;
 use crate::stats::Stats;
-use crate::sys;
 
 /// What one worker's fill did.
 pub(super) struct Filled {
@@ -48,16 +46,7 @@ impl Worker {
             if now >= deadline {
                 break false;
             }
-            let mut received = 0;
-            for s in 0..self.socks.len() {
-                received += self.receive(s);
-            }
-            let now = self.now();
-            if now >= next_timeout_scan {
-                self.expire(now);
-                next_timeout_scan = now + 10_000_000;
-            }
-            self.maintain_connections(now);
+            let (received, now) = self.tend(u64::MAX, &mut next_timeout_scan);
             for s in 0..self.socks.len() {
                 while next[s] < to_fill[s] && self.can_issue(s, now) {
                     let p = self.socks[s].peers.nth(next[s]);
@@ -68,14 +57,12 @@ impl Worker {
                 }
             }
             let sent = self.flush();
-            let total = self.stats.total_responses();
-            answered.fetch_add(total - reported, Ordering::Relaxed);
-            reported = total;
+            self.report_responses(answered, &mut reported);
             if next == to_fill && self.socks.iter().all(|s| s.busy() == 0) {
                 break true;
             }
             if received == 0 && sent == 0 {
-                let _ = sys::wait_readable(self.socks.iter().map(|s| s.socket.as_fd()), 1);
+                self.wait_any();
             }
         };
         self.filling = false;

@@ -13,7 +13,7 @@
 //! run counted that as the tracker's latency.
 
 use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -137,18 +137,7 @@ impl Worker {
                 self.stats.reset();
                 measuring = true;
             }
-            let mut received = 0;
-            for s in 0..self.socks.len() {
-                if readable & (1 << s.min(63)) != 0 {
-                    received += self.receive(s);
-                }
-            }
-            let now = self.now();
-            if now >= next_timeout_scan {
-                self.expire(now);
-                next_timeout_scan = now + 10_000_000;
-            }
-            self.maintain_connections(now);
+            let (received, now) = self.tend(readable, &mut next_timeout_scan);
             match self.schedule {
                 None => {
                     for s in 0..self.socks.len() {
@@ -192,17 +181,10 @@ impl Worker {
                 }
             }
             let sent = self.flush();
-            let total = self.stats.total_responses();
-            if total != reported {
-                ctl.responses
-                    .fetch_add(total.saturating_sub(reported), Ordering::Relaxed);
-                reported = total;
-            }
+            self.report_responses(&ctl.responses, &mut reported);
             readable = u64::MAX;
             match self.schedule {
-                None if received == 0 && sent == 0 => {
-                    let _ = sys::wait_readable(self.socks.iter().map(|s| s.socket.as_fd()), 1);
-                }
+                None if received == 0 && sent == 0 => self.wait_any(),
                 None => {}
                 Some(schedule) => {
                     let now = self.now();
@@ -240,6 +222,41 @@ impl Worker {
             self.stats.reset();
         }
         self.stats
+    }
+
+    /// The start of each round of a loop over the sockets: drains those whose bit is set in
+    /// `readable` (bit s for socket s; past 64, the last bit stands for the rest), times
+    /// out old requests once `next_timeout_scan` has come (and sets the next scan 10 ms
+    /// on), and renews connections. Returns how many datagrams arrived, and the time after
+    /// reading them.
+    pub(super) fn tend(&mut self, readable: u64, next_timeout_scan: &mut u64) -> (usize, u64) {
+        let mut received = 0;
+        for s in 0..self.socks.len() {
+            if readable & (1 << s.min(63)) != 0 {
+                received += self.receive(s);
+            }
+        }
+        let now = self.now();
+        if now >= *next_timeout_scan {
+            self.expire(now);
+            *next_timeout_scan = now + 10_000_000;
+        }
+        self.maintain_connections(now);
+        (received, now)
+    }
+
+    /// Adds the responses counted since `reported` to `counter` (for the progress bar).
+    pub(super) fn report_responses(&self, counter: &AtomicU64, reported: &mut u64) {
+        let total = self.stats.total_responses();
+        if total != *reported {
+            counter.fetch_add(total.saturating_sub(*reported), Ordering::Relaxed);
+            *reported = total;
+        }
+    }
+
+    /// Waits up to 1 ms for any socket to become readable.
+    pub(super) fn wait_any(&self) {
+        let _ = sys::wait_readable(self.socks.iter().map(|s| s.socket.as_fd()), 1);
     }
 
     /// Drains one socket's waiting datagrams; returns how many arrived.
