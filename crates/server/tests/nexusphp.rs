@@ -32,6 +32,8 @@ mod servers;
 mod site_db;
 
 const TOKEN: &str = "nexusphp-test-admin-token";
+/// Held by each test: the fault test stops the one MariaDB the tests share.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const AGENT: &str = "qBittorrent/4.6.5";
 const BASE: &str = "https://pt.example.org";
 /// NexusPHP's schema as it ships.
@@ -180,6 +182,7 @@ async fn insert_site_rows(db: &site_db::SiteDb) {
 
 #[test]
 fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let Some(db) = rt.block_on(site_db::SiteDb::create("nexusphp_e2e")) else {
         eprintln!("MariaDB is not available here: skipped");
@@ -464,6 +467,7 @@ fn flush(tracker: &Tracker) {
 
 #[test]
 fn a_nexusphp_database_without_a_table_or_column_shoal_needs_stops_the_start_by_name() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let Some(db) = rt.block_on(site_db::SiteDb::create("nexusphp_missing")) else {
         eprintln!("MariaDB is not available here: skipped");
@@ -482,4 +486,100 @@ fn a_nexusphp_database_without_a_table_or_column_shoal_needs_stops_the_start_by_
     assert!(e.contains("table torrents_state"), "{e}");
     rt.block_on(db.expect("select count(*) from information_schema.tables where table_schema = database() and table_name = 'torrents_state'", 0));
     std::fs::remove_dir_all(dir).ok();
+}
+
+/// The faults, as for UNIT3D and Gazelle: the database stopped mid-transfer (the batch is
+/// kept and written once it is back), `SIGTERM`'s shutdown (the last batch written), a
+/// restart (each client counted from what its `peers` row recorded): nothing credited is
+/// lost or counted twice.
+#[test]
+fn a_nexusphp_site_loses_nothing_and_counts_nothing_twice_through_an_outage_and_a_restart() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(db) = rt.block_on(site_db::SiteDb::create("nexusphp_faults")) else {
+        eprintln!("MariaDB is not available here: skipped");
+        return;
+    };
+    rt.block_on(db.run(FIXTURE));
+    rt.block_on(insert_site_rows(&db));
+    let dir = temp_dir("nexusphp-faults");
+    let config = || {
+        let mut c = common::private_config(&dir, TOKEN);
+        c.private.schema = "nexusphp".into();
+        c.private.database = db.url.clone();
+        c.sites.nexusphp.flush_interval = 3600;
+        c
+    };
+    let n = |sql: &str| rt.block_on(db.number(&format!("select cast(({sql}) as signed)")));
+    let tracker = Tracker::start(config()).unwrap();
+    let http = tracker.http_addrs()[0];
+    assert!(announce(http, 1, 10, (0, 0, SIZE), "started").contains("8:intervali"));
+    flush(&tracker);
+
+    // The database stops; alice completes meanwhile; the write fails and is kept.
+    db.server.stop_mariadb().unwrap();
+    std::thread::sleep(REPEAT);
+    let done = announce(http, 1, 10, (2_000, SIZE, 0), "completed");
+    assert!(done.contains("8:intervali"), "{done}");
+    let admin = tracker.admin_addrs()[0];
+    let (status, body) =
+        common::http_with_body(admin, "POST", "/api/private/flush", Some(TOKEN), "");
+    assert_ne!(status, 200, "{body}");
+    db.server.start_mariadb().unwrap();
+    flush(&tracker);
+    assert_eq!(n("select downloaded from users where id = 1"), SIZE as i64);
+    assert_eq!(n("select uploaded from users where id = 1"), 2_000);
+    assert_eq!(
+        n("select downloaded from snatched where userid = 1 and torrentid = 10"),
+        SIZE as i64
+    );
+    assert_eq!(n("select times_completed from torrents where id = 10"), 1);
+    assert_eq!(n("select seeders from torrents where id = 10"), 2);
+    flush(&tracker);
+    assert_eq!(
+        n("select downloaded from users where id = 1"),
+        SIZE as i64,
+        "once"
+    );
+
+    // frank leeches the 2x torrent and stops; shoal is stopped before any flush: the
+    // shutdown writes the batch.
+    assert!(announce(http, 6, 12, (0, 0, SIZE), "started").contains("8:intervali"));
+    std::thread::sleep(REPEAT);
+    assert!(announce(http, 6, 12, (3_000, 4_000, 6_000), "stopped").contains("8:intervali"));
+    drop(tracker);
+    assert_eq!(n("select uploaded from users where id = 6"), 6_000, "2x");
+    assert_eq!(n("select downloaded from users where id = 6"), 4_000);
+    assert_eq!(
+        n("select count(*) from peers where userid = 6"),
+        0,
+        "stopped"
+    );
+    assert_eq!(
+        n("select uploaded from snatched where userid = 6 and torrentid = 12"),
+        3_000
+    );
+
+    // A restart: alice, still seeding, is counted from what her row recorded (2,000 up).
+    let tracker = Tracker::start(config()).unwrap();
+    let http = tracker.http_addrs()[0];
+    let stop = announce(http, 1, 10, (2_500, SIZE, 0), "stopped");
+    assert!(stop.contains("8:intervali"), "{stop}");
+    flush(&tracker);
+    assert_eq!(
+        n("select uploaded from users where id = 1"),
+        2_500,
+        "500 more, not 2,500"
+    );
+    assert_eq!(
+        n("select uploaded from snatched where userid = 1 and torrentid = 10"),
+        2_500
+    );
+    assert_eq!(
+        n("select count(*) from peers where userid = 1 and torrent = 10"),
+        0
+    );
+    assert_eq!(n("select seeders from torrents where id = 10"), 1, "bob");
+    drop(tracker);
+    std::fs::remove_dir_all(&dir).ok();
 }
