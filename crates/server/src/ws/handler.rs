@@ -158,7 +158,6 @@ pub fn handle(
     now: u32,
     replies: &mut Vec<Text>,
 ) -> Verdict {
-    Protocol::Ws.count_family(conn.source);
     let parsed = ws::parse_request_within(message, || offers_to_read(ctx, conn, now));
     dispatch(ctx, conn, parsed, now, replies)
 }
@@ -172,7 +171,6 @@ pub fn handle_text(
     now: u32,
     replies: &mut Vec<Text>,
 ) -> Verdict {
-    Protocol::Ws.count_family(conn.source);
     let parsed = ws::parse_text_within(message, || offers_to_read(ctx, conn, now));
     dispatch(ctx, conn, parsed, now, replies)
 }
@@ -187,6 +185,8 @@ fn offers_to_read(ctx: &WsContext, conn: &ConnState, now: u32) -> usize {
         .min(ctx.settings.limits.max_offers)
 }
 
+/// What [`handle`] and [`handle_text`] share once the frame is parsed: the message counted
+/// (by the connection's address family), then answered.
 fn dispatch(
     ctx: &WsContext,
     conn: &mut ConnState,
@@ -194,6 +194,7 @@ fn dispatch(
     now: u32,
     replies: &mut Vec<Text>,
 ) -> Verdict {
+    Protocol::Ws.count_family(conn.source);
     match parsed {
         Ok(Request::Announce(a)) => announce(ctx, conn, &a, now, replies),
         Ok(Request::Answer(a)) => {
@@ -442,7 +443,7 @@ pub fn leave(ctx: &WsContext, conn: ConnectionId, pairs: impl IntoIterator<Item 
 
 fn answer(
     ctx: &WsContext,
-    conn: &mut ConnState,
+    conn: &ConnState,
     a: &ws::Answer<'_>,
     now: u32,
     replies: &mut Vec<Text>,
