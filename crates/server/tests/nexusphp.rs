@@ -2,10 +2,11 @@
 //! schema as it ships (`tests/fixtures/nexusphp.sql`, the 1.10 line's
 //! `database/schema/mysql-schema.sql`) and rows inserted as the site inserts them, shoal
 //! started with `[private] schema = "nexusphp"` on it, announces as NexusPHP's clients send
-//! them (`/announce.php?passkey=`, `/api/announce?passkey=`, and over UDP the same path in
-//! BEP 41 URL data), NexusPHP's refusals, the promotion factors, the rows written in
-//! `users`, `snatched`, `torrents` and `peers`, and a member, a torrent and a passkey
-//! changed in the tables while shoal runs, in force within the poll's bound.
+//! them (`/announce.php?passkey=`, `/api/announce?passkey=`; the same path in UDP's BEP 41
+//! URL data and as a WebSocket URL), NexusPHP's refusals, the promotion factors, the rows
+//! written in `users`, `snatched`, `torrents` and `peers`, and a member, a torrent and a
+//! passkey changed in the tables while shoal runs, in force within the poll's bound; the
+//! faults (the database stopped, the shutdown, a restart).
 //!
 //! NexusPHP's windows run on the wall clock: a second announce of one member on one torrent
 //! within 5 s is a re-announce (nothing written), within 30 s too frequent unless it is a
@@ -19,7 +20,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::site_schema::{enc, pid, udp_session};
+use common::site_schema::{browser_seeds, enc, pid, udp_session};
 use common::{http_with_headers, temp_dir};
 use shoal_server::Tracker;
 
@@ -113,7 +114,7 @@ fn announce(
 /// The rows a NexusPHP site holds: its settings (the site's address), one client family
 /// (qBittorrent by its peer id), a category, members 1 alice, 2 bob (VIP), 3 carol
 /// (disabled), 4 dave (parked), 5 erin (download privileges removed), 6 frank; torrents 10
-/// normal, 11 free, 12 2x, 13 50%, 14 banned, 15 normal; bob's seeder on torrent 10 in
+/// normal, 11 free, 12 2x, 13 50%, 14 banned, 15 and 16 normal; bob's seeder on torrent 10 in
 /// `peers` (from NexusPHP's own announce, before the switch).
 async fn insert_site_rows(db: &site_db::SiteDb) {
     db.run(&format!(
@@ -155,6 +156,7 @@ async fn insert_site_rows(db: &site_db::SiteDb) {
         (13, 5, "no"),
         (14, 1, "yes"),
         (15, 1, "no"),
+        (16, 1, "no"),
     ] {
         torrents.push(format!(
             "({id}, 0x{}, 'Torrent {id}', 'torrent-{id}.torrent', 401, {SIZE}, \
@@ -307,6 +309,11 @@ fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
     let (_, seeders) = udp_session(udp, &url, (info_hash(10), 6, 50_016), (SIZE, SIZE), (0, 0));
     assert_eq!(seeders, 1, "bob");
 
+    // bob (2) seeds torrent 16 from a browser over WebTorrent, NexusPHP's path and query
+    // as the WebSocket URL.
+    let path = format!("/announce.php?passkey={}", passkey(2));
+    browser_seeds(&rt, http, &path, info_hash(16), 22);
+
     // alice completes the four torrents, each 10,000 bytes down and 2,000 up.
     std::thread::sleep(REPEAT);
     for t in [10, 11, 12, 13] {
@@ -382,6 +389,11 @@ fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
             "select count(*) from peers where userid = 6 and torrent = 10 and passkey = '{key6}'"
         )),
         1
+    );
+    assert_eq!(
+        n("select count(*) from peers where userid = 2 and torrent = 16 and seeder = 'yes'"),
+        1,
+        "WebTorrent"
     );
     assert_eq!(
         n("select count(*) from peers where userid = 6 and torrent = 15"),
