@@ -9,8 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use parking_lot::Mutex;
 use shoal_site::control::{Control as SiteControl, Reply};
-use shoal_site::{Opening, Parts};
-use shoal_tracker::private::members::{Members, Roster};
+use shoal_site::{log_loaded, site_members, Opening, Parts};
 
 use crate::config::GazelleConfig;
 use crate::control::{self, Control};
@@ -48,17 +47,14 @@ pub fn open(config: &GazelleConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn s
         }
         anyhow::Ok((db, data))
     })?;
-    tracing::info!(
-        site = db.url(),
-        "Gazelle site loaded: {} users, {} torrents, {} tokens, {} whitelisted clients",
-        data.users.len(),
-        data.torrents.len(),
-        data.tokens.len(),
-        data.whitelist.len()
-    );
-    // Ocelot's rules decide every announce: the private rule only finds the user and the
-    // torrent.
-    let members = Arc::new(Members::new(&Roster::default(), false));
+    let counts = [
+        (data.users.len(), "users"),
+        (data.torrents.len(), "torrents"),
+        (data.tokens.len(), "tokens"),
+        (data.whitelist.len(), "whitelisted clients"),
+    ];
+    log_loaded("Gazelle", db.url(), &counts);
+    let members = site_members();
     let site = Arc::new(Site::new(config.clone(), members.clone(), data));
     let token_expiry = if o.keys.site_url.is_empty() || config.readonly {
         None

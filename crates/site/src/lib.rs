@@ -21,6 +21,9 @@ pub mod control;
 pub mod mysql;
 mod seam;
 
-pub use seam::{Keys, ListedPeer, Opening, Parts, Site, SiteConfig, SiteSettings};
+pub use seam::{
+    log_loaded, site_members, Keys, LastReport, ListedPeer, Opening, Parts, Site, SiteConfig,
+    SiteSettings,
+};
 pub use shoal_accounts::Schema;
 pub use shoal_tracker::site::SiteRules;

@@ -11,7 +11,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use shoal_accounts::Schema;
+use shoal_proto::PeerId;
+use shoal_tracker::private::credit::PeerRecord;
 use shoal_tracker::private::ledger::SavedPeer;
+use shoal_tracker::private::members::Roster;
 use shoal_tracker::private::Members;
 use shoal_tracker::site::SiteRules;
 
@@ -102,6 +105,56 @@ impl Parts {
             rules,
             schema,
             control,
+        }
+    }
+}
+
+/// The private rule's tables for a site whose own rules decide every announce: the rule
+/// only finds the member and the torrent (no client allow-list of shoal's: the site's own
+/// list applies). The site fills them as it loads and as it changes.
+pub fn site_members() -> Arc<Members> {
+    Arc::new(Members::new(&Roster::default(), false))
+}
+
+/// Says what a site loaded at start: `counts` as (how many, of what).
+pub fn log_loaded(site: &str, url: &str, counts: &[(usize, &str)]) {
+    let counts: Vec<String> = counts
+        .iter()
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    tracing::info!(site = url, "{site} site loaded: {}", counts.join(", "));
+}
+
+/// One of a site's clients as its tables last saw it (its totals, whether it seeded, when:
+/// Unix seconds). As the ledger's record ([`LastReport::saved`]) its first announce after
+/// the start is counted from there: a restart without a ledger file, or a switch-over from
+/// the site's own announce server, loses nothing and counts nothing twice.
+pub struct LastReport {
+    pub user_id: u32,
+    pub torrent_id: u32,
+    pub peer_id: [u8; 20],
+    pub uploaded: u64,
+    pub downloaded: u64,
+    pub seeder: bool,
+    pub at: i64,
+}
+
+impl LastReport {
+    /// The ledger's record of it, `now` being the coarse clock and `unix` the wall clock at
+    /// the same moment.
+    pub fn saved(&self, now: u32, unix: u64) -> SavedPeer {
+        let age = unix.saturating_sub(u64::try_from(self.at).unwrap_or(0));
+        SavedPeer {
+            user_id: u64::from(self.user_id),
+            torrent_id: u64::from(self.torrent_id),
+            peer_id: PeerId(self.peer_id),
+            record: PeerRecord {
+                uploaded: self.uploaded,
+                downloaded: self.downloaded,
+                seen: now.saturating_sub(u32::try_from(age).unwrap_or(u32::MAX)),
+                seeding: self.seeder,
+                started: false,
+            },
         }
     }
 }

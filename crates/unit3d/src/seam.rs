@@ -7,12 +7,9 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use shoal_proto::PeerId;
 use shoal_site::control::{Control, Reply};
-use shoal_site::{ListedPeer, Opening, Parts};
-use shoal_tracker::private::credit::PeerRecord;
+use shoal_site::{log_loaded, site_members, LastReport, ListedPeer, Opening, Parts};
 use shoal_tracker::private::ledger::SavedPeer;
-use shoal_tracker::private::members::{Members, Roster};
 
 use crate::api;
 use crate::config::Unit3dConfig;
@@ -49,17 +46,14 @@ pub fn open(config: &Unit3dConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn sh
         .runtime
         .block_on(db.load())
         .context("loading the UNIT3D site's groups, users, torrents and peers")?;
-    tracing::info!(
-        "UNIT3D site {}: {} groups, {} users, {} torrents, {} peers",
-        db.url(),
-        data.groups.len(),
-        data.users.len(),
-        data.torrents.len(),
-        data.peers.len()
-    );
-    // The site's own rules decide every announce: the private rule only finds the user
-    // and the torrent (no client allow-list of shoal's; the site's blacklist applies).
-    let members = Arc::new(Members::new(&Roster::default(), false));
+    let counts = [
+        (data.groups.len(), "groups"),
+        (data.users.len(), "users"),
+        (data.torrents.len(), "torrents"),
+        (data.peers.len(), "peers"),
+    ];
+    log_loaded("UNIT3D", db.url(), &counts);
+    let members = site_members();
     let site = Arc::new(Site::new(config.clone(), members.clone(), data));
     let schema = Arc::new(Unit3dSchema::new(db, site.clone()));
     let control = Arc::new(Unit3dControl {
@@ -80,25 +74,17 @@ impl shoal_site::Site for Unit3d {
     /// (a restart without a ledger file, or a switch-over from another announce server,
     /// loses nothing and counts nothing twice).
     fn saved_peers(&self, now: u32, unix: u64) -> Vec<SavedPeer> {
-        self.site
-            .active_clients()
-            .into_iter()
-            .map(|p| {
-                let age = unix.saturating_sub(u64::try_from(p.updated_at).unwrap_or(0));
-                SavedPeer {
-                    user_id: u64::from(p.user_id),
-                    torrent_id: u64::from(p.torrent_id),
-                    peer_id: PeerId(p.peer_id),
-                    record: PeerRecord {
-                        uploaded: p.uploaded,
-                        downloaded: p.downloaded,
-                        seen: now.saturating_sub(u32::try_from(age).unwrap_or(u32::MAX)),
-                        seeding: p.seeder,
-                        started: false,
-                    },
-                }
-            })
-            .collect()
+        let report = |p: crate::model::Peer| LastReport {
+            user_id: p.user_id,
+            torrent_id: p.torrent_id,
+            peer_id: p.peer_id,
+            uploaded: p.uploaded,
+            downloaded: p.downloaded,
+            seeder: p.seeder,
+            at: p.updated_at,
+        };
+        let clients = self.site.active_clients().into_iter();
+        clients.map(|p| report(p).saved(now, unix)).collect()
     }
 
     fn listed_peers(&self) -> Vec<ListedPeer> {

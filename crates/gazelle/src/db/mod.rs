@@ -106,7 +106,7 @@ impl GazelleDb {
         }
         let widths = self.widths;
         self.db
-            .write(async |conn| write::run(conn, batch, widths).await)
+            .write(async |conn| write::run(conn, (batch, widths)).await)
             .await
     }
 }

@@ -92,11 +92,9 @@ macro_rules! pushes {
     };
 }
 
-pub(super) async fn run(
-    conn: &mut MySqlConnection,
-    batch: &Batch,
-    widths: Widths,
-) -> Result<Written, Error> {
+/// Writes `batch` on `conn` (inside the caller's transaction), text fitted to `widths`.
+pub(super) async fn run(conn: &mut MySqlConnection, b: (&Batch, Widths)) -> Result<Written, Error> {
+    let (batch, widths) = b;
     let mut w = Written::default();
     let user_ids: Vec<u32> = batch.users.iter().map(|u| u.user_id).collect();
     let (users, _) = existing(conn, "users_main", "ID", &user_ids).await?;
