@@ -13,10 +13,12 @@ use serde::{Deserialize, Serialize};
 
 mod abuse;
 mod cluster;
+mod opentracker;
 mod private;
 
 pub use abuse::{BlockListConfig, RateLimitConfig};
 pub use cluster::ClusterConfig;
+pub use opentracker::StatsConfig;
 pub use private::PrivateConfig;
 pub use shoal_gazelle::GazelleConfig;
 pub use shoal_unit3d::Unit3dConfig;
@@ -36,6 +38,7 @@ pub struct Config {
     pub announce: AnnounceConfig,
     pub store: StoreSection,
     pub access_list: AccessListConfig,
+    pub stats: StatsConfig,
     pub rate_limit: RateLimitConfig,
     pub block_list: BlockListConfig,
     pub ws: WsConfig,
@@ -131,6 +134,8 @@ pub struct HttpConfig {
     pub proxy_hop: usize,
     pub proxy_trusted: Vec<String>,
     pub proxy_protocol: bool,
+    /// Where `GET /` is redirected (302); empty: 404 (opentracker's `tracker.redirect_url`).
+    pub redirect_url: String,
 }
 
 /// HTTPS listeners (rustls) and their certificate.
@@ -233,6 +238,10 @@ pub enum AccessModeConfig {
 pub struct AccessListConfig {
     pub mode: AccessModeConfig,
     pub path: PathBuf,
+    /// Named pipes whose lines (hex info hashes) list or unlist a torrent in force, the file
+    /// untouched (opentracker's `access.fifo_add`, `access.fifo_delete`); empty: none.
+    pub fifo_add: PathBuf,
+    pub fifo_delete: PathBuf,
 }
 
 impl Default for Config {
@@ -247,6 +256,7 @@ impl Default for Config {
             announce: AnnounceConfig::default(),
             store: StoreSection::default(),
             access_list: AccessListConfig::default(),
+            stats: StatsConfig::default(),
             rate_limit: RateLimitConfig::default(),
             block_list: BlockListConfig::default(),
             ws: WsConfig::default(),
@@ -295,6 +305,7 @@ impl Default for HttpConfig {
             proxy_hop: 1,
             proxy_trusted: vec!["127.0.0.1".into(), "::1".into()],
             proxy_protocol: false,
+            redirect_url: String::new(),
         }
     }
 }
@@ -392,6 +403,15 @@ impl Config {
             && self.access_list.path.as_os_str().is_empty()
         {
             bail!("access_list.path must be set when access_list.mode is not \"off\"");
+        }
+        let fifos = [&self.access_list.fifo_add, &self.access_list.fifo_delete];
+        if self.access_list.mode == AccessModeConfig::Off && fifos.iter().any(|p| set(p).is_some())
+        {
+            bail!("access_list.fifo_add and fifo_delete need an access list (access_list.mode)");
+        }
+        self.stats.validate()?;
+        if self.http.redirect_url.contains(['\r', '\n']) {
+            bail!("http.redirect_url must be one line");
         }
         self.private.validate()?;
         if self.private.gazelle() {

@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod access_pipes;
 pub mod admin;
 pub mod cli;
 pub mod cluster;
@@ -235,6 +236,7 @@ impl Tracker {
                 ws.clone(),
                 shutdown.clone(),
                 site_api,
+                udp.as_ref().map(|u| u.counters.clone()).unwrap_or_default(),
             )?)
         };
 
@@ -279,6 +281,7 @@ impl Tracker {
         if let Some(line) = privileges::drop_privileges(&config.privileges)? {
             tracing::info!("{line}");
         }
+        access_pipes::start(&config, &core, &shutdown)?;
 
         let cleaner = {
             let core = core.clone();

@@ -63,4 +63,6 @@ pub struct HttpContext {
     pub open: AtomicUsize,
     /// A site's control calls (UNIT3D's), when its schema is in force.
     pub site_api: Option<Arc<SiteApi>>,
+    /// opentracker's `/stats` and `GET /` redirect (`None` in handler tests).
+    pub opentracker: Option<super::stats::Surface>,
 }

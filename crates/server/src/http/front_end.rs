@@ -90,6 +90,7 @@ impl HttpFrontEnd {
         ws: Arc<WsContext>,
         shutdown: Arc<AtomicBool>,
         site_api: Option<Arc<SiteApi>>,
+        udp_counters: Vec<Arc<crate::udp::counters::WorkerCounters>>,
     ) -> anyhow::Result<Self> {
         let workers = config.worker_count().max(1);
         let tls = if config.https.listen.is_empty() {
@@ -130,6 +131,7 @@ impl HttpFrontEnd {
             ws,
             open: AtomicUsize::new(0),
             site_api,
+            opentracker: Some(super::stats::Surface::new(config, udp_counters)),
         });
 
         for w in 0..workers {
@@ -283,7 +285,10 @@ async fn accept_loop(
     let mut warned: Option<std::time::Instant> = None;
     loop {
         let (tcp, remote) = match listener.accept().await {
-            Ok(c) => c,
+            Ok(c) => {
+                shoal_opentracker::tally::HTTP.accepted();
+                c
+            }
             Err(e) if out_of_descriptors(&e) => {
                 if warned.is_none_or(|w| w.elapsed() > Duration::from_secs(60)) {
                     tracing::warn!(

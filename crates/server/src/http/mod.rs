@@ -51,6 +51,7 @@ pub mod handler;
 pub mod proxy;
 pub mod proxy_protocol;
 pub mod site_call;
+pub mod stats;
 pub mod tls;
 
 pub use context::{HttpContext, HttpSettings};
