@@ -165,7 +165,7 @@ pub fn listen(v: &str) -> Result<SocketAddr, String> {
 }
 
 /// An address (a host network) or a network in CIDR form.
-fn net(v: &str) -> Result<ipnet::IpNet, String> {
+pub(crate) fn net(v: &str) -> Result<ipnet::IpNet, String> {
     v.parse::<ipnet::IpNet>()
         .or_else(|_| v.parse::<IpAddr>().map(ipnet::IpNet::from))
         .map_err(|_| format!("{v:?} is not an address or network"))

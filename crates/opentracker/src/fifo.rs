@@ -17,6 +17,35 @@ pub enum Line {
     Bad,
 }
 
+/// Cuts what a pipe gives into lines, whatever the reads' sizes. A line longer than its
+/// limit is cut there (an info hash and a comment fit easily; a runaway writer does not
+/// grow the buffer).
+pub struct Lines {
+    line: Vec<u8>,
+    max: usize,
+}
+
+impl Lines {
+    pub fn new(max: usize) -> Self {
+        Self {
+            line: Vec::with_capacity(64),
+            max,
+        }
+    }
+
+    /// Takes `bytes` and calls `each` with every line they complete (without its `\n`).
+    pub fn feed(&mut self, bytes: &[u8], mut each: impl FnMut(&[u8])) {
+        for &b in bytes {
+            if b == b'\n' {
+                each(&self.line);
+                self.line.clear();
+            } else if self.line.len() < self.max {
+                self.line.push(b);
+            }
+        }
+    }
+}
+
 /// Reads one line (with or without its line break).
 pub fn parse_line(line: &[u8]) -> Line {
     let line = line.trim_ascii();
@@ -67,6 +96,16 @@ mod tests {
             parse_line(b"abababababababababababababababababababab:x"),
             want
         );
+    }
+
+    #[test]
+    fn lines_are_cut_whatever_the_reads() {
+        let mut lines = Lines::new(4);
+        let mut got = Vec::new();
+        for chunk in [&b"ab"[..], b"c\nd", b"efgh\n\n"] {
+            lines.feed(chunk, |l| got.push(l.to_vec()));
+        }
+        assert_eq!(got, [b"abc".to_vec(), b"defg".to_vec(), Vec::new()]);
     }
 
     #[test]

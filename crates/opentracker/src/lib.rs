@@ -8,17 +8,21 @@
 //! `opentracker.c`) without a socket: the server gathers the numbers ([`stats::Stats`], a
 //! list of [`torrents::Torrent`]), reads the pipes and answers the requests.
 //!
-//! The modules: [`query`] (what a `/stats` query asks for), [`stats`] (the per-mode
+//! The modules: [`page`] (a `/stats` query in, a status and body out), [`query`] (what a
+//! query asks for), [`stats`] (the per-mode
 //! bodies), [`torrents`] (the bodies that list torrents: `tpbs`, `top10`, `top100`),
 //! [`tally`] (the HTTP events opentracker counts that shoal's metrics do not keep in a
 //! readable form), [`fifo`] (one line of an access-list pipe), [`conf`] (an
-//! `opentracker.conf`) and [`convert`] (that file as shoal's TOML).
+//! `opentracker.conf`), [`convert`] (that file as shoal's TOML) and [`config`] (shoal's
+//! `[stats]` section).
 
 #![forbid(unsafe_code)]
 
 pub mod conf;
+pub mod config;
 pub mod convert;
 pub mod fifo;
+pub mod page;
 pub mod query;
 pub mod stats;
 pub mod tally;

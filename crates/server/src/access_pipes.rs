@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use shoal_opentracker::fifo::{parse_line, Line};
+use shoal_opentracker::fifo::{parse_line, Line, Lines};
 use shoal_proto::InfoHash;
 use shoal_tracker::Core;
 
@@ -83,7 +83,7 @@ fn open(path: &Path) -> anyhow::Result<std::fs::File> {
 }
 
 fn read(mut file: std::fs::File, path: &Path, add: bool, core: &Core, shutdown: &AtomicBool) {
-    let mut line = Vec::with_capacity(64);
+    let mut lines = Lines::new(MAX_LINE);
     let mut buf = [0u8; 4096];
     let timeout = PollTimeout::try_from(POLL).unwrap_or(PollTimeout::MAX);
     while !shutdown.load(Ordering::Relaxed) {
@@ -106,16 +106,7 @@ fn read(mut file: std::fs::File, path: &Path, add: bool, core: &Core, shutdown: 
                 return;
             }
         };
-        for &b in &buf[..n] {
-            if b != b'\n' {
-                if line.len() <= MAX_LINE {
-                    line.push(b);
-                }
-                continue;
-            }
-            apply(&line, add, core, path);
-            line.clear();
-        }
+        lines.feed(&buf[..n], |line| apply(line, add, core, path));
     }
 }
 

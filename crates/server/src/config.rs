@@ -13,14 +13,13 @@ use serde::{Deserialize, Serialize};
 
 mod abuse;
 mod cluster;
-mod opentracker;
 mod private;
 
 pub use abuse::{BlockListConfig, RateLimitConfig};
 pub use cluster::ClusterConfig;
-pub use opentracker::StatsConfig;
 pub use private::PrivateConfig;
 pub use shoal_gazelle::GazelleConfig;
+pub use shoal_opentracker::config::StatsConfig;
 pub use shoal_unit3d::Unit3dConfig;
 
 /// The documented default configuration, as printed by `shoal --print-config`.
@@ -409,7 +408,7 @@ impl Config {
         {
             bail!("access_list.fifo_add and fifo_delete need an access list (access_list.mode)");
         }
-        self.stats.validate()?;
+        self.stats.validate().map_err(anyhow::Error::msg)?;
         if self.http.redirect_url.contains(['\r', '\n']) {
             bail!("http.redirect_url must be one line");
         }
