@@ -45,14 +45,14 @@ impl HttpTally {
         self.accept.fetch_add(1, Relaxed);
     }
 
-    /// An announce answered.
-    pub fn announced(&self) {
-        self.announce.fetch_add(1, Relaxed);
-    }
-
-    /// A scrape (with info hashes) answered.
-    pub fn scraped(&self) {
-        self.scrape.fetch_add(1, Relaxed);
+    /// An announce (`announce`) or a scrape with info hashes answered.
+    pub fn answered(&self, announce: bool) {
+        let c = if announce {
+            &self.announce
+        } else {
+            &self.scrape
+        };
+        c.fetch_add(1, Relaxed);
     }
 
     /// A full scrape of `bytes` sent.
@@ -92,8 +92,8 @@ mod tests {
         let t = HttpTally::new();
         t.accepted();
         t.accepted();
-        t.announced();
-        t.scraped();
+        t.answered(true);
+        t.answered(false);
         t.full_scrape(100);
         t.error(crate::stats::http_error::NOT_FOUND);
         t.error(99);

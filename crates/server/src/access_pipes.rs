@@ -10,7 +10,7 @@
 //! dropped, so a pipe they create belongs to the user the tracker runs as.
 
 use std::fs::OpenOptions;
-use std::io::Read;
+use std::io::{ErrorKind, Read};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
@@ -35,11 +35,8 @@ const MAX_LINE: usize = 1024;
 /// Creates the configured pipes that are missing and starts a thread reading each. The
 /// threads end by themselves within [`POLL`] of `shutdown`.
 pub fn start(config: &Config, core: &Arc<Core>, shutdown: &Arc<AtomicBool>) -> anyhow::Result<()> {
-    let pipes = [
-        (&config.access_list.fifo_add, true),
-        (&config.access_list.fifo_delete, false),
-    ];
-    for (path, add) in pipes {
+    let list = &config.access_list;
+    for (path, add) in [(&list.fifo_add, true), (&list.fifo_delete, false)] {
         if path.as_os_str().is_empty() {
             continue;
         }
@@ -68,7 +65,7 @@ fn open(path: &Path) -> anyhow::Result<std::fs::File> {
             )
         }
         Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
             nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o620))
                 .with_context(|| format!("creating the pipe {}", path.display()))?;
         }
@@ -83,30 +80,23 @@ fn open(path: &Path) -> anyhow::Result<std::fs::File> {
 }
 
 fn read(mut file: std::fs::File, path: &Path, add: bool, core: &Core, shutdown: &AtomicBool) {
-    let mut lines = Lines::new(MAX_LINE);
-    let mut buf = [0u8; 4096];
+    let (mut lines, mut buf) = (Lines::new(MAX_LINE), [0u8; 4096]);
     let timeout = PollTimeout::try_from(POLL).unwrap_or(PollTimeout::MAX);
     while !shutdown.load(Ordering::Relaxed) {
-        let ready = {
-            let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
-            poll(&mut fds, timeout).unwrap_or(0)
-        };
-        if ready == 0 {
+        let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
+        if poll(&mut fds, timeout).unwrap_or(0) == 0 {
             continue;
         }
-        let n = match file.read(&mut buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+        match file.read(&mut buf) {
+            Ok(n) => lines.feed(&buf[..n], |line| apply(line, add, core, path)),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
             Err(e) => {
-                tracing::error!(
-                    "access list: reading the pipe {}: {e}; no longer read",
-                    path.display()
+                let path = path.display();
+                return tracing::error!(
+                    "access list: reading the pipe {path}: {e}; no longer read"
                 );
-                return;
             }
-        };
-        lines.feed(&buf[..n], |line| apply(line, add, core, path));
+        }
     }
 }
 

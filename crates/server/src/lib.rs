@@ -196,7 +196,7 @@ impl Tracker {
         } else {
             restored.key()
         };
-        let ids = ConnectionIds::from_config(&config, key)?;
+        let ids = udp::connection_id::from_config(&config, key)?;
         let state_file = config
             .state_file()
             .map(|path| Arc::new(StateFile::new(path.to_path_buf(), ids.key())));

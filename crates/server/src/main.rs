@@ -20,9 +20,8 @@ fn main() -> anyhow::Result<()> {
         let problems = shoal_server::config_check::report(file, &mut std::io::stdout())?;
         std::process::exit(i32::from(problems > 0));
     }
-    if let Some(Command::ConvertConfig { from: _, file }) = &args.command {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    if let Some(Command::ConvertConfig { file, .. }) = &args.command {
+        let text = std::fs::read_to_string(file).context("reading the file to convert")?;
         let toml = shoal_opentracker::convert::to_toml(&text, &file.display().to_string());
         print!("{toml}");
         return Ok(());

@@ -285,10 +285,7 @@ async fn accept_loop(
     let mut warned: Option<std::time::Instant> = None;
     loop {
         let (tcp, remote) = match listener.accept().await {
-            Ok(c) => {
-                shoal_opentracker::tally::HTTP.accepted();
-                c
-            }
+            Ok(c) => c,
             Err(e) if out_of_descriptors(&e) => {
                 if warned.is_none_or(|w| w.elapsed() > Duration::from_secs(60)) {
                     tracing::warn!(
@@ -312,6 +309,7 @@ async fn accept_loop(
                 continue;
             }
         };
+        shoal_opentracker::tally::HTTP.accepted();
         if ctx.open.fetch_add(1, Ordering::Relaxed) >= ctx.settings.max_connections {
             ctx.open.fetch_sub(1, Ordering::Relaxed);
             refused("max_connections");

@@ -424,10 +424,8 @@ impl Handler {
             }
         };
         count(action, reply == Reply::Served);
-        match (action, reply) {
-            (Action::Announce, Reply::Served) => OT.announced(),
-            (Action::Scrape, Reply::Served) => OT.scraped(),
-            _ => {}
+        if reply == Reply::Served {
+            OT.answered(action == Action::Announce);
         }
         let (status, close) = match reply {
             Reply::Dropped => return Next::Close,

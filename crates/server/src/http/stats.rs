@@ -67,8 +67,10 @@ impl Surface {
         if path != self.path || self.allow.is_empty() {
             return false;
         }
-        let client = client.to_canonical();
-        let allowed = self.allow.iter().any(|n| n.contains(&client));
+        let allowed = self
+            .allow
+            .iter()
+            .any(|n| n.contains(&client.to_canonical()));
         let a = page::answer(
             query.as_bytes(),
             allowed,
@@ -123,11 +125,10 @@ impl Numbers for Gather<'_> {
 
     /// As the full scrape lists them: those the policy lets every client see.
     fn torrents(&self) -> Vec<Torrent> {
-        let policy = self.core.policy();
-        let mut list = Vec::new();
+        let (policy, mut list) = (self.core.policy(), Vec::new());
         self.core.swarms().for_each_torrent(|h, t| {
+            let st = t.stats;
             if policy.lists(h) {
-                let st = t.stats;
                 list.push(Torrent {
                     info_hash: h.0,
                     seeds: u64::from(st.seeders),
