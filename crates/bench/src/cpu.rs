@@ -92,8 +92,20 @@ pub fn process_state(pid: u32) -> Option<char> {
 /// Resident memory of process `pid`, KiB (`VmRSS` of `/proc/PID/status`).
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status_kib(&text, "VmRSS")
+}
+
+/// This process's resident memory now and at its peak, KiB (`VmRSS` and `VmHWM` of
+/// `/proc/self/status`): what the load generator itself holds.
+pub fn own_memory_kib() -> (Option<u64>, Option<u64>) {
+    let text = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    (status_kib(&text, "VmRSS"), status_kib(&text, "VmHWM"))
+}
+
+/// The value of a `Field:   1234 kB` line of a `/proc/PID/status` text.
+fn status_kib(text: &str, field: &str) -> Option<u64> {
     text.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
         .split_whitespace()
         .next()?
         .parse()
@@ -226,6 +238,17 @@ mod tests {
     fn stat_line_with_spaces_in_name() {
         let line = "1234 (my (odd) name) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 4 0 100";
         assert_eq!(parse_stat_cpu_ticks(line), Some(300));
+    }
+
+    #[test]
+    fn own_memory_is_read_and_the_peak_is_at_least_the_current() {
+        let text = "Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n";
+        assert_eq!(status_kib(text, "VmRSS"), Some(1024));
+        assert_eq!(status_kib(text, "VmHWM"), Some(2048));
+        assert_eq!(status_kib(text, "VmSwap"), None);
+        let (rss, peak) = own_memory_kib();
+        let (rss, peak) = (rss.unwrap(), peak.unwrap());
+        assert!(rss > 0 && peak >= rss, "{rss} {peak}");
     }
 
     #[test]

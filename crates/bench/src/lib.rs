@@ -27,6 +27,7 @@ pub mod net;
 pub mod passkeys;
 pub mod report;
 pub mod run;
+pub mod scale;
 pub mod stats;
 pub mod sweep;
 pub mod sys;

@@ -78,6 +78,9 @@ pub fn change(old: f64, new: f64) -> String {
 pub fn run_text(r: &RunResult) -> String {
     let s = &r.summary;
     let mut out = String::new();
+    if let Some(f) = &r.fill {
+        out.push_str(&crate::scale::fill_text(f));
+    }
     let _ = writeln!(
         out,
         "{} {} ({} loop, {} workers, concurrency {}{}), measured {:.1}s",
@@ -140,6 +143,7 @@ pub fn run_text(r: &RunResult) -> String {
         let _ = write!(out, ", others {o:.0}%");
     }
     out.push('\n');
+    out.push_str(&crate::scale::generator_text(&r.generator, s));
     out
 }
 
@@ -440,6 +444,7 @@ pub(crate) mod tests {
             tracker_pid: None,
             json: None,
             quiet: true,
+            max_send_lag: crate::scale::default_max_send_lag(),
         };
         let cpu = crate::cpu::CpuUse {
             wall_seconds: 10.0,

@@ -67,6 +67,11 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Open loop: a run whose requests left later than this against their due times (99th
+    /// percentile) is marked not valid: the generator, not the tracker, was behind.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    #[serde(default = "crate::scale::default_max_send_lag")]
+    pub max_send_lag: Duration,
 }
 
 /// Shared between the run's driver and its workers.
@@ -114,6 +119,20 @@ pub struct RunResult {
     pub responses_per_generator_cpu_second: f64,
     /// Responses per CPU-second of the tracker, when its PID was given.
     pub responses_per_tracker_cpu_second: Option<f64>,
+    /// Whether the run measured the tracker: false when the generator was behind (see
+    /// `generator.behind`). Results written before it was judged read as valid.
+    #[serde(default = "yes")]
+    pub valid: bool,
+    /// The generator's own memory and CPU per response, and why it was behind, if it was.
+    #[serde(default)]
+    pub generator: crate::scale::Generator,
+    /// The fill before the measured window (`--fill`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill: Option<crate::scale::Fill>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl RunResult {
@@ -132,7 +151,11 @@ impl RunResult {
                 0.0
             }
         };
+        let generator = crate::scale::own(args, &summary, &cpu);
         Self {
+            valid: generator.valid(),
+            generator,
+            fill: None,
             protocol: protocol.to_string(),
             target,
             mode: if args.rate.is_some() {

@@ -93,6 +93,16 @@ pub struct Stats {
     /// Whether `connect` answers are tracker responses (UDP) or just TCP/TLS/WebSocket
     /// set-up (HTTP, WebTorrent), timed but not counted as responses.
     pub connects_are_responses: bool,
+    /// Open loop: how late each request left against its due time (ns), when a slot was
+    /// free for it. Latency runs from the due time, so a generator that falls behind is
+    /// charged to the tracker; this is how a report tells the two apart.
+    pub send_lag: Histogram<u64>,
+    /// Open loop: requests that left late because every slot was waiting for an answer
+    /// (the in-flight window was full): late because of the tracker, not the sender.
+    pub slot_waits: u64,
+    /// Open loop: requests due by the end of the run that never left (the generator's
+    /// backlog).
+    pub unsent: u64,
 }
 
 impl Default for Stats {
@@ -113,6 +123,9 @@ impl Stats {
             reconnects: 0,
             extra: BTreeMap::new(),
             connects_are_responses: true,
+            send_lag: new_histogram(),
+            slot_waits: 0,
+            unsent: 0,
         }
     }
 
@@ -177,6 +190,11 @@ impl Stats {
         self.bytes_out += other.bytes_out;
         self.peers_received += other.peers_received;
         self.reconnects += other.reconnects;
+        self.send_lag
+            .add(&other.send_lag)
+            .expect("histograms share bounds");
+        self.unsent += other.unsent;
+        self.slot_waits += other.slot_waits;
         for (k, v) in &other.extra {
             self.add_extra(k, *v);
         }
@@ -242,6 +260,10 @@ impl Stats {
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
             ops,
+            send_lag: (!self.send_lag.is_empty())
+                .then(|| OpSummary::from_histogram(&self.send_lag, seconds)),
+            unsent: self.unsent,
+            slot_waits: self.slot_waits,
         }
     }
 }
@@ -312,6 +334,16 @@ pub struct Summary {
     pub extra: BTreeMap<String, u64>,
     /// Per operation: `connect`, `announce`, `scrape`.
     pub ops: BTreeMap<String, OpSummary>,
+    /// Open loop: how late requests left against their due times, µs (absent from closed
+    /// loops and from results written before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag: Option<OpSummary>,
+    /// Open loop: requests due by the end that never left.
+    #[serde(default)]
+    pub unsent: u64,
+    /// Open loop: requests that waited for a free slot (the in-flight window was full).
+    #[serde(default)]
+    pub slot_waits: u64,
 }
 
 impl Summary {

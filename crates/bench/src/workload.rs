@@ -84,7 +84,8 @@ pub enum RequestKind {
     Scrape,
 }
 
-/// One simulated peer: who it is and where it stands in its torrent.
+/// One simulated peer as it stands now: who it is and where it is in its torrent. Made on
+/// demand from the peer's number and its one byte of state ([`Workload::peer`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Peer {
     /// Its number among all simulated peers (`0..--peers`), whichever worker holds it.
@@ -117,14 +118,31 @@ pub struct AnnounceSpec {
 
 /// Pareto-distributed index in `0..n` (see the module doc for the mapping).
 pub fn pareto_index(rng: &mut fastrand::Rng, shape: f64, n: usize) -> usize {
+    pareto_from_uniform(rng.f64(), shape, n)
+}
+
+/// The Pareto index in `0..n` of a uniform draw `u` in `[0, 1)`: the inverse transform,
+/// `x = (1 - u)^(-1/shape)` with `x >= 1`, mapped as the module doc says.
+pub fn pareto_from_uniform(u: f64, shape: f64, n: usize) -> usize {
     if n <= 1 {
         return 0;
     }
-    // Inverse transform: x = (1 - u)^(-1/shape) with u in [0, 1) gives x >= 1.
-    let u = rng.f64();
     let x = (1.0 - u).powf(-1.0 / shape);
     let fraction = ((x - 1.0).min(100.0)) / 100.0;
     ((fraction * n as f64) as usize).min(n - 1)
+}
+
+/// One splitmix64 step: cheap, and distinct inputs give distinct, well-mixed outputs.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A uniform draw in `[0, 1)` from the top 53 bits of `x`.
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The info hash of torrent `i`: fixed per index (so all workers and all runs agree), and
@@ -133,14 +151,9 @@ pub fn info_hash(i: u32) -> InfoHash {
     let mut h = [0u8; 20];
     let mut x = (i as u64) ^ 0x9e37_79b9_7f4a_7c15;
     for chunk in h.chunks_mut(8) {
-        // splitmix64 steps: cheap, and distinct inputs give distinct outputs.
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        let b = z.to_be_bytes();
+        let b = mix(x).to_be_bytes();
         chunk.copy_from_slice(&b[..chunk.len()]);
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     }
     // Keep the index readable in the first bytes for debugging.
     h[..4].copy_from_slice(&i.to_be_bytes());
@@ -150,18 +163,42 @@ pub fn info_hash(i: u32) -> InfoHash {
 /// The peer id of simulated peer `i`: an Azureus-style client prefix and the index.
 pub fn peer_id(i: u32, salt: u32) -> PeerId {
     let mut p = *b"-SB0001-000000000000";
-    let digits = format!("{:06}{:06}", salt % 1_000_000, i % 1_000_000);
-    p[8..].copy_from_slice(digits.as_bytes());
+    // Written digit by digit, not with `format!`: it runs once per announce.
+    let mut put = |at: usize, mut v: u32| {
+        for d in p[at..at + 6].iter_mut().rev() {
+            *d = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(8, salt % 1_000_000);
+    put(14, i % 1_000_000);
     // Indices past a million still get distinct ids: fold the high part into the prefix.
     p[7] = b'A' + ((i / 1_000_000) % 26) as u8;
     PeerId(p)
 }
 
+/// A peer's byte of state: it has announced `started` (and not `stopped` since).
+const ACTIVE: u8 = 0x80;
+/// It was a leecher and announced `completed`: it seeds now.
+const COMPLETED: u8 = 0x40;
+/// How many times it stopped (modulo 64): each comeback joins another torrent.
+const LIVES: u8 = 0x3f;
+
 /// The workload of one generator worker: its share of peers and its random stream.
+///
+/// A simulated peer is not stored: its id, port, key and, for each of its lives (a life
+/// ends with `stopped`), its torrent and whether it starts as a seeder are hashed from its
+/// number and the seed when an announce needs them. What changes as it announces is one
+/// byte ([`ACTIVE`], [`COMPLETED`], [`LIVES`]), in a zeroed vector whose pages the kernel
+/// hands out on first touch. So 30 million peers cost 30 MB and no set-up time: the
+/// stored `Peer` of 40 bytes each, drawn one by one before the run, took 1.2 GB and
+/// seconds of set-up that an open-loop run counted as latency.
 pub struct Workload {
     pub args: WorkloadArgs,
     pub rng: fastrand::Rng,
-    pub peers: Vec<Peer>,
+    worker: usize,
+    workers: usize,
+    state: Vec<u8>,
     weights: [u32; 3],
     weight_total: u32,
 }
@@ -169,23 +206,9 @@ pub struct Workload {
 impl Workload {
     /// Workload for worker `worker` of `workers`: peers `worker, worker + workers, ...`.
     pub fn new(args: &WorkloadArgs, worker: usize, workers: usize) -> Self {
-        let mut rng =
-            fastrand::Rng::with_seed(args.seed ^ (worker as u64).wrapping_mul(0x1000_0001));
+        let rng = fastrand::Rng::with_seed(args.seed ^ (worker as u64).wrapping_mul(0x1000_0001));
         let workers = workers.max(1);
         let mine = (args.peers.max(workers) + workers - 1 - worker) / workers;
-        let mut peers = Vec::with_capacity(mine);
-        for k in 0..mine {
-            let i = (worker + k * workers) as u32;
-            peers.push(Peer {
-                index: i,
-                peer_id: peer_id(i, args.seed as u32),
-                port: 1024 + (i % 64_000) as u16,
-                torrent: pareto_index(&mut rng, args.pareto_shape, args.torrents) as u32,
-                seeder: rng.f64() < args.seeder_probability,
-                active: false,
-                key: rng.u32(..),
-            });
-        }
         let weights = [
             args.weight_connect,
             args.weight_announce,
@@ -195,9 +218,46 @@ impl Workload {
         Self {
             args: args.clone(),
             rng,
-            peers,
+            worker,
+            workers,
+            state: vec![0; mine],
             weights,
             weight_total,
+        }
+    }
+
+    /// How many simulated peers this worker holds.
+    pub fn peer_count(&self) -> usize {
+        self.state.len()
+    }
+
+    /// A hash of peer `index`'s life `life` and `what` (which property), under the seed.
+    fn hash(&self, index: u32, life: u8, what: u64) -> u64 {
+        mix(self.args.seed
+            ^ mix((index as u64) << 8 | life as u64)
+            ^ what.wrapping_mul(0xa076_1d64_78bd_642f))
+    }
+
+    /// Peer `p` (an index into this worker's share, `0..peer_count()`) as it stands now.
+    pub fn peer(&self, p: usize) -> Peer {
+        let index = (self.worker + p * self.workers) as u32;
+        let state = self.state[p];
+        let life = state & LIVES;
+        let torrent = pareto_from_uniform(
+            unit(self.hash(index, life, 1)),
+            self.args.pareto_shape,
+            self.args.torrents,
+        ) as u32;
+        let seeder = state & COMPLETED != 0
+            || unit(self.hash(index, life, 2)) < self.args.seeder_probability;
+        Peer {
+            index,
+            peer_id: peer_id(index, self.args.seed as u32),
+            port: 1024 + (index % 64_000) as u16,
+            torrent,
+            seeder,
+            active: state & ACTIVE != 0,
+            key: self.hash(index, 0, 3) as u32,
         }
     }
 
@@ -222,52 +282,49 @@ impl Workload {
         pareto_index(&mut self.rng, self.args.pareto_shape, self.args.torrents) as u32
     }
 
-    /// Next announce of peer `p` (an index into `peers`), advancing its state: first
-    /// `started`, then mostly plain re-announces, now and then `completed` or `stopped`.
+    /// Next announce of peer `p` (an index into this worker's share), advancing its state:
+    /// first `started`, then mostly plain re-announces, now and then `completed` or
+    /// `stopped`.
     pub fn announce(&mut self, p: usize) -> AnnounceSpec {
+        let peer = self.peer(p);
         let args = &self.args;
-        let peer = &mut self.peers[p];
+        let state = &mut self.state[p];
         let event = if !peer.active {
-            peer.active = true;
+            *state |= ACTIVE;
             AnnounceEvent::Started
         } else {
             let r = self.rng.f64();
             if r < args.stopped_probability {
-                peer.active = false;
+                // When it comes back it is in its next life: another torrent, as a fresh
+                // leecher or seeder.
+                let life = (*state & LIVES).wrapping_add(1) & LIVES;
+                *state = life;
                 AnnounceEvent::Stopped
             } else if !peer.seeder && r < args.stopped_probability + args.completed_probability {
-                peer.seeder = true;
+                *state |= COMPLETED;
                 AnnounceEvent::Completed
             } else {
                 AnnounceEvent::None
             }
         };
-        let spec = AnnounceSpec {
+        let seeder = peer.seeder || event == AnnounceEvent::Completed;
+        AnnounceSpec {
             peer: peer.index,
             info_hash: info_hash(peer.torrent),
             peer_id: peer.peer_id,
             port: peer.port,
             event,
-            left: if peer.seeder { 0 } else { 1 << 20 },
-            downloaded: if peer.seeder { 1 << 20 } else { 0 },
+            left: if seeder { 0 } else { 1 << 20 },
+            downloaded: if seeder { 1 << 20 } else { 0 },
             uploaded: 0,
             numwant: args.numwant,
             key: peer.key,
-        };
-        if event == AnnounceEvent::Stopped {
-            // When it comes back it joins another torrent, as a fresh leecher or seeder.
-            let torrent = pareto_index(&mut self.rng, args.pareto_shape, args.torrents) as u32;
-            let seeder = self.rng.f64() < args.seeder_probability;
-            let peer = &mut self.peers[p];
-            peer.torrent = torrent;
-            peer.seeder = seeder;
         }
-        spec
     }
 
     /// A random peer index.
     pub fn random_peer(&mut self) -> usize {
-        self.rng.usize(..self.peers.len())
+        self.rng.usize(..self.peer_count())
     }
 
     /// Fills `out` with `scrape_hashes` popular info hashes.
@@ -363,8 +420,8 @@ mod tests {
         let mut total = 0;
         for worker in 0..4 {
             let w = Workload::new(&a, worker, 4);
-            total += w.peers.len();
-            for p in &w.peers {
+            total += w.peer_count();
+            for p in (0..w.peer_count()).map(|p| w.peer(p)) {
                 assert!(ids.insert((p.peer_id, p.port)));
             }
         }
@@ -393,6 +450,74 @@ mod tests {
             }
         }
         assert_eq!(completed, 1, "a leecher completes once, then seeds");
+    }
+
+    #[test]
+    fn info_hashes_and_peer_ids_are_those_of_earlier_versions() {
+        // Whitelists made with `shoal-bench info-hashes` before peers were derived lazily
+        // (these two lines are its output then) still match the load.
+        assert_eq!(
+            info_hash(0).to_hex(),
+            "00000000a1b965f406c45d188009454ff88bb8a8"
+        );
+        assert_eq!(
+            info_hash(1).to_hex(),
+            "00000001dbf682c9382ff84cb27281e96d1db36c"
+        );
+        assert_eq!(&peer_id(1_234_567, 0x5ea1).0, b"-SB0001B024225234567");
+    }
+
+    #[test]
+    fn derived_peers_are_stable_and_follow_the_flags() {
+        let a = args(&[
+            "--peers",
+            "200000",
+            "--torrents",
+            "1000",
+            "--seeder-probability",
+            "0.25",
+        ]);
+        let w = Workload::new(&a, 1, 2);
+        assert_eq!(w.peer_count(), 100_000);
+        let peers: Vec<Peer> = (0..w.peer_count()).map(|p| w.peer(p)).collect();
+        // Worker 1 of 2 holds the odd peers; asking again gives the same peer.
+        assert_eq!(peers[7].index, 15);
+        assert_eq!(w.peer(7).torrent, peers[7].torrent);
+        assert_eq!(w.peer(7).key, peers[7].key);
+        assert!(peers.iter().all(|p| !p.active));
+        let seeders = peers.iter().filter(|p| p.seeder).count() as f64 / 100_000.0;
+        assert!((seeders - 0.25).abs() < 0.01, "{seeders}");
+        // Popularity as pareto_index draws it: with shape 2, the first 1% of torrents
+        // (fraction 0.01, Pareto x up to 2) get 1 - 2^-2 = 75% of the peers.
+        let top = peers.iter().filter(|p| p.torrent < 10).count() as f64 / 100_000.0;
+        assert!((top - 0.75).abs() < 0.01, "{top}");
+    }
+
+    #[test]
+    fn a_stopped_peer_comes_back_in_another_torrent_with_the_same_identity() {
+        let a = args(&[
+            "--peers",
+            "1",
+            "--torrents",
+            "1000000",
+            "--stopped-probability",
+            "1",
+        ]);
+        let mut w = Workload::new(&a, 0, 1);
+        let first = w.peer(0);
+        assert_eq!(w.announce(0).event, AnnounceEvent::Started);
+        assert!(w.peer(0).active);
+        assert_eq!(w.announce(0).event, AnnounceEvent::Stopped);
+        let back = w.peer(0);
+        assert!(!back.active);
+        assert_ne!(back.torrent, first.torrent, "a new life, another torrent");
+        assert_eq!(
+            (back.peer_id, back.port, back.key),
+            (first.peer_id, first.port, first.key)
+        );
+        let again = w.announce(0);
+        assert_eq!(again.event, AnnounceEvent::Started);
+        assert_eq!(again.info_hash, info_hash(back.torrent));
     }
 
     #[test]

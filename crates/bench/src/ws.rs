@@ -134,7 +134,7 @@ async fn connection(sh: Arc<Shared>, mut c: ConnectionRun) -> Stats {
             _ => {
                 let p = workload
                     .rng
-                    .usize(..workload.peers.len().min(args.peers_per_connection.max(1)));
+                    .usize(..workload.peer_count().min(args.peers_per_connection.max(1)));
                 let a = workload.announce(p);
                 // Like a real client, a connection keeps one peer id per torrent: the
                 // tracker relays an answer only from the peer an offer was sent to, and

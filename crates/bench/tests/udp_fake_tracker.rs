@@ -23,7 +23,7 @@ use shoal_proto::udp::{
     url_data, url_data_path, AnnounceHeader, ConnectionId, Request, Response, ScrapeStats,
     ANNOUNCE_REQUEST_LEN, URL_PATH_BUFFER,
 };
-use shoal_proto::CompactPeerV4;
+use shoal_proto::{AnnounceEvent, CompactPeerV4};
 
 #[derive(Parser)]
 struct Cli {
@@ -45,6 +45,9 @@ struct Sent {
     passkeys: BTreeMap<[u8; 20], BTreeSet<Option<String>>>,
     /// The whole URL data (the path) each peer id's announces carried, when any.
     paths: BTreeMap<[u8; 20], BTreeSet<String>>,
+    /// `started` announces per peer id, and the info hashes they named.
+    started: BTreeMap<[u8; 20], u32>,
+    started_hashes: BTreeSet<[u8; 20]>,
 }
 
 /// The passkey in the BEP 41 URL data after an announce (`packet` is the whole datagram).
@@ -173,6 +176,10 @@ fn fake_tracker(
             };
             let mut s = sent2.lock().unwrap().clone();
             if let Request::Announce(a) = &req {
+                if a.event == AnnounceEvent::Started {
+                    *s.started.entry(a.peer_id.0).or_default() += 1;
+                    s.started_hashes.insert(a.info_hash.0);
+                }
                 let key = passkey_of(&buf[..n]);
                 s.passkeys.entry(a.peer_id.0).or_default().insert(key);
                 let mut path = [0u8; 512];
@@ -352,4 +359,59 @@ fn the_passkey_path_rides_in_bep41_url_data() {
         assert_eq!(seen, &want, "peer {i}");
     }
     assert_eq!(sent.paths.len(), 30);
+}
+
+#[test]
+fn a_fill_announces_every_peer_once_before_the_run() {
+    let (addr, stop, sent) = fake_tracker(Duration::ZERO, &[0]);
+    let flags = "--fill --peers 3000 --torrents 500 --concurrency 16 --weight-scrape 0 \
+                 --stopped-probability 0";
+    let r = run(&args(&addr.to_string(), "1s", flags)).expect("fill and run");
+    stop.store(true, Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(50));
+    let sent = sent.lock().unwrap().clone();
+    let fill = r.fill.as_ref().expect("a fill was asked for");
+    assert!(fill.complete, "{fill:?}");
+    assert_eq!(
+        (fill.peers, fill.peers_asked, fill.answered),
+        (3000, 3000, 3000)
+    );
+    assert!(fill.errors.is_empty(), "{fill:?}");
+    // Every peer started once, in the fill: the run that followed only re-announced.
+    assert_eq!(sent.started.len(), 3000);
+    assert!(sent.started.values().all(|&n| n == 1), "{:?}", sent.started);
+    assert!(r.summary.ops["announce"].responses > 0);
+    // The fill counted the torrents the tracker was told of.
+    assert_eq!(fill.torrents, sent.started_hashes.len() as u64);
+    assert!(fill.generator_rss_kib.is_some_and(|k| k > 0));
+    assert!(shoal_bench::report::run_text(&r).starts_with("fill: 3,000 of 3,000 peers"));
+}
+
+#[test]
+fn an_open_loop_held_back_by_its_in_flight_window_says_so() {
+    // One slot and 10 ms answers: at most 100 a second leave, of the 400 due. The run
+    // says why requests were late (the window, not a slow sender), and the backlog the
+    // window held back voids it: the tracker never got the load asked for.
+    let (addr, stop, _) = fake_tracker(Duration::from_millis(10), &[0]);
+    let flags = "--concurrency 1 --rate 400 --weight-scrape 0";
+    let r = run(&args(&addr.to_string(), "1s", flags)).expect("open loop");
+    stop.store(true, Ordering::Relaxed);
+    let s = &r.summary;
+    assert!(s.slot_waits > 0, "{s:?}");
+    assert!(s.unsent > 100, "{s:?}");
+    assert!(
+        !r.valid,
+        "a backlog of a quarter of the offer voids the run"
+    );
+    assert!(
+        r.generator.behind[0].contains("requests due never left"),
+        "{:?}",
+        r.generator
+    );
+    assert!(r.generator.notes[0].contains("in-flight window was full"));
+    let text = shoal_bench::report::run_text(&r);
+    assert!(
+        text.contains("\nNOT VALID: the generator, not the tracker, was behind"),
+        "{text}"
+    );
 }

@@ -15,7 +15,8 @@ use shoal_proto::udp::{ConnectionId, TransactionId};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::answer::Asked;
-use super::{spread, UdpArgs};
+use super::spread::{self, Share};
+use super::UdpArgs;
 use crate::stats::{ErrorKind, Op, Stats};
 
 /// Nanoseconds a socket waits before sending again after the kernel refused it.
@@ -47,8 +48,8 @@ pub(super) struct Sock {
     pub(super) conn: Option<ConnectionId>,
     pub(super) conn_expires_ns: u64,
     pub(super) connecting: bool,
-    /// Indices (into the worker's peers) of the peers that live behind this socket.
-    pub(super) peers: Vec<u32>,
+    /// The worker's peers that live behind this socket.
+    pub(super) peers: Share,
     backoff_until_ns: u64,
 }
 
@@ -60,7 +61,7 @@ impl Sock {
         k: u32,
         nslots: usize,
         buf_len: usize,
-        peers: Vec<u32>,
+        peers: Share,
         generation: u16,
     ) -> Result<Sock> {
         let socket = Socket::new(
@@ -99,6 +100,11 @@ impl Sock {
     /// Whether a request of any kind may start now: a slot is free and no back-off runs.
     pub(super) fn has_room(&self, now: u64) -> bool {
         !self.free.is_empty() && now >= self.backoff_until_ns
+    }
+
+    /// Requests queued or in flight.
+    pub(super) fn busy(&self) -> usize {
+        self.slots.len() - self.free.len()
     }
 
     /// Holds sends back for a while (the target port refused, most often).

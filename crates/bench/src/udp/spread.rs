@@ -30,6 +30,60 @@ pub fn slots(
     }
 }
 
+/// The simulated peers behind one socket of a worker: the worker's peers `first, first +
+/// stride, ...`, `count` of them. Worked out, not listed: a list of 30 million peer numbers
+/// cost 120 MB and a pass over all of them per socket before the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Share {
+    first: u32,
+    stride: u32,
+    count: u32,
+    /// Fewer peers than sockets: this socket borrows one peer of another socket, and leaves
+    /// it to that socket to announce it in a fill.
+    borrowed: bool,
+}
+
+impl Share {
+    /// The share of socket `s` of `sockets`, over a worker's `peers` peers.
+    pub fn of(s: usize, sockets: usize, peers: usize) -> Share {
+        let sockets = sockets.max(1);
+        if s < peers {
+            Share {
+                first: s as u32,
+                stride: sockets as u32,
+                count: peers.saturating_sub(s).div_ceil(sockets) as u32,
+                borrowed: false,
+            }
+        } else {
+            Share {
+                first: (s % peers.max(1)) as u32,
+                stride: 1,
+                count: 1,
+                borrowed: true,
+            }
+        }
+    }
+
+    /// How many peers announce through this socket (at least one).
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The worker's index of the `k`th peer of the share (`k < len()`).
+    pub fn nth(&self, k: u32) -> usize {
+        (self.first + k * self.stride) as usize
+    }
+
+    /// How many of its peers a fill announces through this socket.
+    pub fn fill_count(&self) -> u32 {
+        if self.borrowed {
+            0
+        } else {
+            self.count
+        }
+    }
+}
+
 /// Source address for socket `k`: spread over loopback as TCP connections are (see
 /// [`crate::net`]), else the unspecified address of the target's family.
 pub fn source_ip(target: IpAddr, n: u32, k: u32) -> IpAddr {
@@ -42,6 +96,27 @@ pub fn source_ip(target: IpAddr, n: u32, k: u32) -> IpAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shares_cover_every_peer_once_and_borrow_when_peers_are_few() {
+        for (sockets, peers) in [(4, 10), (4, 4), (3, 1_000), (1, 7)] {
+            let mut seen = vec![0; peers];
+            for s in 0..sockets {
+                let share = Share::of(s, sockets, peers);
+                assert_eq!(share.fill_count(), share.count());
+                for k in 0..share.count() {
+                    seen[share.nth(k)] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1), "{sockets} {peers}: {seen:?}");
+        }
+        // Two peers, four sockets: sockets 2 and 3 borrow peers 0 and 1 and fill none.
+        let shares: Vec<Share> = (0..4).map(|s| Share::of(s, 4, 2)).collect();
+        let firsts: Vec<usize> = shares.iter().map(|s| s.nth(0)).collect();
+        assert_eq!(firsts, [0, 1, 0, 1]);
+        let fills: Vec<u32> = shares.iter().map(|s| s.fill_count()).collect();
+        assert_eq!(fills, [1, 1, 0, 0]);
+    }
 
     #[test]
     fn source_addresses_cycle_over_loopback() {

@@ -2,9 +2,15 @@
 //! receives, times out, issues and sends.
 //!
 //! The loop reads the clock once per batch. Closed loop, it refills every free slot at
-//! once; open loop (`--rate`), it issues each request at its due time on the next socket
-//! with room, and a request that finds none stays due, so its latency counts the wait.
-//! Each socket renews its connection id at a random moment 60–110 s after it got it.
+//! once; open loop (`--rate`), it issues each request at its due time (`pace.rs`) on the
+//! next socket with room, and a request that finds none stays due, so its latency counts
+//! the wait. Between ticks an open-loop worker sleeps in `ppoll` until the next request is
+//! due or an answer arrives, and then reads only the sockets that have one. Each socket
+//! renews its connection id at a random moment 60–110 s after it got it.
+//!
+//! A worker is built, and its peers laid out, before the run's clock starts: set-up time
+//! at 30 million peers once made every open-loop request of the first seconds late, and the
+//! run counted that as the tracker's latency.
 
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
@@ -17,7 +23,9 @@ use shoal_proto::udp::{AnnounceRequest, ConnectRequest, Request, ScrapeRequest};
 use shoal_proto::InfoHash;
 
 use super::answer::{self, Answer, Asked};
+use super::pace::Schedule;
 use super::sock::Sock;
+use super::spread::Share;
 use super::UdpArgs;
 use crate::passkeys::Passkeys;
 use crate::run::Control;
@@ -30,16 +38,18 @@ const RECONNECT_MIN: Duration = Duration::from_secs(60);
 const RECONNECT_MAX: Duration = Duration::from_secs(110);
 
 pub(super) struct Worker {
-    ctl: Arc<Control>,
-    socks: Vec<Sock>,
-    workload: Workload,
-    stats: Stats,
+    /// The instant all of this worker's times count from (fill and run alike, so that a
+    /// connection id or a slot's send time outlives the fill).
+    epoch: Instant,
+    pub(super) socks: Vec<Sock>,
+    pub(super) workload: Workload,
+    pub(super) stats: Stats,
     ipv6: bool,
     timeout_ns: u64,
-    measure_from_ns: u64,
-    end_ns: u64,
-    /// Open loop: nanoseconds between due times of this worker's requests.
-    interval_ns: Option<f64>,
+    /// Open loop: when this worker's requests are due.
+    schedule: Option<Schedule>,
+    /// In the fill, which is closed loop whatever the run is.
+    pub(super) filling: bool,
     recv: Datagrams,
     send: SendBatch,
     hashes: Vec<InfoHash>,
@@ -58,7 +68,6 @@ impl Worker {
         index: usize,
         workers: usize,
         slots_per_socket: &[usize],
-        ctl: Arc<Control>,
         passkeys: Option<Arc<Passkeys>>,
     ) -> Result<Self> {
         let mut workload = Workload::new(&args.workload, index, workers);
@@ -69,29 +78,23 @@ impl Worker {
         let mut socks = Vec::new();
         for (s, &nslots) in slots_per_socket.iter().enumerate() {
             let k = (index + s * workers) as u32;
-            let mut peers: Vec<u32> = (0..workload.peers.len())
-                .filter(|p| p % nsock == s)
-                .map(|p| p as u32)
-                .collect();
-            if peers.is_empty() {
-                // Fewer peers than sockets: sockets share them.
-                peers.push((s % workload.peers.len()) as u32);
-            }
+            let peers = Share::of(s, nsock, workload.peer_count());
             let generation = workload.rng.u16(..);
             socks.push(Sock::open(args, k, nslots, buf_len, peers, generation)?);
         }
-        let interval_ns = args.run.rate.map(|r| 1e9 * workers as f64 / r.max(1e-3));
-        let start = ctl.start;
+        let schedule = args
+            .run
+            .rate
+            .map(|r| Schedule::new(r / workers as f64, args.tick));
         Ok(Self {
-            measure_from_ns: ns_since(start, ctl.measure_from),
-            end_ns: ns_since(start, ctl.end),
-            ctl,
+            epoch: Instant::now(),
             socks,
             workload,
             stats: Stats::new(),
             ipv6: args.target.is_ipv6(),
             timeout_ns: args.run.timeout.as_nanos() as u64,
-            interval_ns,
+            schedule,
+            filling: false,
             recv: Datagrams::new(args.batch.clamp(1, 1024), MAX_DATAGRAM),
             send: SendBatch::new().gso(!args.no_gso),
             hashes: Vec::new(),
@@ -100,28 +103,45 @@ impl Worker {
         })
     }
 
-    fn now(&self) -> u64 {
-        ns_since(self.ctl.start, Instant::now())
+    pub(super) fn now(&self) -> u64 {
+        ns_since(self.epoch, Instant::now())
     }
 
-    pub(super) fn run(mut self) -> Stats {
-        let mut measuring = self.measure_from_ns == 0;
+    /// Runs the load between `ctl`'s start and end and returns what it counted over the
+    /// measured window.
+    pub(super) fn run(mut self, ctl: Arc<Control>) -> Stats {
+        let start_ns = ns_since(self.epoch, ctl.start);
+        let measure_from_ns = ns_since(self.epoch, ctl.measure_from);
+        let end_ns = ns_since(self.epoch, ctl.end);
+        if self.schedule.is_some() {
+            // Best effort: without it a tick's wake-up may come 50 µs late.
+            let _ = sys::set_timer_slack(1_000);
+        }
+        let mut measuring = false;
+        self.stats.reset();
         let mut next_timeout_scan = 0u64;
-        // Open loop: index of the next due request of this worker.
+        // Open loop: index of the next due request of this worker, and whether the requests
+        // now leaving were held back by a full in-flight window (so their lateness is the
+        // tracker's slowness to answer, not the sender's).
         let mut next_due = 0u64;
+        let mut blocked = false;
         let mut reported = 0u64;
+        // Sockets to read: bit s for socket s (past 64, the last bit stands for the rest).
+        let mut readable = u64::MAX;
         loop {
             let now = self.now();
-            if now >= self.end_ns || self.ctl.stopped() {
+            if now >= end_ns || ctl.stopped() {
                 break;
             }
-            if !measuring && now >= self.measure_from_ns {
+            if !measuring && now >= measure_from_ns {
                 self.stats.reset();
                 measuring = true;
             }
             let mut received = 0;
             for s in 0..self.socks.len() {
-                received += self.receive(s);
+                if readable & (1 << s.min(63)) != 0 {
+                    received += self.receive(s);
+                }
             }
             let now = self.now();
             if now >= next_timeout_scan {
@@ -129,7 +149,7 @@ impl Worker {
                 next_timeout_scan = now + 10_000_000;
             }
             self.maintain_connections(now);
-            match self.interval_ns {
+            match self.schedule {
                 None => {
                     for s in 0..self.socks.len() {
                         while self.can_issue(s, now) {
@@ -137,10 +157,15 @@ impl Worker {
                         }
                     }
                 }
-                Some(interval) => {
+                Some(schedule) => {
                     let nsock = self.socks.len();
                     let mut s = (next_due as usize) % nsock;
-                    'due: while ((next_due as f64) * interval) as u64 <= now {
+                    'due: loop {
+                        let due = start_ns + schedule.due_ns(next_due);
+                        if due > now {
+                            blocked = false;
+                            break;
+                        }
                         let mut tried = 0;
                         while !self.can_issue(s, now) {
                             s = (s + 1) % nsock;
@@ -148,10 +173,16 @@ impl Worker {
                             if tried == nsock {
                                 // Every slot busy: the request stays due, and its latency
                                 // will count the wait.
+                                blocked = true;
                                 break 'due;
                             }
                         }
-                        self.issue(s, ((next_due as f64) * interval) as u64);
+                        if blocked {
+                            self.stats.slot_waits += 1;
+                        } else {
+                            self.stats.send_lag.saturating_record(now - due);
+                        }
+                        self.issue(s, due);
                         next_due += 1;
                         s = (s + 1) % nsock;
                     }
@@ -160,24 +191,39 @@ impl Worker {
             let sent = self.flush();
             let total = self.stats.total_responses();
             if total != reported {
-                self.ctl
-                    .responses
+                ctl.responses
                     .fetch_add(total.saturating_sub(reported), Ordering::Relaxed);
                 reported = total;
             }
-            if received == 0 && sent == 0 {
-                let wait_ms = match self.interval_ns {
-                    None => 1,
-                    Some(interval) => {
-                        let due = ((next_due as f64) * interval) as u64;
-                        (due.saturating_sub(self.now()) / 1_000_000).min(1) as u16
+            readable = u64::MAX;
+            match self.schedule {
+                None if received == 0 && sent == 0 => {
+                    let _ = sys::wait_readable(self.socks.iter().map(|s| s.socket.as_fd()), 1);
+                }
+                None => {}
+                Some(schedule) => {
+                    let now = self.now();
+                    let due = start_ns + schedule.due_ns(next_due);
+                    // A request that is due but found no room waits for an answer to free a
+                    // slot (or for a timeout to): no sooner than the next answer, no later
+                    // than the next timeout scan.
+                    let wake = if due > now { due } else { next_timeout_scan }
+                        .min(next_timeout_scan)
+                        .min(end_ns);
+                    if wake > now {
+                        readable = sys::wait_readable_for(
+                            self.socks.iter().map(|s| s.socket.as_fd()),
+                            Duration::from_nanos(wake - now),
+                        )
+                        .unwrap_or(u64::MAX);
                     }
-                };
-                if wait_ms > 0 {
-                    let _ =
-                        sys::wait_readable(self.socks.iter().map(|s| s.socket.as_fd()), wait_ms);
                 }
             }
+        }
+        if let Some(schedule) = self.schedule {
+            // Requests due in the measured window that never left: the generator's backlog.
+            let due = schedule.due_by(end_ns.saturating_sub(start_ns));
+            self.stats.unsent = due.saturating_sub(next_due);
         }
         if !measuring {
             // The run ended inside the warm-up (or was stopped): nothing was measured.
@@ -187,7 +233,7 @@ impl Worker {
     }
 
     /// Drains one socket's waiting datagrams; returns how many arrived.
-    fn receive(&mut self, s: usize) -> usize {
+    pub(super) fn receive(&mut self, s: usize) -> usize {
         let mut total = 0;
         for _ in 0..4 {
             let n = match self.recv.recv(&self.socks[s].socket, Wait::No) {
@@ -254,14 +300,14 @@ impl Worker {
     }
 
     /// Times out requests that were sent more than `timeout` ago.
-    fn expire(&mut self, now: u64) {
+    pub(super) fn expire(&mut self, now: u64) {
         for sock in &mut self.socks {
             self.stats.errors[ErrorKind::Timeout as usize] += sock.expire(now, self.timeout_ns);
         }
     }
 
     /// Sends a connect on every socket whose connection id is missing or old.
-    fn maintain_connections(&mut self, now: u64) {
+    pub(super) fn maintain_connections(&mut self, now: u64) {
         for s in 0..self.socks.len() {
             let sock = &self.socks[s];
             let needs = sock.conn.is_none() || now >= sock.conn_expires_ns;
@@ -271,7 +317,7 @@ impl Worker {
         }
     }
 
-    fn can_issue(&self, s: usize, now: u64) -> bool {
+    pub(super) fn can_issue(&self, s: usize, now: u64) -> bool {
         let sock = &self.socks[s];
         sock.conn.is_some() && sock.has_room(now)
     }
@@ -285,6 +331,17 @@ impl Worker {
 
     /// Encodes a request of `kind` into a free slot of socket `s` and queues it.
     fn start(&mut self, s: usize, kind: RequestKind, origin_ns: u64) {
+        self.start_with(s, kind, None, origin_ns);
+    }
+
+    /// Queues an announce of the worker's peer `p` on socket `s` (a fill's).
+    pub(super) fn announce_peer(&mut self, s: usize, p: usize, origin_ns: u64) {
+        self.start_with(s, RequestKind::Announce, Some(p), origin_ns);
+    }
+
+    /// [`Self::start`], an announce by `peer` where given, else by a random peer of the
+    /// socket.
+    fn start_with(&mut self, s: usize, kind: RequestKind, peer: Option<usize>, origin_ns: u64) {
         let sock = &mut self.socks[s];
         let Some((idx, tid)) = sock.claim() else {
             return;
@@ -305,8 +362,9 @@ impl Worker {
                 }
             }
             RequestKind::Announce => {
-                let p = sock.peers[self.workload.rng.usize(..sock.peers.len())];
-                let a = self.workload.announce(p as usize);
+                let p = peer
+                    .unwrap_or_else(|| sock.peers.nth(self.workload.rng.u32(..sock.peers.count())));
+                let a = self.workload.announce(p);
                 Request::Announce(AnnounceRequest {
                     connection_id: conn,
                     transaction_id: tid,
@@ -351,9 +409,9 @@ impl Worker {
     }
 
     /// Hands every queued request to the kernel, one `sendmmsg` per socket.
-    fn flush(&mut self) -> usize {
+    pub(super) fn flush(&mut self) -> usize {
         let mut total = 0;
-        let closed_loop = self.interval_ns.is_none();
+        let closed_loop = self.schedule.is_none() || self.filling;
         for s in 0..self.socks.len() {
             if !self.socks[s].has_queued() {
                 continue;

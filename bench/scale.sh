@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# shoal-bench at internet scale (issue 43, item 3): does the load generator stay out of the
+# figures at 10 million torrents and 30 million simulated peers? Each round, against a
+# freshly started shoal (one worker, pinned to CPU 0; shoal-bench pinned to CPU 1):
+#
+#   empty  open loop at RATE requests a second, shoal holding nothing
+#   fill   --fill (every simulated peer announces once, closed loop, as fast as shoal
+#          answers), then the same open loop against the filled shoal; shoal's VmRSS
+#          after the fill is in the JSON (fill.tracker_rss_kib), and after the run in
+#          rss-after-run.txt
+#
+# With OLD=path/to/an/older/shoal-bench, each round first runs the empty open loop with
+# that binary too (it has no --fill): the before/after of docs/benchmarks/scale.
+#
+#   SHOAL=target/release/shoal BENCH=target/release/shoal-bench bench/scale.sh OUT
+#
+# Environment (defaults): TORRENTS (10000000), PEERS (30000000), SHAPE (0.2, the Pareto
+# shape of torrent popularity), RATE (40000), DUR (20, measured seconds), WARMUP (5),
+# ROUNDS (3), PORT (23456), FILL (1; 0 skips the fill runs), FILL_TIMEOUT (10m), EXTRA
+# (more shoal-bench udp flags). Every run is bounded: DUR + WARMUP seconds, and the fill by
+# FILL_TIMEOUT. Loopback only.
+set -euo pipefail
+SHOAL=${SHOAL:-target/release/shoal}
+BENCH=${BENCH:-target/release/shoal-bench}
+OLD=${OLD:-}
+OUT=${1:-/tmp/scale}
+TORRENTS=${TORRENTS:-10000000}
+PEERS=${PEERS:-30000000}
+SHAPE=${SHAPE:-0.2}
+RATE=${RATE:-40000}
+DUR=${DUR:-20}
+WARMUP=${WARMUP:-5}
+ROUNDS=${ROUNDS:-3}
+PORT=${PORT:-23456}
+FILL=${FILL:-1}
+FILL_TIMEOUT=${FILL_TIMEOUT:-10m}
+EXTRA=${EXTRA:-}
+mkdir -p "$OUT"
+
+pid=
+stop() {
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid"
+        # Bounded: SIGKILL after 60 s.
+        for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+        wait "$pid" 2>/dev/null || true
+    fi
+    pid=
+}
+trap stop EXIT
+
+start() {
+    # No state file: a fresh, empty store each time, and no snapshot on exit.
+    taskset -c 0 "$SHOAL" --udp "127.0.0.1:$PORT" --http "127.0.0.1:$((PORT + 1))" \
+        --workers 1 --state-file= > "$OUT/shoal-$1.log" 2>&1 &
+    pid=$!
+    sleep 1
+}
+
+load() { # binary, json, extra flags...
+    local bin=$1 json=$2
+    shift 2
+    # shellcheck disable=SC2086
+    taskset -c 1 "$bin" udp --target "127.0.0.1:$PORT" --torrents "$TORRENTS" \
+        --peers "$PEERS" --pareto-shape "$SHAPE" --rate "$RATE" \
+        --duration "${DUR}s" --warmup "${WARMUP}s" --tracker-pid "$pid" --quiet \
+        --json "$json" $EXTRA "$@"
+}
+
+for round in $(seq "$ROUNDS"); do
+    if [ -n "$OLD" ]; then
+        start "old-$round"
+        echo "== round $round: old shoal-bench, open loop, empty shoal"
+        load "$OLD" "$OUT/old-empty-$round.json" | tee "$OUT/old-empty-$round.txt"
+        stop
+    fi
+    start "empty-$round"
+    echo "== round $round: open loop, empty shoal"
+    load "$BENCH" "$OUT/empty-$round.json" | tee "$OUT/empty-$round.txt"
+    stop
+    if [ "$FILL" = 1 ]; then
+        start "fill-$round"
+        echo "== round $round: fill, then open loop"
+        load "$BENCH" "$OUT/fill-$round.json" --fill --fill-timeout "$FILL_TIMEOUT" \
+            | tee "$OUT/fill-$round.txt"
+        grep -E '^Vm(RSS|HWM)' "/proc/$pid/status" > "$OUT/rss-after-run-$round.txt"
+        stop
+    fi
+done
+echo "results in $OUT"

@@ -1,0 +1,38 @@
+//! NexusPHP sites on shoal: what lets a NexusPHP site (the PHP site most private trackers
+//! run, on MySQL or MariaDB) send its announces to shoal instead of its own
+//! `public/announce.php`, on the same tables, without changing a line of the site. The
+//! contract (every rule with its NexusPHP source at 1.10.3, the rows written, the texts,
+//! switching, the differences) is `docs/nexusphp.md`.
+//!
+//! - [`model`]: the site's rows as shoal holds them: settings, members, torrents, clients,
+//!   site-wide promotions.
+//! - [`agent`]: the client allow list as NexusPHP judges it (its PHP patterns, version
+//!   comparisons and banned builds).
+//! - [`promotion`]: the promotion state in force and the factors credited.
+//! - [`limits`]: the interval bands, the wait and slot rules, the cheater checks.
+//! - [`site`]: the site in memory ([`Site`]) and what the announces leave to write
+//!   ([`site::Batch`]).
+//! - [`rules`]: NexusPHP's announce rules, as the core's `SiteRules`.
+//!
+//! Not here yet (they need what the site seam of `shoal-site` does not carry): the
+//! database side (the table check, the load, the polls, the batched writes and the Redis
+//! records for the cleanup); the tracker URL check (`public/announce.php:137-143`) and the
+//! allow list's `allowhttps`, which need the request's scheme and host; the `Cookie` /
+//! `Accept-Language` rule, which needs the request's headers; the seed-box rules (their
+//! `seed_box_records` ranges); the paid-torrent purchase, a job of the site's queue.
+//!
+//! The arrows point down: `shoal-server` -> this crate -> `shoal-tracker`.
+
+#![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod error;
+pub mod limits;
+pub mod model;
+pub mod promotion;
+pub mod rules;
+pub mod site;
+mod texts;
+
+pub use error::NexusError;
+pub use site::Site;

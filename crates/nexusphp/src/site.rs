@@ -1,0 +1,301 @@
+//! The site in memory ([`Site`]): the settings, members, torrents with their clients, the
+//! site-wide promotions and the allow list, as loaded and as the polls replace them; and
+//! what the announces since the last batch have to write back ([`Pending`], taken as a
+//! [`Batch`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use dashmap::DashMap;
+use parking_lot::{Mutex, RwLock};
+
+use crate::agent::AllowList;
+use crate::model::{GlobalPromotion, Peer, Settings, SiteData, SnatchState, Torrent, User};
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// A torrent and its clients, keyed by (member, peer id): one member's clients are a range.
+#[derive(Clone, Debug, Default)]
+pub struct TorrentState {
+    pub torrent: Torrent,
+    pub clients: BTreeMap<(u32, [u8; 20]), Peer>,
+}
+
+/// The Redis windows of one (member, torrent) (`public/announce.php:42-66`, `:631`): until
+/// when a repeat is a re-announce (5 s), is too frequent (30 s), and needs no record for
+/// the cleanup (`main.autoclean_interval_one`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Windows {
+    pub(crate) repeat_until: i64,
+    pub(crate) frequent_until: i64,
+    pub(crate) recorded_until: i64,
+}
+
+/// What one (member, torrent) adds to its `snatched` row in one batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnatchWrite {
+    pub user_id: u32,
+    pub torrent_id: u32,
+    /// No row yet: inserted with these (`ip`, `port`, the client's reported totals,
+    /// `startdat`).
+    pub insert: Option<SnatchInsert>,
+    /// Added to `uploaded`, `downloaded` (actual bytes, no factor).
+    pub uploaded: u64,
+    pub downloaded: u64,
+    /// Added to `seedtime`, `leechtime`, `leech_time_no_seeder`.
+    pub seedtime: u64,
+    pub leechtime: u64,
+    pub leech_time_no_seeder: u64,
+    /// Set: `to_go`, `last_action`.
+    pub to_go: u64,
+    pub last_action: i64,
+    /// Set once: `completedat`, `finished = 'yes'`.
+    pub completed_at: Option<i64>,
+}
+
+/// The values of a `snatched` row shoal inserts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnatchInsert {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub uploaded: u64,
+    pub downloaded: u64,
+    pub started: i64,
+}
+
+/// A torrent's figures now and what its row gains.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TorrentWrite {
+    pub torrent_id: u32,
+    pub seeders: u32,
+    pub leechers: u32,
+    /// Added to `times_completed`.
+    pub completed: u32,
+    /// `last_action` (and `visible = 'yes'`).
+    pub last_action: i64,
+}
+
+/// The columns of a member's row shoal sets (their byte totals go through the ledger).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UserWrite {
+    pub user_id: u32,
+    pub last_announce_at: Option<i64>,
+    pub client_select: Option<u32>,
+    pub show_client_error: Option<bool>,
+    /// `enabled = 'no'` (the cheater check).
+    pub disable: bool,
+    /// `downloadpos = 'no'` (a fake announce).
+    pub revoke_download: bool,
+}
+
+/// A `cheaters` row to add, or a hit on this member's row of the last 24 h.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheaterWrite {
+    pub user_id: u32,
+    pub torrent_id: u32,
+    pub at: i64,
+    pub uploaded: u64,
+    pub downloaded: u64,
+    pub secs: u64,
+    pub seeders: u32,
+    pub leechers: u32,
+    pub comment: &'static str,
+    /// The disabling row (always added, never a hit).
+    pub disabling: bool,
+}
+
+/// What the announces since the last batch write.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    pub(crate) peers: HashSet<(u32, u32, [u8; 20])>,
+    pub(crate) gone: HashSet<(u32, u32, [u8; 20])>,
+    pub(crate) snatches: HashMap<(u32, u32), SnatchWrite>,
+    pub(crate) torrents: HashMap<u32, TorrentWrite>,
+    pub(crate) users: HashMap<u32, UserWrite>,
+    pub(crate) cheaters: Vec<CheaterWrite>,
+    pub(crate) hit_and_runs: Vec<(u32, u32)>,
+    pub(crate) recorded: HashSet<(u32, u32)>,
+}
+
+impl Pending {
+    pub(crate) fn user(&mut self, user_id: u32) -> &mut UserWrite {
+        self.users.entry(user_id).or_insert_with(|| UserWrite {
+            user_id,
+            ..UserWrite::default()
+        })
+    }
+}
+
+/// One write to the site's tables, in one transaction (and the Redis records after it).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Batch {
+    /// `peers` rows upserted by (torrent, peer id, member), with their torrent id.
+    pub peers: Vec<(u32, Peer)>,
+    /// `peers` rows deleted: (torrent, member, peer id).
+    pub peer_deletions: Vec<(u32, u32, [u8; 20])>,
+    pub snatches: Vec<SnatchWrite>,
+    pub torrents: Vec<TorrentWrite>,
+    pub users: Vec<UserWrite>,
+    pub cheaters: Vec<CheaterWrite>,
+    /// (member, torrent): `hit_and_runs` rows to insert (then `snatched.hit_and_run_id`).
+    pub hit_and_runs: Vec<(u32, u32)>,
+    /// (member, torrent) to add to the cleanup's Redis batches.
+    pub recorded: Vec<(u32, u32)>,
+}
+
+impl Batch {
+    /// Nothing to write.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// A NexusPHP site in memory.
+pub struct Site {
+    pub(crate) settings: RwLock<Arc<Settings>>,
+    pub(crate) promotions: RwLock<Vec<GlobalPromotion>>,
+    pub(crate) allow: RwLock<Arc<AllowList>>,
+    pub(crate) users: DashMap<u32, User>,
+    pub(crate) torrents: DashMap<u32, TorrentState>,
+    /// Each member's leeching clients over all torrents (the download slots).
+    pub(crate) leeching: DashMap<u32, u32>,
+    pub(crate) snatches: DashMap<(u32, u32), SnatchState>,
+    pub(crate) bought: RwLock<HashSet<(u32, u32)>>,
+    pub(crate) windows: DashMap<(u32, u32), Windows>,
+    pub(crate) pending: Mutex<Pending>,
+    pub(crate) texts: crate::texts::Texts,
+    /// Unix seconds now ([`unix_now`]; a test sets its own).
+    pub(crate) clock: fn() -> i64,
+}
+
+impl Site {
+    /// The site as loaded.
+    pub fn new(data: SiteData) -> Site {
+        let site = Site {
+            settings: RwLock::new(Arc::new(data.settings)),
+            promotions: RwLock::new(data.promotions),
+            allow: RwLock::new(Arc::new(AllowList::new(data.families, data.exceptions))),
+            users: data.users.into_iter().map(|u| (u.id, u)).collect(),
+            torrents: DashMap::new(),
+            leeching: DashMap::new(),
+            snatches: data.snatches.into_iter().collect(),
+            bought: RwLock::new(data.bought.into_iter().collect()),
+            windows: DashMap::new(),
+            pending: Mutex::new(Pending::default()),
+            texts: crate::texts::Texts::default(),
+            clock: unix_now,
+        };
+        for t in data.torrents {
+            site.put_torrent(t);
+        }
+        for (tid, p) in data.peers {
+            if let Some(mut t) = site.torrents.get_mut(&tid) {
+                if !p.seeder {
+                    *site.leeching.entry(p.user_id).or_default() += 1;
+                }
+                t.clients.insert((p.user_id, p.peer_id), p);
+            }
+        }
+        site
+    }
+
+    /// The site with another clock (tests move time on).
+    pub fn with_clock(mut self, clock: fn() -> i64) -> Site {
+        self.clock = clock;
+        self
+    }
+
+    /// Adds or replaces a torrent's row, keeping its clients and shoal's counts of them.
+    pub fn put_torrent(&self, t: Torrent) {
+        let mut state = self.torrents.entry(t.id).or_default();
+        let had = !state.clients.is_empty() || state.torrent.id == t.id;
+        let (seeders, leechers, completed) = (
+            state.torrent.seeders,
+            state.torrent.leechers,
+            state.torrent.times_completed,
+        );
+        state.torrent = t;
+        if had {
+            // shoal's own counts stand until its batch writes them.
+            state.torrent.seeders = seeders;
+            state.torrent.leechers = leechers;
+            state.torrent.times_completed = state.torrent.times_completed.max(completed);
+        }
+    }
+
+    /// Adds or replaces a member's row (a poll found it changed).
+    pub fn put_user(&self, u: User) {
+        self.users.insert(u.id, u);
+    }
+
+    /// Replaces the settings (a poll read them).
+    pub fn set_settings(&self, s: Settings) {
+        *self.settings.write() = Arc::new(s);
+    }
+
+    /// Replaces the site-wide promotions.
+    pub fn set_promotions(&self, rows: Vec<GlobalPromotion>) {
+        *self.promotions.write() = rows;
+    }
+
+    /// Replaces the allow list.
+    pub fn set_allow_list(&self, list: AllowList) {
+        *self.allow.write() = Arc::new(list);
+    }
+
+    /// Marks torrents bought (`torrent_buy_logs`).
+    pub fn add_bought(&self, pairs: impl IntoIterator<Item = (u32, u32)>) {
+        self.bought.write().extend(pairs);
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings.read().clone()
+    }
+
+    /// A member as held now.
+    pub fn user(&self, id: u32) -> Option<User> {
+        self.users.get(&id).map(|u| u.clone())
+    }
+
+    /// A torrent's row as held now.
+    pub fn torrent(&self, id: u32) -> Option<Torrent> {
+        self.torrents.get(&id).map(|t| t.torrent.clone())
+    }
+
+    /// Takes what the announces since the last batch have to write.
+    pub fn take_batch(&self) -> Batch {
+        let pending = std::mem::take(&mut *self.pending.lock());
+        let mut peers = Vec::with_capacity(pending.peers.len());
+        for (tid, uid, pid) in pending.peers {
+            if let Some(t) = self.torrents.get(&tid) {
+                if let Some(p) = t.clients.get(&(uid, pid)) {
+                    peers.push((tid, p.clone()));
+                }
+            }
+        }
+        let mut torrents: Vec<TorrentWrite> = pending.torrents.into_values().collect();
+        for w in &mut torrents {
+            if let Some(t) = self.torrents.get(&w.torrent_id) {
+                (w.seeders, w.leechers) = (t.torrent.seeders, t.torrent.leechers);
+            }
+        }
+        Batch {
+            peers,
+            peer_deletions: pending.gone.into_iter().collect(),
+            snatches: pending.snatches.into_values().collect(),
+            torrents,
+            users: pending.users.into_values().collect(),
+            cheaters: pending.cheaters,
+            hit_and_runs: pending.hit_and_runs,
+            recorded: pending.recorded.into_iter().collect(),
+        }
+    }
+}
