@@ -5,9 +5,15 @@
 #
 #   empty  open loop at RATE requests a second, shoal holding nothing
 #   fill   --fill (every simulated peer announces once, closed loop, as fast as shoal
-#          answers), then the same open loop against the filled shoal; shoal's VmRSS
-#          after the fill is in the JSON (fill.tracker_rss_kib), and after the run in
-#          rss-after-run.txt
+#          answers) with a 5 s open loop after it; shoal's VmRSS after the fill is in the
+#          JSON (fill.tracker_rss_kib)
+#   filled the same open loop as `empty`, against the filled shoal; shoal's VmRSS after
+#          it in rss-after-run-N.txt
+#
+# FIFO (default none), e.g. FIFO=20, runs the open loops, and the tracker during them, at
+# that SCHED_FIFO priority (chrt) on a machine shared with builds, so that the figures are
+# the tracker's and shoal-bench's and not the builds'; the fills stay at normal priority
+# (they keep a CPU busy for minutes).
 #
 # With OLD=path/to/an/older/shoal-bench, each round first runs the empty open loop with
 # that binary too (it has no --fill): the before/after of docs/benchmarks/scale.
@@ -35,6 +41,8 @@ PORT=${PORT:-23456}
 FILL=${FILL:-1}
 FILL_TIMEOUT=${FILL_TIMEOUT:-10m}
 EXTRA=${EXTRA:-}
+FIFO=${FIFO:-}
+PRIO=${FIFO:+chrt -f $FIFO}
 mkdir -p "$OUT"
 
 pid=
@@ -58,32 +66,43 @@ start() {
     sleep 1
 }
 
-load() { # binary, json, extra flags...
-    local bin=$1 json=$2
-    shift 2
+prio() { # raise the running tracker to PRIO (all its threads)
     # shellcheck disable=SC2086
-    taskset -c 1 "$bin" udp --target "127.0.0.1:$PORT" --torrents "$TORRENTS" \
+    [ -z "$FIFO" ] || chrt -a -f -p "$FIFO" "$pid"
+}
+
+load() { # prefix, binary, json, measured seconds, warm-up seconds, extra flags...
+    local pre=$1 bin=$2 json=$3 dur=$4 warmup=$5
+    shift 5
+    # shellcheck disable=SC2086
+    $pre taskset -c 1 "$bin" udp --target "127.0.0.1:$PORT" --torrents "$TORRENTS" \
         --peers "$PEERS" --pareto-shape "$SHAPE" --rate "$RATE" \
-        --duration "${DUR}s" --warmup "${WARMUP}s" --tracker-pid "$pid" --quiet \
-        --json "$json" $EXTRA "$@"
+        --duration "${dur}s" --warmup "${warmup}s" --tracker-pid "$pid" --quiet \
+        --timeout 5s --json "$json" $EXTRA "$@"
 }
 
 for round in $(seq "$ROUNDS"); do
     if [ -n "$OLD" ]; then
         start "old-$round"
+        prio
         echo "== round $round: old shoal-bench, open loop, empty shoal"
-        load "$OLD" "$OUT/old-empty-$round.json" | tee "$OUT/old-empty-$round.txt"
+        load "$PRIO" "$OLD" "$OUT/old-empty-$round.json" "$DUR" "$WARMUP" | tee "$OUT/old-empty-$round.txt" ||
+            echo "(the older shoal-bench failed)"
         stop
     fi
     start "empty-$round"
+    prio
     echo "== round $round: open loop, empty shoal"
-    load "$BENCH" "$OUT/empty-$round.json" | tee "$OUT/empty-$round.txt"
+    load "$PRIO" "$BENCH" "$OUT/empty-$round.json" "$DUR" "$WARMUP" | tee "$OUT/empty-$round.txt"
     stop
     if [ "$FILL" = 1 ]; then
         start "fill-$round"
-        echo "== round $round: fill, then open loop"
-        load "$BENCH" "$OUT/fill-$round.json" --fill --fill-timeout "$FILL_TIMEOUT" \
+        echo "== round $round: fill"
+        load "" "$BENCH" "$OUT/fill-$round.json" 5 0 --fill --fill-timeout "$FILL_TIMEOUT" \
             | tee "$OUT/fill-$round.txt"
+        prio
+        echo "== round $round: open loop, filled shoal"
+        load "$PRIO" "$BENCH" "$OUT/filled-$round.json" "$DUR" "$WARMUP" | tee "$OUT/filled-$round.txt"
         grep -E '^Vm(RSS|HWM)' "/proc/$pid/status" > "$OUT/rss-after-run-$round.txt"
         stop
     fi

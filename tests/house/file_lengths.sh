@@ -2,7 +2,7 @@
 # House rule: no Rust source file passes 600 lines before its test module.
 #   tests/house/file_lengths.sh
 #
-# A file that long is usually two ideas (docs/style.md); split it by job. Counted: the lines
+# A file that long is usually two ideas (the house rules in docs/architecture.md); split it by job. Counted: the lines
 # before the first `#[cfg(test)]` at the start of a line (the unit-test module), or the whole
 # file where there is none. Scanned: crates/*/src, crates/*/benches, crates/*/examples and
 # fuzz/fuzz_targets, all the way down. Not scanned: test code (any `tests/` directory, and

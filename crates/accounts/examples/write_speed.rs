@@ -53,7 +53,9 @@ async fn main() {
         db.put_user(&user).await.unwrap();
     }
     for i in 1..=torrents {
-        db.put_torrent(&Torrent::new(None, hash(i))).await.unwrap();
+        db.put_torrent(&Torrent::new(Some(i as i64), hash(i)))
+            .await
+            .unwrap();
     }
     println!("registered in {:.1?}", t.elapsed());
     for b in 0..batches {
@@ -66,10 +68,9 @@ async fn main() {
                 }
             })
             .map(|p| Delta {
-                user_id: (p % users) as i64 + 1,
-                torrent: hash(
-                    ((p / users) * 1231 + p * 3 + if update { 0 } else { b }) % torrents + 1,
-                ),
+                user_id: p % users + 1,
+                torrent_id: ((p / users) * 1231 + p * 3 + if update { 0 } else { b }) % torrents
+                    + 1,
                 uploaded: 1000 + p,
                 downloaded: 10,
                 seed_seconds: 1,

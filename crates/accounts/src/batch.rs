@@ -8,10 +8,10 @@
 //!
 //! Pure: the statements are run by `database.rs`; this file only plans them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use crate::column::stored;
-use crate::model::{Delta, InfoHashBytes, Written};
+use crate::model::{Delta, Written};
 
 /// Rows in one multi-row statement (7 binds each: 7,000 per statement, well inside every
 /// driver's limit of 32,766 or 65,535).
@@ -24,10 +24,15 @@ pub const KEYS_PER_LOOKUP: usize = 5000;
 /// chosen keys (the standard hasher's reason to be slower) buys nothing here.
 pub type Hasher = foldhash::fast::RandomState;
 
+/// An id as the database stores it (ids are the database's own, so they fit).
+fn stored_id(id: u64) -> i64 {
+    i64::try_from(id).unwrap_or(i64::MAX)
+}
+
 /// The distinct torrents and users a batch names, for the look-ups.
-pub fn keys(batch: &[Delta]) -> (Vec<InfoHashBytes>, Vec<i64>) {
-    let torrents: HashSet<InfoHashBytes, Hasher> = batch.iter().map(|d| d.torrent).collect();
-    let users: HashSet<i64, Hasher> = batch.iter().map(|d| d.user_id).collect();
+pub fn keys(batch: &[Delta]) -> (Vec<i64>, Vec<i64>) {
+    let torrents: HashSet<i64, Hasher> = batch.iter().map(|d| stored_id(d.torrent_id)).collect();
+    let users: HashSet<i64, Hasher> = batch.iter().map(|d| stored_id(d.user_id)).collect();
     (torrents.into_iter().collect(), users.into_iter().collect())
 }
 
@@ -69,24 +74,25 @@ pub struct Plan {
 pub fn plan(
     batch: &[Delta],
     users: &HashSet<i64, Hasher>,
-    torrents: &HashMap<InfoHashBytes, i64, Hasher>,
+    torrents: &HashSet<i64, Hasher>,
 ) -> Plan {
     let mut p = Plan::default();
     // `None`: the torrent no longer exists, the sums count in the user's totals only.
     let mut sums: Vec<((i64, Option<i64>), Counters)> = Vec::with_capacity(batch.len());
     for d in batch {
-        if !users.contains(&d.user_id) {
+        let user_id = stored_id(d.user_id);
+        if !users.contains(&user_id) {
             p.written.without_user += 1;
             continue;
         }
         p.written.applied += 1;
-        let torrent_id = torrents.get(&d.torrent).copied();
+        let torrent_id = Some(stored_id(d.torrent_id)).filter(|id| torrents.contains(id));
         match torrent_id {
             None => p.written.without_torrent += 1,
-            Some(id) if d.completed => p.snatches.push((d.user_id, id)),
+            Some(id) if d.completed => p.snatches.push((user_id, id)),
             Some(_) => {}
         }
-        sums.push(((d.user_id, torrent_id), counters(d)));
+        sums.push(((user_id, torrent_id), counters(d)));
     }
     sums.sort_unstable_by_key(|(key, _)| *key);
     for ((user, torrent_id), c) in sums {
@@ -111,12 +117,12 @@ pub fn plan(
 mod tests {
     use super::*;
 
-    /// A delta of `user_id` on torrent `[t; 20]`: `up` bytes uploaded, 1 downloaded, 2
+    /// A delta of `user_id` on torrent `10 + t`: `up` bytes uploaded, 1 downloaded, 2
     /// seconds seeding, 3 leeching.
-    fn d(user_id: i64, t: u8, up: u64, completed: bool) -> Delta {
+    fn d(user_id: u64, t: u64, up: u64, completed: bool) -> Delta {
         Delta {
             user_id,
-            torrent: [t; 20],
+            torrent_id: 10 + t,
             uploaded: up,
             downloaded: 1,
             seed_seconds: 2,
@@ -126,11 +132,11 @@ mod tests {
         }
     }
 
-    /// The plan of `batch` where `users` exist and torrents `[1; 20]` and `[2; 20]` are
-    /// registered as 11 and 12 (any other is gone).
+    /// The plan of `batch` where `users` exist and torrents 11 and 12 are registered (any
+    /// other is gone).
     fn plan_for(batch: &[Delta], users: &[i64]) -> Plan {
         let users = HashSet::from_iter(users.iter().copied());
-        let torrents = HashMap::from_iter([([1; 20], 11), ([2; 20], 12)]);
+        let torrents = HashSet::from_iter([11, 12]);
         plan(batch, &users, &torrents)
     }
 

@@ -69,10 +69,10 @@ enum Pool {
 /// unfinished only queues its rollback until its connection is next used; on SQLite the
 /// idle connection keeps the write lock meanwhile, and every other writer waits out its
 /// busy timeout and fails with "database is locked" (seen after a refused `put_user`).
-async fn finish<DB: sqlx::Database, T>(
+pub async fn finish<DB: sqlx::Database, T, E: From<sqlx::Error>>(
     tx: sqlx::Transaction<'_, DB>,
-    done: Result<T, Error>,
-) -> Result<T, Error> {
+    done: Result<T, E>,
+) -> Result<T, E> {
     match done {
         Ok(value) => {
             tx.commit().await?;
@@ -290,7 +290,7 @@ mod tests {
         db.put_torrent(&Torrent::new(Some(1), hash)).await.unwrap();
         let delta = Delta {
             user_id: 1,
-            torrent: hash,
+            torrent_id: 1,
             uploaded: 10,
             ..Delta::default()
         };

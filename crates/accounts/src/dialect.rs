@@ -146,10 +146,10 @@ pub const USER_TORRENT_COLUMNS: [&str; 7] = [
 const COUNTERS: [&str; 4] = ["uploaded", "downloaded", "seed_seconds", "leech_seconds"];
 
 impl Statements {
-    /// `SELECT id, info_hash FROM torrents WHERE info_hash IN (n binds)`.
+    /// `SELECT id FROM torrents WHERE id IN (n binds)`.
     pub fn torrents_in(&self, n: usize) -> String {
         self.dialect.spell(&format!(
-            "SELECT id, info_hash FROM torrents WHERE info_hash IN ({})",
+            "SELECT id FROM torrents WHERE id IN ({})",
             vec!["?"; n.max(1)].join(", ")
         ))
     }

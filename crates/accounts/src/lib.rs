@@ -22,7 +22,7 @@ mod migrations;
 mod model;
 mod schema;
 
-pub use database::{mysql_url, within, Database, ACQUIRE_TIMEOUT, OPERATION_TIMEOUT};
+pub use database::{finish, mysql_url, within, Database, ACQUIRE_TIMEOUT, OPERATION_TIMEOUT};
 pub use dialect::Dialect;
 pub use error::{masked_url, Error};
 pub use model::{

@@ -84,37 +84,19 @@ pub struct Loaded {
     pub clients: Vec<ClientPrefix>,
 }
 
-/// What one user did on one torrent since the last write: the unit of a write batch.
-///
-/// `uploaded` and `downloaded` are already multiplied by the user's and the torrent's
-/// factors (what the user is credited and charged): the database adds what it is given.
-/// The `_raw` bytes are what really moved. A batch may hold several deltas for the same user
-/// and torrent.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Delta {
-    pub user_id: i64,
-    /// The torrent's v1 info hash.
-    pub torrent: InfoHashBytes,
-    pub uploaded: u64,
-    pub downloaded: u64,
-    pub uploaded_raw: u64,
-    pub downloaded_raw: u64,
-    pub seed_seconds: u64,
-    pub leech_seconds: u64,
-    /// The user completed (snatched) the torrent. Counted once per user and torrent, however
-    /// often it is written.
-    pub completed: bool,
-    /// When the snatch was announced (Unix seconds), with `completed`.
-    pub completed_at: Option<u64>,
-}
+/// What one user did on one torrent since the last write: the unit of a write batch, the
+/// same type the core's ledger sums (one accounting type from the announce to the
+/// database). `uploaded` and `downloaded` are already multiplied by the factors; the
+/// `_raw` bytes are what really moved; a batch may hold several for one account.
+pub use shoal_tracker::private::credit::Delta;
 
 /// One client's state at its last announce (for schemas that keep a row per client: a
 /// user's client on one torrent, by peer id).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PeerRow {
     pub user_id: i64,
-    /// The torrent's v1 info hash.
-    pub torrent: InfoHashBytes,
+    /// The registered torrent's id.
+    pub torrent_id: u64,
     pub peer_id: [u8; 20],
     /// `udp`, `http` or `ws`.
     pub protocol: &'static str,

@@ -16,12 +16,16 @@ use shoal_accounts::{
 const FREELEECH: InfoHashBytes = [0x11; 20];
 const FREELEECH_V2: InfoHashBytes = [0x12; 20];
 const PLAIN: InfoHashBytes = [0x22; 20];
-const NEVER_REGISTERED: InfoHashBytes = [0x33; 20];
 
-fn delta(user_id: i64, torrent: InfoHashBytes, uploaded: u64, downloaded: u64) -> Delta {
+/// The torrent ids the scenario registers its hashes under (`NEVER_REGISTERED_ID`: none).
+const FREELEECH_ID: u64 = 100;
+const PLAIN_ID: u64 = 101;
+const NEVER_REGISTERED_ID: u64 = 333;
+
+fn delta(user_id: u64, torrent_id: u64, uploaded: u64, downloaded: u64) -> Delta {
     Delta {
         user_id,
-        torrent,
+        torrent_id,
         uploaded,
         downloaded,
         ..Delta::default()
@@ -97,17 +101,17 @@ async fn accounts_scenario(url: &str, dialect: Dialect) {
     assert_eq!(loaded.clients, clients);
 
     // A batch: known deltas, a snatch, a user that is gone, a torrent never registered.
-    let mut snatch = delta(7, PLAIN, 10, 500);
+    let mut snatch = delta(7, PLAIN_ID, 10, 500);
     snatch.leech_seconds = 60;
     snatch.completed = true;
-    let mut seeding = delta(7, FREELEECH, 1000, 0);
+    let mut seeding = delta(7, FREELEECH_ID, 1000, 0);
     seeding.seed_seconds = 30;
     let batch = [
         seeding,
         snatch,
-        delta(9, FREELEECH, 4, 0),
-        delta(999, FREELEECH, 1, 1),
-        delta(7, NEVER_REGISTERED, 5, 0),
+        delta(9, FREELEECH_ID, 4, 0),
+        delta(999, FREELEECH_ID, 1, 1),
+        delta(7, NEVER_REGISTERED_ID, 5, 0),
     ];
     let first = db.write(&batch).await.unwrap();
     let expected = Written {
@@ -168,7 +172,7 @@ async fn accounts_scenario(url: &str, dialect: Dialect) {
     // after a COMMIT whose answer was lost).
     let once = [Delta {
         user_id: 9,
-        torrent: PLAIN,
+        torrent_id: PLAIN_ID,
         uploaded: 100,
         ..Delta::default()
     }];
@@ -182,24 +186,24 @@ async fn accounts_scenario(url: &str, dialect: Dialect) {
 
     // Several snatches in one batch, of two users, one of them already counted: each
     // (user, torrent) counts once, and each user's count gets only their new ones.
-    let snatched = |user_id, torrent| Delta {
+    let snatched = |user_id, torrent_id| Delta {
         user_id,
-        torrent,
+        torrent_id,
         completed: true,
         ..Delta::default()
     };
     let w = db
         .write(&[
-            snatched(7, FREELEECH),
-            snatched(7, PLAIN),
-            snatched(9, FREELEECH),
+            snatched(7, FREELEECH_ID),
+            snatched(7, PLAIN_ID),
+            snatched(9, FREELEECH_ID),
         ])
         .await
         .unwrap();
     assert_eq!((w.applied, w.new_snatches), (3, 2));
     assert_eq!(db.user_stats(7).await.unwrap().unwrap().completed, 2);
     assert_eq!(db.user_stats(9).await.unwrap().unwrap().completed, 1);
-    let w = db.write(&[snatched(9, FREELEECH)]).await.unwrap();
+    let w = db.write(&[snatched(9, FREELEECH_ID)]).await.unwrap();
     assert_eq!(w.new_snatches, 0);
 
     // Deleting a torrent drops its rows, not the user's totals; deleting a user drops theirs.
@@ -252,12 +256,12 @@ async fn shoal_schema_through_the_seam() {
         uploaded: 200,
         uploaded_raw: 100,
         completed: true,
-        completed_at: Some(1_700_000_000),
-        ..delta(5, PLAIN, 200, 0)
+        completed_at: Some(1),
+        ..delta(5, 3, 200, 0)
     }];
     let peers = [PeerRow {
         user_id: 5,
-        torrent: PLAIN,
+        torrent_id: 3,
         protocol: "udp",
         ..PeerRow::default()
     }];
@@ -302,11 +306,11 @@ async fn postgres_stopped_mid_run_fails_the_write_and_the_kept_batch_goes_in_aft
     let db = Database::connect(&url).await.unwrap();
     db.put_user(&User::new(1, "outagepasskey")).await.unwrap();
     db.put_torrent(&Torrent::new(Some(1), PLAIN)).await.unwrap();
-    db.write(&[delta(1, PLAIN, 100, 200)]).await.unwrap();
+    db.write(&[delta(1, 1, 100, 200)]).await.unwrap();
 
-    let mut finished = delta(1, PLAIN, 7, 3000);
+    let mut finished = delta(1, 1, 7, 3000);
     finished.completed = true;
-    let kept = [finished, delta(1, PLAIN, 1, 1)];
+    let kept = [finished, delta(1, 1, 1, 1)];
     server.stop_postgres().unwrap();
     let began = Instant::now();
     let outcome = tokio::time::timeout(Duration::from_secs(30), db.write(&kept))

@@ -66,6 +66,11 @@ pub struct Generator {
     pub cpus: usize,
     /// Why the generator, not the tracker, was behind; empty when it kept up.
     pub behind: Vec<String>,
+    /// Open loop: why the load asked for did not reach the tracker though the generator
+    /// kept up (its in-flight window was full: the tracker answered slower than the rate);
+    /// such a run is not valid either, but the text does not blame the generator.
+    #[serde(default)]
+    pub undelivered: Vec<String>,
     /// What a reader should know that does not void the run.
     #[serde(default)]
     pub notes: Vec<String>,
@@ -74,7 +79,7 @@ pub struct Generator {
 impl Generator {
     /// Whether the run measured the tracker: the generator kept up.
     pub fn valid(&self) -> bool {
-        self.behind.is_empty()
+        self.behind.is_empty() && self.undelivered.is_empty()
     }
 }
 
@@ -100,6 +105,7 @@ pub fn own(args: &RunArgs, summary: &Summary, cpu: &CpuUse) -> Generator {
 /// known): then the generator set the pace.
 pub fn judge(args: &RunArgs, summary: &Summary, cpu: &CpuUse, cpus: usize) -> Generator {
     let mut behind = Vec::new();
+    let mut undelivered = Vec::new();
     let mut notes = Vec::new();
     let cpus = cpus.max(1);
     let saturated = cpu.generator_percent >= SATURATED * 100.0 * cpus as f64;
@@ -121,7 +127,14 @@ pub fn judge(args: &RunArgs, summary: &Summary, cpu: &CpuUse, cpus: usize) -> Ge
             }
             let offered = rate * summary.seconds;
             if summary.unsent as f64 > 0.01 * offered {
-                behind.push(format!(
+                // Held back by a full window, the backlog is the tracker's slowness; with
+                // slots free all along, the sender's.
+                let to = if summary.slot_waits > 0 {
+                    &mut undelivered
+                } else {
+                    &mut behind
+                };
+                to.push(format!(
                     "{} requests due never left (more than 1% of the {} offered): the tracker \
                      did not get the load asked for",
                     thousands(summary.unsent),
@@ -160,6 +173,7 @@ pub fn judge(args: &RunArgs, summary: &Summary, cpu: &CpuUse, cpus: usize) -> Ge
             .then(|| 1e6 * cpu.generator_cpu_seconds / summary.responses as f64),
         cpus,
         behind,
+        undelivered,
         notes,
     }
 }
@@ -246,11 +260,18 @@ pub fn generator_text(g: &Generator, summary: &Summary) -> String {
     }
     if g.valid() {
         out.push_str("valid: the generator kept up\n");
-    } else {
+    } else if !g.behind.is_empty() {
         let _ = writeln!(
             out,
             "NOT VALID: the generator, not the tracker, was behind: {}",
             g.behind.join("; ")
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "NOT VALID: the tracker answered slower than the rate and the in-flight window \
+             (sockets × --inflight) filled: {}",
+            g.undelivered.join("; ")
         );
     }
     out
@@ -315,6 +336,13 @@ mod tests {
         assert!(late.behind[0].contains("send lag p99 5.00ms"), "{late:?}");
         let backlog = judge(&a, &open(20, 101), &cpu(15.0, None), 1);
         assert!(backlog.behind[0].contains("101 requests due never left"));
+        // The same backlog behind a full window is the tracker's: not valid, not blamed.
+        let mut held = open(20, 101);
+        held.slot_waits = 50;
+        let g = judge(&a, &held, &cpu(15.0, None), 1);
+        assert!(!g.valid() && g.behind.is_empty());
+        assert!(g.undelivered[0].contains("101 requests due never left"));
+        assert!(generator_text(&g, &held).contains("\nNOT VALID: the tracker answered slower"));
         assert!(judge(&a, &open(20, 100), &cpu(15.0, None), 1).valid());
         let mut waits = open(20, 0);
         waits.slot_waits = 500;

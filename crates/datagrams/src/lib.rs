@@ -1,4 +1,7 @@
-//! Batched datagram I/O: `recvmmsg` and `sendmmsg` behind safe types.
+//! The system calls safe Rust cannot make, behind safe types: batched datagram I/O
+//! (`recvmmsg` and `sendmmsg`, the crate's first job and its name) and a TCP listener whose
+//! readiness tokio watches while shoal accepts itself ([`WatchedListener`]). It is the
+//! workspace's one crate with `unsafe`: whatever needs it comes here, behind a safe type.
 //!
 //! A UDP tracker's throughput, and a UDP load generator's, rests on moving a whole batch of
 //! datagrams per system call: the kernel's per-call cost dominates the work of answering
@@ -11,9 +14,9 @@
 //! - [`Datagrams`] owns one batch worth of slots (buffers, peer addresses, lengths) and the
 //!   `mmsghdr` array that points into them: receive into it, answer into another one, send.
 //! - [`SendBatch`] sends datagrams the caller already holds, on a connected socket.
-//! - [`WatchedListener`] (not datagrams, but the one other place that needs `unsafe`): a
-//!   TCP listener whose readiness tokio watches while its connections stay tokio's own
-//!   business.
+//! - [`WatchedListener`]: a TCP listener whose readiness tokio watches, accepted by the
+//!   HTTP workers themselves (no registration per connection); tokio makes registering a
+//!   descriptor it does not own `unsafe`, so it lives here.
 
 mod watch;
 pub use watch::WatchedListener;

@@ -35,7 +35,7 @@ impl Site {
         let mut users: HashMap<u32, UserGain> = HashMap::new();
         let mut balance: HashMap<u32, i64> = HashMap::new();
         for d in sums {
-            let Some(tid) = self.ids.get(&d.torrent).map(|id| *id) else {
+            let Ok(tid) = u32::try_from(d.torrent_id) else {
                 continue;
             };
             let user = u32::try_from(d.user_id).unwrap_or(u32::MAX);

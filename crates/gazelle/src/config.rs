@@ -69,3 +69,42 @@ impl GazelleConfig {
         Ok(())
     }
 }
+
+/// What the server asks of the `[gazelle]` section.
+impl shoal_site::SiteConfig for GazelleConfig {
+    /// The section's own checks, the site's passwords (32 letters and digits, as the site
+    /// sends them in the path) and its URL.
+    fn validate(&self, keys: &shoal_site::Keys) -> anyhow::Result<()> {
+        GazelleConfig::validate(self)?;
+        for (name, pw) in [
+            ("site_password", &keys.site_password),
+            ("report_password", &keys.report_password),
+        ] {
+            let safe = pw.chars().all(|c| c.is_ascii_alphanumeric());
+            if pw.chars().count() != 32 || !safe {
+                anyhow::bail!(
+                    "private.{name} must be 32 letters and digits (the site's TRACKER_SECRET \
+                     and TRACKER_REPORTKEY), as schema = \"gazelle\" needs"
+                );
+            }
+        }
+        if !keys.site_url.is_empty() {
+            crate::expiry::SiteUrl::parse(&keys.site_url)
+                .map_err(|e| anyhow::anyhow!("private.site_url: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Ocelot's numwant limit (sent also when the client does not say), its interval as
+    /// the `min interval` (the answer's own carries the jitter) and its schedule as the
+    /// flush interval.
+    fn settings(&self) -> shoal_site::SiteSettings {
+        shoal_site::SiteSettings {
+            default_numwant: self.numwant_limit,
+            max_numwant: self.numwant_limit,
+            min_interval: self.announce_interval,
+            interval: self.announce_interval,
+            flush_interval: self.schedule_interval,
+        }
+    }
+}

@@ -16,8 +16,10 @@
 //! - [`schema`]: [`schema::GazelleSchema`], the site's tables behind the core's seam.
 //! - [`batch`]: one write to the site's tables, from the ledger's sums and the site's
 //!   pending changes; the reaper of silent clients.
+//! - [`seam`]: the site on the seam the server holds ([`shoal_site::Site`]): [`open`].
 //!
-//! The arrows point down: `shoal-server` -> this crate -> `shoal-tracker`, `shoal-accounts`.
+//! The arrows point down: `shoal-server` -> this crate -> `shoal-site`, `shoal-tracker`,
+//! `shoal-accounts`.
 
 #![forbid(unsafe_code)]
 
@@ -29,7 +31,9 @@ pub mod expiry;
 pub mod model;
 pub mod rules;
 pub mod schema;
+pub mod seam;
 pub mod site;
 
 pub use config::GazelleConfig;
+pub use seam::open;
 pub use site::Site;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use shoal_accounts::{Accounting, BoxFuture, Delta, Error, Loaded, Schema, Written};
 
 use crate::db::GazelleDb;
-use crate::site::{unix_now, Site};
+use crate::site::Site;
 
 /// A Gazelle site's database and the site in memory.
 pub struct GazelleSchema {
@@ -37,10 +37,10 @@ impl GazelleSchema {
         self.db.url()
     }
 
-    /// One write: the silent clients reaped when due, then the ledger's `sums` and the
-    /// site's pending changes as one batch (put back when the write fails).
+    /// One write: the ledger's `sums` and the site's pending changes as one batch (put
+    /// back when the write fails). The silent clients were reaped before, when due
+    /// ([`shoal_site::Site::before_flush`]).
     async fn write_sums(&self, sums: &[Delta]) -> Result<Written, Error> {
-        self.site.reap_if_due(unix_now());
         let b = self.site.take_batch(sums);
         let applied = Written {
             applied: sums.len(),
@@ -51,7 +51,7 @@ impl GazelleSchema {
         }
         let written = self.db.write(&b).await.map_err(|e| {
             self.site.put_back(&b);
-            accounts_error(e)
+            Error::from(e)
         })?;
         if written.addresses_too_wide > 0 {
             tracing::debug!(
@@ -63,20 +63,12 @@ impl GazelleSchema {
     }
 }
 
-/// The site database's error as the accounts' (what the writer and the admin API know).
-fn accounts_error(e: crate::db::Error) -> Error {
-    match e {
-        crate::db::Error::Db(e) => e,
-        other => Error::Query(other.to_string().into()),
-    }
-}
-
 impl Schema for GazelleSchema {
     /// Reads the site's tables again and puts them in force (SIGUSR1, the admin API's
     /// reload); answers the users and torrents the private rule should know.
     fn load(&self) -> BoxFuture<'_, Result<Loaded, Error>> {
         Box::pin(async move {
-            let data = self.db.load().await.map_err(accounts_error)?;
+            let data = self.db.load().await?;
             self.site.reload(data);
             Ok(self.site.loaded())
         })

@@ -18,7 +18,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
@@ -28,12 +27,7 @@ use shoal_tracker::private::{Member, Members, Registered};
 use crate::config::GazelleConfig;
 use crate::model::{InfoHash, LeechType, PeerRow, SiteData, Snatch, Torrent, User};
 
-/// Unix seconds now.
-pub fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
+pub use shoal_site::mysql::unix_now;
 
 /// A user and their live counts.
 #[derive(Clone, Debug)]

@@ -388,7 +388,7 @@ fn ledger_sums_become_user_gains_and_torrent_balance() {
     ask(&site, &ann(1, 10, 1)).unwrap();
     let sums = [Delta {
         user_id: 1,
-        torrent: hash(10),
+        torrent_id: 10,
         uploaded: 50,
         downloaded: 0,
         uploaded_raw: 50,

@@ -13,26 +13,37 @@
 //! - [`site`]: the site in memory ([`Site`]) and what the announces leave to write
 //!   ([`site::Batch`]).
 //! - [`rules`]: NexusPHP's announce rules, as the core's `SiteRules`.
+//! - [`sync`]: the site in memory kept in step with the tables (polls, failed writes,
+//!   silent clients).
+//! - [`db`]: the site's tables (the start's check, the load, the batched writes).
+//! - [`schema`], [`seam`]: the site on the seam of `shoal-site` ([`open`]), its config
+//!   section ([`NexusphpConfig`]), the poll of the site's changes.
 //!
-//! Not here yet (they need what the site seam of `shoal-site` does not carry): the
-//! database side (the table check, the load, the polls, the batched writes and the Redis
-//! records for the cleanup); the tracker URL check (`public/announce.php:137-143`) and the
-//! allow list's `allowhttps`, which need the request's scheme and host; the `Cookie` /
+//! Not here yet (they need what the site seam of `shoal-site` does not carry, or Redis):
+//! the Redis records for the cleanup; the tracker URL check (`public/announce.php:137-143`)
+//! and the allow list's `allowhttps`, which need the request's scheme and host; the `Cookie` /
 //! `Accept-Language` rule, which needs the request's headers; the seed-box rules (their
 //! `seed_box_records` ranges); the paid-torrent purchase, a job of the site's queue.
 //!
-//! The arrows point down: `shoal-server` -> this crate -> `shoal-tracker`.
+//! The arrows point down: `shoal-server` -> this crate -> `shoal-site` -> `shoal-tracker`.
 
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod config;
+pub mod db;
 pub mod error;
 pub mod limits;
 pub mod model;
 pub mod promotion;
 pub mod rules;
+pub mod schema;
+pub mod seam;
 pub mod site;
+pub mod sync;
 mod texts;
 
+pub use config::NexusphpConfig;
 pub use error::NexusError;
+pub use seam::open;
 pub use site::Site;

@@ -20,7 +20,7 @@ use thiserror::Error;
 
 use crate::common::{hex_digit, AnnounceEvent, InfoHash, PeerId};
 use crate::path::{
-    parse_path, split_target, write_path, Action, PasskeyPlace, PathError, TrackerPath,
+    parse_path_with_query, split_target, write_path, Action, PasskeyPlace, PathError, TrackerPath,
     MALFORMED_PASSKEY,
 };
 
@@ -75,11 +75,12 @@ pub enum Target<'a> {
 }
 
 /// Splits a request target into its route and query. The route is read by the one path
-/// parser every protocol uses ([`crate::path::parse_path`]): `/announce`, `/scrape`, and
-/// either with a passkey, `/announce/<passkey>` or `/<passkey>/announce`.
+/// parser every protocol uses ([`crate::path::parse_path_with_query`]): `/announce`,
+/// `/scrape`, and either with a passkey, `/announce/<passkey>` or `/<passkey>/announce`,
+/// or with `passkey=<key>` in the query (`/announce.php?passkey=<key>`).
 pub fn parse_target(target: &[u8]) -> Result<Target<'_>, RequestError> {
     let (path, query) = split_target(target);
-    let TrackerPath { action, passkey } = parse_path(path)?;
+    let TrackerPath { action, passkey } = parse_path_with_query(path, query)?;
     Ok(match action {
         Action::Announce => Target::Announce {
             key: passkey,

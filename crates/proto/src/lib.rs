@@ -15,11 +15,13 @@
 //! - [`bencode`]: the bencoded responses of the HTTP tracker (BEP 3, 7, 23, 48).
 //! - [`ws`]: WebTorrent tracker messages (JSON over WebSocket).
 //! - [`proxy_header`]: the PROXY protocol header (v1 and v2) a load balancer sends first.
+//! - [`forwarded`]: the client's address in a reverse proxy's header (`X-Forwarded-For`).
 
 #![forbid(unsafe_code)]
 
 pub mod bencode;
 pub mod common;
+pub mod forwarded;
 pub mod http;
 pub mod path;
 pub mod proxy_header;

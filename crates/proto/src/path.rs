@@ -14,6 +14,14 @@
 //! | `/announce`, `/scrape` | announce, scrape | none |
 //! | `/announce/<passkey>`, `/scrape/<passkey>` | announce, scrape | `<passkey>` |
 //! | `/<passkey>/announce`, `/<passkey>/scrape` | announce, scrape | `<passkey>` |
+//! | any of these with `?passkey=<key>` in the query | the path's | `<key>` |
+//!
+//! `announce.php` and `scrape.php` name the actions as `announce` and `scrape` do: the
+//! paths of the PHP trackers (NexusPHP, TBDev and their kin), whose clients carry the
+//! passkey in the query string (`/announce.php?passkey=<key>`). A `passkey` parameter of
+//! the query (read by [`parse_target_path`] and [`parse_path_with_query`]) stands for the
+//! path's key, so that `/api/announce?passkey=<key>` (NexusPHP 1.7's path, whose first
+//! segment would otherwise read as a key) carries `<key>`; an empty one is no key.
 //!
 //! One trailing slash is allowed (`/announce/`, `/<passkey>/announce/`); anything else (an
 //! empty segment, a third segment, a path naming neither action) is
@@ -54,8 +62,8 @@ pub use crate::common::Action;
 /// The action a path segment names, if any (exactly, lower case).
 fn action_of(segment: &[u8]) -> Option<Action> {
     match segment {
-        b"announce" => Some(Action::Announce),
-        b"scrape" => Some(Action::Scrape),
+        b"announce" | b"announce.php" => Some(Action::Announce),
+        b"scrape" | b"scrape.php" => Some(Action::Scrape),
         _ => None,
     }
 }
@@ -159,10 +167,33 @@ pub fn parse_path(path: &[u8]) -> Result<TrackerPath<'_>, PathError> {
     })
 }
 
-/// Parses the path of a whole request target (`/<passkey>/announce?x=1`), ignoring its
-/// query: what the WebSocket front end does with its upgrade request's path.
+/// Parses a path and its query (without the `?`): the path's action and key, the key of a
+/// `passkey=` parameter of the query standing for the path's where there is one.
+pub fn parse_path_with_query<'a>(
+    path: &'a [u8],
+    query: &'a [u8],
+) -> Result<TrackerPath<'a>, PathError> {
+    let mut parsed = parse_path(path)?;
+    let key = query
+        .split(|&b| b == b'&')
+        .find_map(|pair| pair.strip_prefix(b"passkey="));
+    match key {
+        None | Some(b"") => {}
+        Some(key) if is_passkey(key) => {
+            // Checked ASCII just above, so this never fails.
+            parsed.passkey = std::str::from_utf8(key).ok();
+        }
+        Some(_) => return Err(PathError::MalformedPasskey(parsed.action)),
+    }
+    Ok(parsed)
+}
+
+/// Parses a whole request target (`/<passkey>/announce?x=1`, `/announce.php?passkey=<key>`):
+/// what the WebSocket front end does with its upgrade request's path, and the UDP front
+/// end with BEP 41 URL data.
 pub fn parse_target_path(target: &[u8]) -> Result<TrackerPath<'_>, PathError> {
-    parse_path(split_target(target).0)
+    let (path, query) = split_target(target);
+    parse_path_with_query(path, query)
 }
 
 /// Appends `path` in the form `place` names (`/announce` alone when there is no passkey):
@@ -196,6 +227,33 @@ mod tests {
 
     fn ok(action: Action, passkey: Option<&str>) -> Result<TrackerPath<'_>, PathError> {
         Ok(TrackerPath { action, passkey })
+    }
+
+    #[test]
+    fn the_php_trackers_paths_carry_the_query_passkey() {
+        for (target, expected) in [
+            (
+                "/announce.php?passkey=abc&info_hash=x",
+                ok(ANNOUNCE, Some("abc")),
+            ),
+            (
+                "/announce.php?info_hash=x&passkey=abc",
+                ok(ANNOUNCE, Some("abc")),
+            ),
+            ("/api/announce?passkey=abc", ok(ANNOUNCE, Some("abc"))),
+            ("/scrape.php?passkey=abc", ok(SCRAPE, Some("abc"))),
+            ("/announce/path?passkey=abc", ok(ANNOUNCE, Some("abc"))),
+            ("/announce.php?passkey=", ok(ANNOUNCE, None)),
+            ("/announce.php", ok(ANNOUNCE, None)),
+            ("/announce.php?xpasskey=abc", ok(ANNOUNCE, None)),
+            (
+                "/announce.php?passkey=a%41",
+                Err(PathError::MalformedPasskey(ANNOUNCE)),
+            ),
+            ("/index.php?passkey=abc", Err(PathError::UnknownPath)),
+        ] {
+            assert_eq!(parse_target_path(target.as_bytes()), expected, "{target}");
+        }
     }
 
     #[test]
@@ -242,7 +300,7 @@ mod tests {
             "/a/b/announce",
             "/a/announce/b",
             "/k/k",
-            "/announce.php",
+            "/announce.phpx",
             "/announce?x=1",
         ] {
             assert_eq!(

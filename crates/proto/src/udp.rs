@@ -15,7 +15,7 @@ use bytemuck::{Pod, Zeroable};
 use thiserror::Error;
 
 use crate::common::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use crate::path::{parse_path, split_target, PathError, TrackerPath, MAX_PATH_LEN};
+use crate::path::{parse_target_path, PathError, TrackerPath, MAX_PATH_LEN};
 
 /// The magic constant a connect request starts with.
 pub const PROTOCOL_ID: u64 = 0x0417_2710_1980;
@@ -261,10 +261,11 @@ pub const URL_PATH_BUFFER: usize = 128;
 const _: () = assert!(URL_PATH_BUFFER > MAX_PATH_LEN);
 
 /// The tracker path in an announce's BEP 41 URL data (`tail` is what follows the 98
-/// bytes), read by the parser every protocol uses ([`crate::path::parse_path`]):
-/// `udp://host:port/<passkey>/announce` arrives as URL data `/<passkey>/announce`. `None`
-/// when there is no URL data at all (a plain BEP 15 announce, padding); the query, if
-/// any, is cut off. `buf` is the caller's, so that nothing is allocated; the passkey
+/// bytes), read by the parser every protocol uses ([`crate::path::parse_target_path`]):
+/// `udp://host:port/<passkey>/announce` arrives as URL data `/<passkey>/announce`,
+/// `udp://host:port/announce.php?passkey=<key>` as `/announce.php?passkey=<key>` (the
+/// query's `passkey` is the key; its other parameters are ignored). `None` when there is
+/// no URL data at all (a plain BEP 15 announce, padding). `buf` is the caller's, so that nothing is allocated; the passkey
 /// borrows from it.
 pub fn url_data_path<'b>(
     tail: &[u8],
@@ -278,7 +279,7 @@ pub fn url_data_path<'b>(
         return None;
     }
     let data: &'b [u8] = &buf[..n];
-    Some(parse_path(split_target(data).0))
+    Some(parse_target_path(data))
 }
 
 /// Per-torrent figures in a scrape response, in wire order, big-endian, cast in place.
@@ -620,6 +621,13 @@ mod tests {
         }
         cut.extend_from_slice(&[0x0, 0x2, 3, b'x', b'y', b'z']);
         assert_eq!(passkey(&cut, &mut buf), announce("0123abcd"));
+        // NexusPHP's: the passkey in the query.
+        let mut php = Vec::new();
+        write_url_data_option(
+            format!("/announce.php?passkey={}", "k".repeat(64)).as_bytes(),
+            &mut php,
+        );
+        assert_eq!(passkey(&php, &mut buf), announce(&"k".repeat(64)));
         // No URL data: no path at all.
         assert_eq!(passkey(&[], &mut buf), None);
         assert_eq!(passkey(&[0, 0], &mut buf), None);

@@ -15,12 +15,10 @@ mod abuse;
 mod cluster;
 mod private;
 
-pub use abuse::{BlockListConfig, RateLimitConfig};
+pub use abuse::{AccessListConfig, AccessModeConfig, BlockListConfig, RateLimitConfig};
 pub use cluster::ClusterConfig;
 pub use private::PrivateConfig;
-pub use shoal_gazelle::GazelleConfig;
 pub use shoal_opentracker::config::StatsConfig;
-pub use shoal_unit3d::Unit3dConfig;
 
 /// The documented default configuration, as printed by `shoal --print-config`.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("default_config.toml");
@@ -45,9 +43,10 @@ pub struct Config {
     pub admin: AdminConfig,
     pub privileges: PrivilegesConfig,
     pub private: PrivateConfig,
-    pub gazelle: GazelleConfig,
-    pub unit3d: Unit3dConfig,
     pub cluster: ClusterConfig,
+    /// Every site's own section (`[unit3d]`, `[gazelle]`, ...), from the site registry.
+    #[serde(flatten)]
+    pub sites: crate::sites::SiteSections,
 }
 
 /// Snapshots of the swarm store (see `state.rs`).
@@ -135,6 +134,7 @@ pub struct HttpConfig {
     pub proxy_protocol: bool,
     /// Where `GET /` is redirected (302); empty: 404 (opentracker's `tracker.redirect_url`).
     pub redirect_url: String,
+    pub unix_socket: PathBuf,
 }
 
 /// HTTPS listeners (rustls) and their certificate.
@@ -223,26 +223,6 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum AccessModeConfig {
-    #[default]
-    Off,
-    Allow,
-    Deny,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
-pub struct AccessListConfig {
-    pub mode: AccessModeConfig,
-    pub path: PathBuf,
-    /// Named pipes whose lines (hex info hashes) list or unlist a torrent in force, the file
-    /// untouched (opentracker's `access.fifo_add`, `access.fifo_delete`); empty: none.
-    pub fifo_add: PathBuf,
-    pub fifo_delete: PathBuf,
-}
-
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -263,9 +243,8 @@ impl Default for Config {
             admin: AdminConfig::default(),
             privileges: PrivilegesConfig::default(),
             private: PrivateConfig::default(),
-            gazelle: GazelleConfig::default(),
-            unit3d: Unit3dConfig::default(),
             cluster: ClusterConfig::default(),
+            sites: crate::sites::SiteSections::default(),
         }
     }
 }
@@ -282,6 +261,13 @@ impl Default for UdpConfig {
             allow_ip_field: false,
             max_scrape_hashes: 74,
         }
+    }
+}
+
+impl HttpConfig {
+    /// `proxy_trusted`, each an address or a network.
+    pub fn proxy_trusted_nets(&self) -> anyhow::Result<Vec<ipnet::IpNet>> {
+        self.proxy_trusted.iter().map(|t| parse_net(t)).collect()
     }
 }
 
@@ -305,6 +291,7 @@ impl Default for HttpConfig {
             proxy_trusted: vec!["127.0.0.1".into(), "::1".into()],
             proxy_protocol: false,
             redirect_url: String::new(),
+            unix_socket: PathBuf::new(),
         }
     }
 }
@@ -365,6 +352,13 @@ impl Config {
     pub fn parse(text: &str) -> anyhow::Result<Self> {
         serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
             let path = e.path().to_string();
+            if path == "." {
+                // The site sections are flattened in (`sites`), and serde loses the path
+                // through a flattened field: find the key at fault from the text itself.
+                if let Some(located) = locate_site_problem(text) {
+                    return anyhow::anyhow!("{located}");
+                }
+            }
             let inner = e.into_inner();
             let message = inner.message().trim_end();
             let at = inner.span().map(|span| line_and_column(text, span.start));
@@ -398,26 +392,14 @@ impl Config {
         if self.announce.min_interval > self.announce.interval {
             bail!("announce.min_interval must not exceed announce.interval");
         }
-        if self.access_list.mode != AccessModeConfig::Off
-            && self.access_list.path.as_os_str().is_empty()
-        {
-            bail!("access_list.path must be set when access_list.mode is not \"off\"");
-        }
-        let fifos = [&self.access_list.fifo_add, &self.access_list.fifo_delete];
-        if self.access_list.mode == AccessModeConfig::Off && fifos.iter().any(|p| set(p).is_some())
-        {
-            bail!("access_list.fifo_add and fifo_delete need an access list (access_list.mode)");
-        }
+        self.access_list.validate()?;
         self.stats.validate().map_err(anyhow::Error::msg)?;
         if self.http.redirect_url.contains(['\r', '\n']) {
             bail!("http.redirect_url must be one line");
         }
         self.private.validate()?;
-        if self.private.gazelle() {
-            self.gazelle.validate()?;
-        }
-        if self.private.unit3d() {
-            self.unit3d.validate()?;
+        if let Some(schema) = self.private.site() {
+            self.sites.validate(schema, &self.private.site_keys()?)?;
         }
         self.rate_limit.validate()?;
         self.cluster.validate()?;
@@ -564,6 +546,25 @@ impl Config {
     pub fn admin_token_file(&self) -> Option<&Path> {
         set(&self.admin.token_file)
     }
+}
+
+/// The key at fault in `text`, where the flattened site sections hide it from serde's path:
+/// a top-level key no section or option has (`wrkers: unknown field`), or a problem inside
+/// a site's section (`unit3d.bogus: unknown field`).
+fn locate_site_problem(text: &str) -> Option<String> {
+    let table: toml::Table = text.parse().ok()?;
+    let defaults = toml::Value::try_from(Config::default()).ok()?;
+    let known = defaults.as_table()?;
+    for (key, value) in table {
+        if crate::sites::SCHEMAS.contains(&key.as_str()) {
+            if let Err(problem) = crate::sites::SiteSections::check_section(&key, value) {
+                return Some(format!("{key}.{problem}"));
+            }
+        } else if !known.contains_key(&key) {
+            return Some(format!("{key}: unknown field `{key}`"));
+        }
+    }
+    None
 }
 
 /// 1-based line and column of a byte offset.

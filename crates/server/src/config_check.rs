@@ -336,6 +336,8 @@ mod tests {
         let cases = [
             ("[udp]\nlisten = []\nbogus_key = 1\n", "udp.bogus_key: unknown field"),
             ("wrkers = 3\n", "wrkers: unknown field"),
+            ("[unit3d]\nbogus = 1\n", "unit3d.bogus: unknown field"),
+            ("[gazelle]\nannounce_interval = \"x\"\n", "gazelle.announce_interval: invalid type"),
             ("[udp]\nbatch_size = \"64\"\n", "udp.batch_size: invalid type"),
             (
                 &format!(

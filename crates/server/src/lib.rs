@@ -9,7 +9,7 @@
 //! Each part is built by its owner from the [`Config`] and owns its state: the front ends
 //! ([`udp`], [`http`], [`ws`]) their sockets, workers and settings, turning bytes into the
 //! core's requests and its outcomes back into bytes; the core (one, shared) the policy and
-//! the swarm stores; [`private`] the accounts database and its writer; [`state`] the
+//! the swarm stores; [`private`] the accounts database and its writer; `shoal-state` the
 //! snapshot file and its writer; [`cluster`] the wiring of the Redis exchange
 //! (`shoal-cluster`); [`admin`] its listener, token and status-page samples, reading the
 //! rest through one narrow [`admin::TrackerView`]; [`reload`] the steps SIGHUP and the
@@ -30,7 +30,7 @@ pub mod listen;
 pub mod private;
 pub mod privileges;
 pub mod reload;
-pub mod state;
+pub mod sites;
 pub mod udp;
 pub mod ws;
 
@@ -44,11 +44,11 @@ use admin::{AdminServer, AdminToken, Sampler, TrackerView};
 use anyhow::Context;
 use reload::Reload;
 use shoal_proto::{CompactPeerV4, CompactPeerV6};
+use shoal_state::{Restored, Snapshots, StateFile};
 use shoal_swarm::webtorrent::WebTorrentStore;
 use shoal_swarm::{PeerExt, Store};
 use shoal_tracker::policy::{Policy, PrivateRule};
 use shoal_tracker::{Core, Swarms};
-use state::{Restored, Snapshots, StateFile};
 
 pub use config::Config;
 pub use reload::ReloadHook;
@@ -75,35 +75,43 @@ pub struct Tracker {
     cluster: Option<cluster::ClusterNode>,
     /// Private mode's database side (the site's reload on SIGUSR1).
     accounts: Option<Arc<private::Accounts>>,
-    /// A Gazelle site's call back for used-up tokens.
-    token_expiry: Option<shoal_gazelle::expiry::TokenExpiry>,
 }
 
-/// The settings a UNIT3D site's rules put in force: its numwant, its interval (the answer's
-/// own is drawn between its minimum and maximum) and its flush interval.
-fn unit3d_settings(config: &mut Config) {
-    let u = &config.unit3d;
-    config.announce.default_numwant = u.numwant_default;
-    config.announce.max_numwant = u.numwant_max.min(config::UDP_MAX_NUMWANT);
-    config.announce.min_interval = u.announce_min;
-    config.announce.interval = u.announce_max;
-    config.private.flush_interval = u.flush_interval;
+/// The settings the site's rules put in force over `[announce]` and `[private]`: its
+/// numwant (within what a UDP answer holds), its intervals and its flush interval.
+fn site_settings(config: &mut Config) {
+    let Some(site) = config.private.site() else {
+        return;
+    };
+    if let Some(s) = config.sites.settings(site) {
+        config.announce.default_numwant = s.default_numwant.min(config::UDP_MAX_NUMWANT);
+        config.announce.max_numwant = s.max_numwant.min(config::UDP_MAX_NUMWANT);
+        config.announce.min_interval = s.min_interval;
+        config.announce.interval = s.interval;
+        config.private.flush_interval = s.flush_interval;
+    }
 }
 
-/// Lists the site's active, visible peers (read from its `peers` table) in the swarm store,
-/// so that a switch-over or a restart resumes the swarms.
-fn list_site_peers(core: &Core, site: &shoal_unit3d::Site) {
+/// Lists the site's active, visible peers (read from its tables) in the swarm store, so
+/// that a switch-over or a restart resumes the swarms.
+fn list_site_peers(core: &Core, site: &dyn shoal_site::Site) {
     let expires = shoal_swarm::clock::now().saturating_add(core.swarms().config().peer_ttl);
     let peers = site.listed_peers();
-    for (info_hash, peer_id, addr, seeder) in &peers {
-        let at = (shoal_proto::InfoHash(*info_hash), *seeder, expires);
-        let peer_id = shoal_proto::PeerId(*peer_id);
-        match addr {
+    for p in &peers {
+        let at = (shoal_proto::InfoHash(p.info_hash), p.seeder, expires);
+        let peer_id = shoal_proto::PeerId(p.peer_id);
+        match p.addr {
             SocketAddr::V4(a) => list(core, at, peer_id, CompactPeerV4::new(*a.ip(), a.port())),
             SocketAddr::V6(a) => list(core, at, peer_id, CompactPeerV6::new(*a.ip(), a.port())),
         }
     }
-    tracing::info!("UNIT3D site: {} peers listed from its table", peers.len());
+    if !peers.is_empty() {
+        tracing::info!(
+            "{} site: {} peers listed from its tables",
+            site.name(),
+            peers.len()
+        );
+    }
 }
 
 /// One of the site's peers, listed in the store as a peer another node knows.
@@ -131,12 +139,7 @@ impl Tracker {
         // Before any front end starts, so their facade metrics are recorded.
         admin::metrics::install();
         let mut config = config;
-        if config.private.unit3d() {
-            unit3d_settings(&mut config);
-        }
-        if config.private.gazelle() {
-            private::gazelle::settings(&mut config);
-        }
+        site_settings(&mut config);
         let accounts = if config.private.enabled {
             // A document of every torrent for every client is no private tracker's.
             config.http.full_scrape = false;
@@ -176,14 +179,9 @@ impl Tracker {
         if let Some(log) = accounts.as_ref().and_then(|a| a.peer_log()) {
             core = core.with_peer_log(log.clone());
         }
-        if let Some(a) = &accounts {
-            if let Some(site) = a.site() {
-                list_site_peers(&core, site);
-                core = core.with_site(site.clone(), a.members.clone());
-            }
-            if let Some(site) = a.gazelle() {
-                core = core.with_site(site.clone(), a.members.clone());
-            }
+        if let Some(site) = accounts.as_ref().and_then(|a| a.site()) {
+            list_site_peers(&core, site.as_ref());
+            core = core.with_site(site.rules(), site.members());
         }
         let core = Arc::new(core);
         let shutdown = Arc::new(AtomicBool::new(false));
@@ -212,24 +210,16 @@ impl Tracker {
             )?)
         };
         let ws = Arc::new(ws::WsContext::new(&config, core.clone()));
-        let http = if config.http.listen.is_empty() && config.https.listen.is_empty() {
+        let http = if config.http.listen.is_empty()
+            && config.https.listen.is_empty()
+            && config.http.unix_socket.as_os_str().is_empty()
+        {
             None
         } else {
-            let site_api = match accounts.as_ref().and_then(|a| a.site()) {
-                Some(site) => Some(Arc::new(http::site_call::SiteApi::new(
-                    site.clone(),
-                    config.private.site_key()?,
-                ))),
-                None => accounts.as_ref().and_then(|a| a.gazelle()).map(|site| {
-                    Arc::new(http::site_call::SiteApi::Gazelle(
-                        shoal_gazelle::control::Control::new(
-                            site.clone(),
-                            config.private.site_password.clone(),
-                            config.private.report_password.clone(),
-                        ),
-                    ))
-                }),
-            };
+            let site_api = accounts
+                .as_ref()
+                .and_then(|a| a.site())
+                .and_then(|site| site.control());
             Some(http::HttpFrontEnd::start(
                 &config,
                 core.clone(),
@@ -303,10 +293,6 @@ impl Tracker {
             )?),
             None => None,
         };
-        let token_expiry = match accounts.as_ref().and_then(|a| a.gazelle()) {
-            Some(site) => private::gazelle::token_expiry(&config, site)?,
-            None => None,
-        };
         let writer = match accounts.clone() {
             Some(a) => Some(private::writer::Writer::start(
                 a,
@@ -319,7 +305,10 @@ impl Tracker {
                 file,
                 core.clone(),
                 &restored,
-                &config.state,
+                (
+                    config.state.snapshot_interval,
+                    config.state.handover_timeout,
+                ),
             )?),
             None => None,
         };
@@ -340,7 +329,6 @@ impl Tracker {
             writer,
             cluster,
             accounts,
-            token_expiry,
         })
     }
 
@@ -488,10 +476,6 @@ impl Tracker {
         stop_part(&mut self.cluster, cluster::ClusterNode::stop);
         // After the front ends: nothing is recorded once the final write begins.
         stop_part(&mut self.writer, private::writer::Writer::stop);
-        stop_part(
-            &mut self.token_expiry,
-            shoal_gazelle::expiry::TokenExpiry::stop,
-        );
         stop_part(&mut self.snapshots, Snapshots::stop);
     }
 }
@@ -514,7 +498,7 @@ impl Drop for Tracker {
 /// `journal` changes for the cluster exchange (if clustered).
 fn open_store<X: PeerExt>(config: &Config, journal: Option<usize>) -> (Store<X>, Restored) {
     let (store, restored) = match config.state_file() {
-        Some(path) => state::restore(path, config.store_config()),
+        Some(path) => shoal_state::restore(path, config.store_config()),
         None => (
             Store::with_extension(config.store_config()),
             Restored::Missing,

@@ -68,8 +68,8 @@ fn config(db: &Db, dir: &std::path::Path) -> shoal_server::Config {
     c.private.database = db.url.clone();
     c.private.site_password = SITE_PW.into();
     c.private.report_password = REPORT_PW.into();
-    c.gazelle.announce_jitter = 0;
-    c.gazelle.announce_interval = 60;
+    c.sites.gazelle.announce_jitter = 0;
+    c.sites.gazelle.announce_interval = 60;
     c
 }
 
@@ -92,7 +92,7 @@ fn a_gazelle_site_announces_over_every_protocol_and_its_rows_are_written() {
     let dir = temp_dir("gazelle-e2e");
     let mut c = config(&db, &dir);
     // Only the test's flushes write.
-    c.gazelle.schedule_interval = 3600;
+    c.sites.gazelle.schedule_interval = 3600;
     let tracker = Tracker::start(c).unwrap();
     let n = |sql: &str| rt.block_on(db.number(&format!("select cast(({sql}) as signed)")));
     assert_eq!(
@@ -310,7 +310,7 @@ fn a_used_up_token_is_reported_to_the_site_until_it_answers_200() {
     let dir = temp_dir("gazelle-tokens");
     let mut c = config(&db, &dir);
     c.private.site_url = format!("http://{site}/gazelle");
-    c.gazelle.schedule_interval = 1;
+    c.sites.gazelle.schedule_interval = 1;
     let tracker = Tracker::start(c).unwrap();
     let v4 = tracker.http_addrs()[0];
     announce(v4, 1, 10, 1, (0, 1000), "started");

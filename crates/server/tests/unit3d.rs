@@ -46,6 +46,26 @@ fn announce(
     String::from_utf8_lossy(&body).into_owned()
 }
 
+/// One request over the Unix socket at `path` (`line`: the method and target; `headers`:
+/// more header lines, each ending in CRLF); the status and the body.
+fn over_unix(path: &std::path::Path, line: &str, headers: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        s,
+        "{line} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a whole response");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
 fn flush(tracker: &Tracker) {
     common::site_schema::flush(tracker, TOKEN);
 }
@@ -65,9 +85,12 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
     c.private.site_api_key = "k".repeat(32);
     // Only the test's flushes write; no minimum between announces, so that each
     // announce below gets its answer.
-    c.unit3d.flush_interval = 3600;
-    c.unit3d.announce_min = 0;
-    c.unit3d.announce_max = 60;
+    c.sites.unit3d.flush_interval = 3600;
+    c.sites.unit3d.announce_min = 0;
+    c.sites.unit3d.announce_max = 60;
+    // As a site whose nginx proxies to a socket file.
+    let socket = dir.join("http.sock");
+    c.http.unix_socket = socket.clone();
     let tracker = Tracker::start(c).unwrap();
     let http = tracker.http_addrs()[0];
 
@@ -228,6 +251,27 @@ fn a_unit3d_site_announces_over_http_and_udp_and_its_rows_are_written() {
     let (status, body) = call("GET", "/stats", "");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("announce_responses_per_1s"), "{body}");
+
+    // UNIT3D-Announce's health check, for the site's monitoring; over TCP and over the
+    // Unix socket, which serves the announces as well.
+    let (status, body) = http_with_body(http, "GET", "/announce/health/ping", None, "");
+    assert_eq!((status, body.as_str()), (200, "PONG"));
+    let (status, body) = over_unix(&socket, "GET /announce/health/ping", "");
+    assert_eq!((status, body.as_str()), (200, "PONG"));
+    let target = format!(
+        "GET /announce/{}?info_hash={}&peer_id={}&port=51431&uploaded=0&downloaded=0&left=0\
+         &event=started&compact=1",
+        passkey(6),
+        enc(&info_hash(30)),
+        enc(&pid(16).0),
+    );
+    let (status, body) = over_unix(&socket, &target, &format!("User-Agent: {AGENT}\r\n"));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("8:completei2e"),
+        "a second seeder, over the socket: {body}"
+    );
     drop(tracker);
+    assert!(!socket.exists(), "the socket file is removed at shutdown");
     std::fs::remove_dir_all(dir).ok();
 }

@@ -24,3 +24,10 @@ pub fn unix_now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
+
+/// The Unix time of `at`, a reading of [`now`] in this process (for what goes to a
+/// database or a file: the coarse clock means nothing outside the process).
+#[inline]
+pub fn unix_of(at: u32) -> u64 {
+    unix_now().saturating_sub(u64::from(now().saturating_sub(at)))
+}

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use shoal_accounts::Delta;
 
 use crate::model::{Batch, HistoryUpdate, Peer, TorrentUpdate, UserUpdate};
-use crate::site::{unix_now, Pending, Site};
+use crate::site::{unix_now, Pending, Site, TorrentState};
 
 impl Site {
     /// Takes everything pending, with the ledger's `sums`, as one batch.
@@ -40,13 +40,13 @@ impl Site {
             });
             // The client that announced last speaks for the row.
             if p.updated_at >= h.updated_at {
-                speak_for(h, p);
+                speak_for(h, p, &t);
             }
         }
         let from_clients: HashSet<(u32, u32)> = history.keys().copied().collect();
         let mut users: HashMap<u32, UserUpdate> = HashMap::new();
         for d in sums {
-            let Some(tid) = self.ids.get(&d.torrent).map(|id| *id) else {
+            let Ok(tid) = u32::try_from(d.torrent_id) else {
                 continue;
             };
             let user = d.user_id as u32;
@@ -61,7 +61,7 @@ impl Site {
             h.credited_downloaded += d.downloaded;
             h.actual_downloaded += d.downloaded_raw;
             h.seedtime += d.seed_seconds;
-            if let Some(at) = d.completed_at.filter(|_| d.completed) {
+            if let Some(at) = d.completed_unix().filter(|_| d.completed) {
                 h.completed_at = Some(h.completed_at.map_or(at as i64, |c| c.min(at as i64)));
             }
             let u = users.entry(user).or_insert_with(|| UserUpdate {
@@ -149,7 +149,7 @@ impl Site {
             .map(|(_, p)| p)
             .max_by_key(|p| p.updated_at);
         if let Some(p) = latest {
-            speak_for(h, p);
+            speak_for(h, p, &t);
         }
     }
 
@@ -188,7 +188,8 @@ impl Site {
         for mut t in self.torrents.iter_mut() {
             let tid = t.torrent.id;
             let (mut seeders, mut leechers) = (0i32, 0i32);
-            t.clients.retain(|(user, peer_id), p| {
+            let state = &mut *t;
+            state.clients.retain(|(user, peer_id), p| {
                 let silent = now - p.updated_at;
                 if p.active && silent >= active {
                     if p.visible {
@@ -207,6 +208,10 @@ impl Site {
                 }
                 true
             });
+            let TorrentState {
+                clients, completed, ..
+            } = state;
+            completed.retain(|key| clients.contains_key(key));
             if seeders != 0 || leechers != 0 {
                 let tt = &mut t.torrent;
                 tt.seeders = tt.seeders.saturating_add_signed(-seeders);
@@ -227,12 +232,18 @@ impl Site {
     }
 }
 
-/// The client's state, as its (user, torrent) `history` row shows it.
-fn speak_for(h: &mut HistoryUpdate, p: &Peer) {
+/// The client's state, as its (user, torrent) `history` row shows it. The row stays
+/// active while the user has another active client on the torrent: one client's `stopped`
+/// does not end the user's seeding there (UNIT3D-Announce v0.3, `src/announce.rs`
+/// `is_active_after_stop`).
+fn speak_for(h: &mut HistoryUpdate, p: &Peer, t: &TorrentState) {
     h.agent.clone_from(&p.agent);
     h.client_uploaded = p.uploaded;
     h.client_downloaded = p.downloaded;
     h.seeder = p.seeder;
-    h.active = p.active;
+    h.active = p.active
+        || t.clients
+            .range((p.user_id, [0; 20])..=(p.user_id, [0xff; 20]))
+            .any(|(_, other)| other.active);
     h.updated_at = p.updated_at;
 }

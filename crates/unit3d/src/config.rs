@@ -119,3 +119,36 @@ impl Unit3dConfig {
         (self.refuse_system_ports && port < 1024) || self.blacklisted_ports.contains(&port)
     }
 }
+
+/// What the server asks of the `[unit3d]` section.
+impl shoal_site::SiteConfig for Unit3dConfig {
+    /// The section's own checks, and the site's key: the site puts it in the path of every
+    /// control call (its `TRACKER_KEY`).
+    fn validate(&self, keys: &shoal_site::Keys) -> anyhow::Result<()> {
+        Unit3dConfig::validate(self)?;
+        let Some(key) = &keys.site_key else {
+            anyhow::bail!(
+                "private.schema = \"unit3d\" needs private.site_api_key or site_api_key_file"
+            );
+        };
+        if key.chars().count() < crate::api::MIN_KEY_LEN {
+            anyhow::bail!(
+                "private.site_api_key must be at least {} characters (the site's TRACKER_KEY)",
+                crate::api::MIN_KEY_LEN
+            );
+        }
+        Ok(())
+    }
+
+    /// UNIT3D-Announce's numwant, its interval (the answer's own is drawn between its
+    /// minimum and maximum) and its flush interval.
+    fn settings(&self) -> shoal_site::SiteSettings {
+        shoal_site::SiteSettings {
+            default_numwant: self.numwant_default,
+            max_numwant: self.numwant_max,
+            min_interval: self.announce_min,
+            interval: self.announce_max,
+            flush_interval: self.flush_interval,
+        }
+    }
+}

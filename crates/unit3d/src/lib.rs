@@ -16,8 +16,10 @@
 //! - [`schema`]: [`schema::Unit3dSchema`], the site's tables behind the core's seam.
 //! - [`batch`]: one write to the site's tables, from the ledger's sums and the site's
 //!   pending changes.
+//! - [`seam`]: the site on the seam the server holds ([`shoal_site::Site`]): [`open`].
 //!
-//! The arrows point down: `shoal-server` -> this crate -> `shoal-tracker`, `shoal-accounts`.
+//! The arrows point down: `shoal-server` -> this crate -> `shoal-site`, `shoal-tracker`,
+//! `shoal-accounts`.
 
 #![forbid(unsafe_code)]
 
@@ -29,9 +31,11 @@ pub mod model;
 pub mod rates;
 pub mod rules;
 pub mod schema;
+pub mod seam;
 pub mod site;
 pub mod stats;
 
 pub use config::Unit3dConfig;
+pub use seam::open;
 pub use site::Site;
 pub use stats::Stats;

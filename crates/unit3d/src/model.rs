@@ -87,13 +87,15 @@ impl Status {
     }
 }
 
-/// A torrent (`torrents`, with `deleted_at` null), one per info hash.
+/// A torrent (`torrents`, deleted ones too so that their announces are refused by name), one
+/// per info hash as UNIT3D-Announce v0.3.1 chooses it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Torrent {
     pub id: u32,
     pub info_hash: InfoHash,
     pub status: Status,
-    /// Deleted through the site's API (`DELETE /torrents`) since the start.
+    /// Deleted: `deleted_at` set when loaded, or through the site's API (`DELETE /torrents`)
+    /// since the start.
     pub is_deleted: bool,
     pub seeders: u32,
     pub leechers: u32,

@@ -11,11 +11,11 @@
 //! | the user's group is known and not banned, validating or disabled | refused |
 //! | a leecher's user may download | refused |
 //! | the torrent is not deleted | refused, recorded as unregistered |
-//! | the torrent is approved (pending, rejected, postponed: a warning; other: refused) | no peers |
+//! | the torrent is approved (pending, rejected, postponed: a warning, interval 30; other: refused) | no peers |
 //! | a `stopped` client is known | refused |
 //! | a new client: the user has fewer than `max_peers_per_torrent_per_user` | refused |
 //! | a new leecher: the user is within their group's download slots | kept out of the swarm, warned |
-//! | the client's last announce was `announce_min` ago or more | counted, no peers, warned |
+//! | the client's last announce was `announce_min` ago or more, or this is its first `completed` | counted, no peers (no warning, as since v0.3) |
 //! | the user's peer lists are within their rates | no peers |
 //!
 //! Factors (percent): the upload credited is the best of the global, the group's (double
@@ -64,8 +64,11 @@ refusals! {
 pub const PENDING: &str = "Torrent is pending moderation.";
 pub const REJECTED: &str = "Torrent has been rejected.";
 pub const POSTPONED: &str = "Torrent has been postponed.";
-pub const SLOTS_FULL: &str = "Download slot limit reached.";
-pub const TOO_SOON: &str = "Rate limit exceeded. Please wait.";
+pub const SLOTS_FULL: &str = "Download slot limit reached";
+
+/// The interval sent with a moderation warning: the uploader's client comes back soon
+/// after its torrent is approved.
+pub const MODERATION_INTERVAL: u32 = 30;
 
 /// Substrings of the user agents of browsers and crawlers (compared in lower case).
 const NOT_CLIENTS: [&str; 10] = [
@@ -302,6 +305,7 @@ impl SiteRules for Site {
             Status::Postponed => Some(POSTPONED),
             Status::Unknown => return Err(TORRENT_NOT_APPROVED),
         };
+        let moderated = warning.is_some();
         let (up, down) = self.factors(&who, user, &t);
         let key = (user, a.peer_id.0);
         let old = t.clients.get(&key).map(Prior::of);
@@ -310,11 +314,17 @@ impl SiteRules for Site {
             None => (a.source, 0),
         };
         let mine = (user, [0; 20])..=(user, [0xff; 20]);
+        let completed = a.event == AnnounceEvent::Completed;
+        let first_completed = completed && !t.completed.contains(&key);
         let (before, after, visible);
         if stopped {
+            let t = &mut *t;
             let Some(old) = t.clients.get_mut(&key) else {
                 return Err(STOPPED_UNKNOWN);
             };
+            // Its next `completed` is a first again (UNIT3D-Announce forgets a stopped
+            // client).
+            t.completed.remove(&key);
             before = listed(old);
             // As UNIT3D-Announce writes a stopped client: inactive, invisible, its last
             // report.
@@ -369,6 +379,9 @@ impl SiteRules for Site {
             (p.seeder, p.active, p.visible) = (seeder, true, visible);
             p.updated_at = now;
             after = listed(p);
+            if first_completed {
+                t.completed.insert(key);
+            }
         }
         let (seeding, leeching) = (after.0 - before.0, after.1 - before.1);
         let tt = &mut t.torrent;
@@ -393,29 +406,35 @@ impl SiteRules for Site {
             }
         }
         self.count_user(user, seeding, leeching);
-        let too_soon = old.is_some_and(|o| {
-            o.active
-                && now
-                    < o.updated_at
-                        .saturating_add(i64::from(self.config.announce_min))
-        });
-        if warning.is_none() {
-            if !visible && !stopped {
-                warning = Some(SLOTS_FULL);
-            } else if too_soon && !stopped {
-                warning = Some(TOO_SOON);
-            }
+        // Sooner than the minimum: no peers and, as since UNIT3D-Announce v0.3, no warning
+        // (its `Rate limit exceeded. Please wait.` is silent). A client's first `completed`
+        // is exempt: the new seeder is sent leechers (v0.3.1).
+        let too_soon = !first_completed
+            && old.is_some_and(|o| {
+                o.active
+                    && now
+                        < o.updated_at
+                            .saturating_add(i64::from(self.config.announce_min))
+            });
+        if warning.is_none() && !visible && !stopped {
+            warning = Some(SLOTS_FULL);
         }
-        let gets_peers = warning.is_none() && !stopped && self.take_list(user, seeder, now as f64);
+        let gets_peers =
+            warning.is_none() && !too_soon && !stopped && self.take_list(user, seeder, now as f64);
         self.stats.announce_response();
         let (min, max) = (self.config.announce_min, self.config.announce_max);
+        let interval = if moderated {
+            MODERATION_INTERVAL
+        } else {
+            fastrand::u32(min.min(max)..=max.max(min))
+        };
         Ok(Admission {
             download_factor: f64::from(down) / 100.0,
             upload_factor: f64::from(up) / 100.0,
             listed: visible || stopped,
             gets_peers,
             warning,
-            interval: Some(fastrand::u32(min.min(max)..=max.max(min))),
+            interval: Some(interval),
             hide,
         })
     }

@@ -67,22 +67,10 @@ impl Schema for Unit3dSchema {
                 }),
                 Err(e) => {
                     self.site.put_back(&b);
-                    Err(write_error(e))
+                    Err(e.into())
                 }
             }
         })
-    }
-}
-
-/// A failed write as the accounts' error: the site's database unreachable, late or failing
-/// a statement is a server to wait for (the batch is kept and written again; `POST
-/// /api/private/flush` answers 503), never a request refused for its values.
-fn write_error(e: crate::db::Error) -> Error {
-    use crate::db::Error as Db;
-    match e {
-        Db::Unreachable { url, source } => Error::Unreachable { url, source },
-        Db::TimedOut(limit) => Error::TimedOut(limit),
-        other => Error::Query(format!("writing to the UNIT3D tables: {other}").into()),
     }
 }
 
@@ -102,27 +90,5 @@ impl Site {
                 .collect(),
             clients: Vec::new(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{write_error, Error};
-    use crate::db::Error as Db;
-    use std::time::Duration;
-
-    #[test]
-    fn a_failed_write_is_a_server_to_wait_for_not_a_refused_value() {
-        let limit = Duration::from_secs(5);
-        let e = write_error(Db::TimedOut(limit));
-        assert!(matches!(e, Error::TimedOut(t) if t == limit), "{e}");
-        let e = write_error(Db::Unreachable {
-            url: "mysql://shoal:***@127.0.0.1:3306/unit3d".into(),
-            source: "connection refused".into(),
-        });
-        assert!(matches!(e, Error::Unreachable { .. }), "{e}");
-        let e = write_error(Db::Query("Lock wait timeout exceeded".into()));
-        assert!(matches!(e, Error::Query(_)), "{e}");
-        assert!(e.to_string().contains("Lock wait timeout exceeded"), "{e}");
     }
 }

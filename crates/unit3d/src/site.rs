@@ -14,15 +14,15 @@
 //! rarely and are read under read locks. What the next write takes ([`Pending`]) is one
 //! mutex held for a set insert.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::{DashMap, DashSet};
 use parking_lot::{Mutex, RwLock};
 use shoal_proto::InfoHash as Hash;
+use shoal_site::ListedPeer;
 use shoal_tracker::private::{Member, Members, Registered};
 
 use crate::config::Unit3dConfig;
@@ -50,6 +50,11 @@ pub type ClientKey = (u32, [u8; 20]);
 pub struct TorrentState {
     pub torrent: Torrent,
     pub clients: BTreeMap<ClientKey, Peer>,
+    /// Clients that announced `completed` since they started (forgotten at their `stopped`
+    /// and when they are forgotten): a client's first `completed` is exempt from the
+    /// minimum interval, so that the new seeder is sent leechers (UNIT3D-Announce v0.3.1's
+    /// `has_sent_completed`, empty at start as there).
+    pub completed: BTreeSet<ClientKey>,
 }
 
 /// What the next write to the site's tables takes.
@@ -87,12 +92,7 @@ pub struct Site {
     pub stats: Stats,
 }
 
-/// Unix seconds now.
-pub fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
+pub use shoal_site::mysql::unix_now;
 
 /// The private rule's entry for a UNIT3D user: every check is the site's own
 /// ([`crate::rules`]), so the member is always enabled, may download, factors 1.
@@ -191,15 +191,20 @@ impl Site {
         }
     }
 
-    /// Every client the site knows that others may be sent (active and visible), for
-    /// the swarm store at start: (info hash, peer id, address, seeder).
-    pub fn listed_peers(&self) -> Vec<(InfoHash, [u8; 20], SocketAddr, bool)> {
+    /// Every client the site knows that others may be sent (active and visible, on a
+    /// torrent not deleted), for the swarm store at start: (info hash, peer id, address,
+    /// seeder).
+    pub fn listed_peers(&self) -> Vec<ListedPeer> {
         let mut out = Vec::new();
-        for t in self.torrents.iter() {
+        for t in self.torrents.iter().filter(|t| !t.torrent.is_deleted) {
             for ((_, peer_id), p) in &t.clients {
                 if p.active && p.visible && p.port != 0 {
-                    let addr = SocketAddr::new(p.ip, p.port);
-                    out.push((t.torrent.info_hash, *peer_id, addr, p.seeder));
+                    out.push(ListedPeer {
+                        info_hash: t.torrent.info_hash,
+                        peer_id: *peer_id,
+                        addr: SocketAddr::new(p.ip, p.port),
+                        seeder: p.seeder,
+                    });
                 }
             }
         }
@@ -287,6 +292,7 @@ impl Site {
                     TorrentState {
                         torrent: t,
                         clients: BTreeMap::new(),
+                        completed: BTreeSet::new(),
                     },
                 );
             }

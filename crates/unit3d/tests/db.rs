@@ -251,7 +251,8 @@ async fn load_reads_what_the_site_inserted() {
                 user(3, 2, false, false, false, (0, 0)),
                 user(5, 1, true, true, true, (0, 0)),
             ],
-            // 16 is deleted; 17 re-uploads 10's info hash: the site serves 10.
+            // 16 is deleted: loaded, its announces refused by name (UNIT3D-Announce v0.3.1);
+            // 17 re-uploads 10's info hash, both approved: the older, 10, is kept.
             torrents: vec![
                 torrent(10, Status::Approved, 100, 100),
                 torrent(11, Status::Pending, 100, 100),
@@ -259,6 +260,10 @@ async fn load_reads_what_the_site_inserted() {
                 torrent(13, Status::Postponed, 100, 100),
                 torrent(14, Status::Approved, 0, 200),
                 torrent(15, Status::Approved, 75, 100),
+                Torrent {
+                    is_deleted: true,
+                    ..torrent(16, Status::Approved, 100, 100)
+                },
             ],
             peers: data.peers.clone(),
             blacklisted_prefixes: vec![b"-TR4050-".to_vec(), b"-XL".to_vec()],

@@ -298,6 +298,8 @@ fn download_slots_keep_a_leecher_out_of_the_swarm_with_a_warning() {
     assert!(!over.listed);
     assert!(!over.gets_peers);
     assert_eq!(over.warning, Some(SLOTS_FULL));
+    // v0.3.1 `src/warning.rs` line 9: no full stop.
+    assert_eq!(SLOTS_FULL, "Download slot limit reached");
     assert_eq!(s.torrent(17).unwrap().torrent.leechers, 0);
     // Seeding is never limited; the first leecher stays visible.
     assert!(admit(&s, asked(1, 16, 1, 0, STARTED)).unwrap().listed);
@@ -308,17 +310,59 @@ fn download_slots_keep_a_leecher_out_of_the_swarm_with_a_warning() {
     }
 }
 
+/// Sooner than the minimum: counted, no peers, and no warning since UNIT3D-Announce v0.3
+/// silenced `Rate limit exceeded. Please wait.` (v0.3.1 `src/warning.rs` lines 18-22,
+/// `AnnounceWarning::is_silent`).
 #[test]
-fn announcing_again_within_the_minimum_is_counted_without_peers() {
+fn announcing_again_within_the_minimum_is_counted_without_peers_or_warning() {
     let s = site_with(Unit3dConfig::default());
     let first = admit(&s, asked(1, 10, 1, 10, STARTED)).unwrap();
     assert!(first.gets_peers);
     let again = admit(&s, asked(1, 10, 1, 5, NONE)).unwrap();
-    assert_eq!(again.warning, Some(TOO_SOON));
+    assert_eq!(again.warning, None);
     assert!(!again.gets_peers);
     assert_eq!(s.torrent(10).unwrap().clients.len(), 1);
     let interval = again.interval.unwrap();
     assert!((1800..=3600).contains(&interval), "{interval}");
+}
+
+/// A client's first `completed` is exempt from the minimum interval, so that the new seeder
+/// is sent leechers; a second one is not; a `stopped` makes the next one a first again
+/// (UNIT3D-Announce v0.3.1 `src/announce.rs` lines 564-574, `has_sent_completed`, and lines
+/// 462-469: a stopped client is dropped).
+#[test]
+fn the_first_completed_within_the_minimum_is_sent_leechers() {
+    let s = site_with(Unit3dConfig::default());
+    const COMPLETED: AnnounceEvent = AnnounceEvent::Completed;
+    admit(&s, asked(2, 10, 2, 10, STARTED)).unwrap();
+    admit(&s, asked(1, 10, 1, 10, STARTED)).unwrap();
+    let done = admit(&s, asked(1, 10, 1, 0, COMPLETED)).unwrap();
+    assert!(done.gets_peers, "the first completed is sent leechers");
+    assert_eq!(done.warning, None);
+    assert_eq!(s.torrent(10).unwrap().torrent.times_completed, 1);
+    let again = admit(&s, asked(1, 10, 1, 0, COMPLETED)).unwrap();
+    assert!(!again.gets_peers, "a second completed within the minimum");
+    admit(&s, asked(1, 10, 1, 0, AnnounceEvent::Stopped)).unwrap();
+    admit(&s, asked(1, 10, 1, 10, STARTED)).unwrap();
+    assert!(
+        admit(&s, asked(1, 10, 1, 0, COMPLETED)).unwrap().gets_peers,
+        "after a stop the next completed is a first again"
+    );
+}
+
+/// Pending, rejected and postponed torrents: a warning, no peers and an interval of 30
+/// seconds (UNIT3D-Announce v0.3.1 `src/error.rs` lines 94-103).
+#[test]
+fn moderation_warnings_come_with_an_interval_of_30_seconds() {
+    let s = site_with(Unit3dConfig::default());
+    for id in [11, 12, 13] {
+        let adm = admit(&s, asked(1, id, 1, 0, STARTED)).unwrap();
+        assert_eq!(adm.interval, Some(MODERATION_INTERVAL));
+        assert_eq!(MODERATION_INTERVAL, 30);
+        assert!(!adm.gets_peers);
+    }
+    let approved = admit(&s, asked(1, 10, 1, 0, STARTED)).unwrap();
+    assert!((1800..=3600).contains(&approved.interval.unwrap()));
 }
 
 #[test]
@@ -402,7 +446,7 @@ fn a_batch_joins_the_ledgers_sums_with_the_clients_and_goes_back_when_a_write_fa
     admit(&s, a).unwrap();
     let sums = [Delta {
         user_id: 1,
-        torrent: [15; 20],
+        torrent_id: 15,
         uploaded: 70,
         downloaded: 22,
         uploaded_raw: 70,
@@ -444,7 +488,7 @@ fn sums_written_after_their_clients_keep_the_rows_client_state() {
             uploaded,
             uploaded_raw: uploaded,
             user_id: 1,
-            torrent: [10; 20],
+            torrent_id: 10,
             ..Delta::default()
         }]
     };
@@ -582,4 +626,64 @@ fn the_peers_table_is_the_truth_for_the_figures_at_start() {
         2,
         "the inactive client is not listed"
     );
+}
+
+/// A user seeding a torrent from two clients stops one: the `history` row stays active; when
+/// the last stops it goes inactive (UNIT3D-Announce v0.3 `src/announce.rs` lines 478-484,
+/// `is_active_after_stop`, and line 910).
+#[test]
+fn history_stays_active_on_a_stop_while_the_user_has_another_client() {
+    let s = site();
+    admit(&s, asked(5, 10, 1, 0, STARTED)).unwrap();
+    admit(&s, asked(5, 10, 2, 0, STARTED)).unwrap();
+    let _ = s.take_batch(&[]);
+    admit(&s, asked(5, 10, 1, 0, AnnounceEvent::Stopped)).unwrap();
+    let b = s.take_batch(&[]);
+    assert!(!b.peers[0].active, "the stopped client's row");
+    assert!(b.history[0].active, "the user still seeds from client 2");
+    admit(&s, asked(5, 10, 2, 0, AnnounceEvent::Stopped)).unwrap();
+    let b = s.take_batch(&[]);
+    assert!(!b.history[0].active, "the last client stopped");
+}
+
+/// A torrent the site deleted before the start is loaded (UNIT3D-Announce v0.3.1
+/// `src/store/torrent.rs` lines 27-52): its announces are refused as deleted and recorded
+/// as unregistered (`src/announce.rs` lines 397-411), and its clients are not listed.
+#[test]
+fn a_torrent_deleted_before_the_start_is_refused_by_name() {
+    let data = SiteData {
+        groups: vec![group(1, "user", None)],
+        users: vec![user(1, 1), user(2, 1)],
+        torrents: vec![Torrent {
+            is_deleted: true,
+            ..torrent(16, Status::Approved)
+        }],
+        peers: vec![row(2, 16, 2, true, true)],
+        ..SiteData::default()
+    };
+    let members = Arc::new(Members::new(&Roster::default(), false));
+    let s = Site::new(Unit3dConfig::default(), members, data);
+    assert_eq!(
+        refused(&s, asked(1, 16, 1, 0, STARTED)),
+        TORRENT_DELETED.reason
+    );
+    let batch = s.take_batch(&[]);
+    assert_eq!(batch.unregistered.len(), 1);
+    assert_eq!(batch.unregistered[0].info_hash, [16; 20]);
+    assert!(s.listed_peers().is_empty());
+}
+
+/// A seeder that turns leecher while its user is over their download slots is kept out of
+/// the swarm, as a new leecher is. UNIT3D-Announce v0.3.1 keeps it in (`src/announce.rs`
+/// lines 508-511 judge the old visibility with the new seeder flag); shoal does not, so that
+/// announcing once as a seeder does not open a way past the slots (docs/unit3d.md).
+#[test]
+fn a_seeder_turning_leecher_over_its_slots_is_kept_out() {
+    let s = site();
+    // Group 1 has one slot: user 1 leeches torrent 10 and seeds 17.
+    admit(&s, asked(1, 10, 1, 10, STARTED)).unwrap();
+    assert!(admit(&s, asked(1, 17, 1, 0, STARTED)).unwrap().listed);
+    let turned = admit(&s, asked(1, 17, 1, 10, NONE)).unwrap();
+    assert!(!turned.listed);
+    assert_eq!(turned.warning, Some(SLOTS_FULL));
 }

@@ -70,16 +70,16 @@ impl Database {
                     .execute(&mut *tx)
                     .await?;
             }
-            let (hashes, ids) = batch::keys(batch);
-            let mut torrents = HashMap::with_hasher(batch::Hasher::default());
-            for chunk in hashes.chunks(KEYS_PER_LOOKUP) {
+            let (torrent_ids, ids) = batch::keys(batch);
+            let mut torrents = HashSet::with_hasher(batch::Hasher::default());
+            for chunk in torrent_ids.chunks(KEYS_PER_LOOKUP) {
                 let text = sql.torrents_in(chunk.len());
                 let mut q = sqlx::query(&text);
-                for h in chunk {
-                    q = q.bind(&h[..]);
+                for id in chunk {
+                    q = q.bind(*id);
                 }
                 for row in q.fetch_all(&mut *tx).await? {
-                    torrents.insert(info_hash(row.try_get("info_hash")?)?, row.try_get("id")?);
+                    torrents.insert(row.try_get::<i64, _>("id")?);
                 }
             }
             let mut users = HashSet::with_hasher(batch::Hasher::default());

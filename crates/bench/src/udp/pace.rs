@@ -27,6 +27,11 @@ impl Schedule {
         }
     }
 
+    /// The step of the grid, ns.
+    pub(super) fn tick_ns(&self) -> u64 {
+        self.tick_ns
+    }
+
     /// When request `j` is due, nanoseconds from the start of the run.
     pub(super) fn due_ns(&self, j: u64) -> u64 {
         let even = (j as f64 * self.interval_ns) as u64;

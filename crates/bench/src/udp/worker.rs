@@ -159,13 +159,16 @@ impl Worker {
                 }
                 Some(schedule) => {
                     let nsock = self.socks.len();
-                    let mut s = (next_due as usize) % nsock;
                     'due: loop {
-                        let due = start_ns + schedule.due_ns(next_due);
-                        if due > now {
+                        let due = schedule.due_ns(next_due);
+                        if start_ns + due > now {
                             blocked = false;
                             break;
                         }
+                        // A tick's requests go out on one socket, the next tick's on the
+                        // next: one send and one read of answers per tick, where a socket
+                        // per request took a system call each (and a wake-up each).
+                        let mut s = (due / schedule.tick_ns()) as usize % nsock;
                         let mut tried = 0;
                         while !self.can_issue(s, now) {
                             s = (s + 1) % nsock;
@@ -177,6 +180,7 @@ impl Worker {
                                 break 'due;
                             }
                         }
+                        let due = start_ns + due;
                         if blocked {
                             self.stats.slot_waits += 1;
                         } else {
@@ -184,7 +188,6 @@ impl Worker {
                         }
                         self.issue(s, due);
                         next_due += 1;
-                        s = (s + 1) % nsock;
                     }
                 }
             }
@@ -206,10 +209,17 @@ impl Worker {
                     let due = start_ns + schedule.due_ns(next_due);
                     // A request that is due but found no room waits for an answer to free a
                     // slot (or for a timeout to): no sooner than the next answer, no later
-                    // than the next timeout scan.
-                    let wake = if due > now { due } else { next_timeout_scan }
-                        .min(next_timeout_scan)
-                        .min(end_ns);
+                    // than the next timeout scan. One that fell due while this round was
+                    // sending goes at once: waiting for an answer there, with every slot
+                    // idle, once slept 10 ms at a time and made the sender late.
+                    let wake = if due > now {
+                        due.min(next_timeout_scan)
+                    } else if blocked {
+                        next_timeout_scan
+                    } else {
+                        now
+                    }
+                    .min(end_ns);
                     if wake > now {
                         readable = sys::wait_readable_for(
                             self.socks.iter().map(|s| s.socket.as_fd()),

@@ -8,7 +8,7 @@
 //! shoal cannot hold (an id below zero, an info hash that is not 20 bytes, an empty
 //! passkey) is left out and counted in a warning.
 
-use futures_util::TryStreamExt;
+use shoal_site::mysql::{id, rows};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
@@ -35,13 +35,7 @@ const WHITELIST: &str = "SELECT CAST(peer_id AS BINARY) AS prefix FROM xbt_clien
 impl GazelleDb {
     /// Everything shoal keeps in memory.
     pub async fn load(&self) -> Result<SiteData, Error> {
-        self.bounded(async {
-            let mut tx = self.pool.begin().await?;
-            let data = read(&mut tx).await;
-            let _ = tx.rollback().await;
-            data
-        })
-        .await
+        self.db.read(async |conn| read(conn).await).await
     }
 }
 
@@ -60,34 +54,7 @@ async fn read(conn: &mut MySqlConnection) -> Result<SiteData, Error> {
     })
 }
 
-/// The rows of `sql`, each through `decode`; those it answers `None` for are counted in a
-/// warning naming `table`.
-async fn rows<T>(
-    conn: &mut MySqlConnection,
-    table: &'static str,
-    sql: &'static str,
-    decode: impl Fn(&MySqlRow) -> Result<Option<T>, Error>,
-) -> Result<Vec<T>, Error> {
-    let mut stream = sqlx::query(sql).fetch(&mut *conn);
-    let (mut out, mut skipped) = (Vec::new(), 0usize);
-    while let Some(row) = stream.try_next().await? {
-        match decode(&row)? {
-            Some(v) => out.push(v),
-            None => skipped += 1,
-        }
-    }
-    if skipped > 0 {
-        tracing::warn!(table, skipped, "rows shoal cannot hold were left out");
-    }
-    Ok(out)
-}
-
 /// A site id as the `u32` shoal holds; `None` if it is not one.
-fn id(row: &MySqlRow, column: &str) -> Result<Option<u32>, Error> {
-    let v: i64 = row.try_get(column)?;
-    Ok(u32::try_from(v).ok())
-}
-
 fn user(row: &MySqlRow) -> Result<Option<User>, Error> {
     let passkey: Option<String> = row.try_get("passkey")?;
     let (Some(id), Some(passkey)) = (id(row, "id")?, passkey.filter(|p| !p.is_empty())) else {

@@ -15,11 +15,13 @@
 //!   with foreign keys (`users_leech_stats`, `torrents_leech_stats`): one such row would
 //!   fail the whole batch at every retry.
 
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::net::IpAddr;
 
 use sqlx::query_builder::Separated;
-use sqlx::{MySql, MySqlConnection, QueryBuilder, Row};
+use sqlx::{MySql, MySqlConnection, QueryBuilder};
+
+use shoal_site::mysql::existing;
 
 use super::{Error, Widths};
 use crate::model::{Batch, PeerRow, Snatch};
@@ -43,10 +45,6 @@ pub struct Written {
 }
 
 /// The look-ups of which users and torrents the site still has.
-const USERS_PRESENT: &str = "SELECT ID AS id FROM users_main WHERE ID IN ";
-const TORRENTS_PRESENT: &str =
-    "SELECT TorrentID AS id FROM torrents_leech_stats WHERE TorrentID IN ";
-
 /// A multi-row upsert: `head` VALUES (..), (..) `tail`.
 struct Upsert {
     head: &'static str,
@@ -101,9 +99,9 @@ pub(super) async fn run(
 ) -> Result<Written, Error> {
     let mut w = Written::default();
     let user_ids: Vec<u32> = batch.users.iter().map(|u| u.user_id).collect();
-    let users = present(conn, USERS_PRESENT, &user_ids).await?;
+    let (users, _) = existing(conn, "users_main", "ID", &user_ids).await?;
     let torrent_ids: Vec<u32> = batch.torrents.iter().map(|t| t.torrent_id).collect();
-    let torrents = present(conn, TORRENTS_PRESENT, &torrent_ids).await?;
+    let (torrents, _) = existing(conn, "torrents_leech_stats", "TorrentID", &torrent_ids).await?;
 
     let gains = kept(&batch.users, |u| u.user_id, &users);
     w.users = gains.len();
@@ -168,32 +166,9 @@ async fn insert<T>(
     Ok(())
 }
 
-/// Which of `ids` the look-up `head` (`SELECT .. AS id FROM .. WHERE .. IN `) finds.
-async fn present(
-    conn: &mut MySqlConnection,
-    head: &str,
-    ids: &[u32],
-) -> Result<BTreeSet<u32>, Error> {
-    let mut found = BTreeSet::new();
-    for chunk in ids.chunks(CHUNK * 5) {
-        let mut q = QueryBuilder::<MySql>::new(head);
-        q.push("(");
-        let mut list = q.separated(", ");
-        for id in chunk {
-            list.push_bind(*id);
-        }
-        list.push_unseparated(")");
-        for row in q.build().fetch_all(&mut *conn).await? {
-            let id: i64 = row.try_get("id")?;
-            found.extend(u32::try_from(id).ok());
-        }
-    }
-    Ok(found)
-}
-
 /// The rows of `rows` whose id (`id`) the site still has (`present`), in id order (the
 /// order every writer takes the rows' locks in).
-fn kept<'a, T>(rows: &'a [T], id: impl Fn(&T) -> u32, present: &BTreeSet<u32>) -> Vec<&'a T> {
+fn kept<'a, T>(rows: &'a [T], id: impl Fn(&T) -> u32, present: &HashSet<u32>) -> Vec<&'a T> {
     let mut kept: Vec<&T> = rows.iter().filter(|r| present.contains(&id(r))).collect();
     kept.sort_by_key(|r| id(r));
     kept

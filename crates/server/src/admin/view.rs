@@ -11,9 +11,9 @@ use crate::cluster::ClusterView;
 use crate::config::Config;
 use crate::private::Accounts;
 use crate::reload::Reload;
-use crate::state::StateFile;
 use crate::udp::counters::{self, LocalCounters, WorkerCounters};
 use crate::ws::WsContext;
+use shoal_state::StateFile;
 use shoal_tracker::Core;
 
 /// The admin listener's view of a running tracker.

@@ -21,9 +21,10 @@ pub struct PrivateConfig {
     /// The most (user, torrent) accounts with unwritten sums kept in memory while the
     /// database is unreachable.
     pub max_pending_accounts: usize,
-    /// Whose tables the database holds: `shoal` (shoal's own, created at start) or
-    /// `unit3d` (a UNIT3D site's: read and written as UNIT3D-Announce does, nothing
-    /// created; see docs/unit3d.md).
+    /// Whose tables the database holds: `shoal` (shoal's own, created at start) or a
+    /// site's, read and written as the site's own announce server does, nothing created:
+    /// `unit3d` (docs/unit3d.md) or `gazelle` (docs/gazelle.md); its section
+    /// (`[unit3d]`, `[gazelle]`) holds the site's settings.
     pub schema: String,
     /// The key of the site's control calls (`/announce/<key>/...`, UNIT3D's
     /// `TRACKER_KEY`): at least 32 characters.
@@ -78,61 +79,31 @@ impl PrivateConfig {
         if self.max_pending_accounts == 0 {
             anyhow::bail!("private.max_pending_accounts must be at least 1");
         }
-        match self.schema.as_str() {
-            "shoal" => {}
-            "unit3d" => {
-                if self.enabled {
-                    let key = self.site_key()?;
-                    if key.chars().count() < 32 {
-                        anyhow::bail!(
-                            "private.site_api_key must be at least 32 characters (the site's \
-                             TRACKER_KEY)"
-                        );
-                    }
-                }
-            }
-            "gazelle" => {
-                if self.enabled {
-                    self.check_gazelle()?;
-                }
-            }
-            other => anyhow::bail!(
-                "private.schema must be \"shoal\", \"unit3d\" or \"gazelle\", not {other:?}"
-            ),
+        if self.schema != "shoal" && !crate::sites::SCHEMAS.contains(&self.schema.as_str()) {
+            anyhow::bail!(
+                "private.schema must be \"shoal\" or one of {:?}, not {:?}",
+                crate::sites::SCHEMAS,
+                self.schema
+            );
         }
         Ok(())
     }
 
-    /// Whether the database is a UNIT3D site's.
-    pub fn unit3d(&self) -> bool {
-        self.enabled && self.schema == "unit3d"
+    /// The schema of a site in force (`None`: private mode off, or shoal's own schema).
+    pub fn site(&self) -> Option<&str> {
+        (self.enabled && self.schema != "shoal").then_some(self.schema.as_str())
     }
 
-    /// Whether the database is a Gazelle site's.
-    pub fn gazelle(&self) -> bool {
-        self.enabled && self.schema == "gazelle"
-    }
-
-    /// A Gazelle site's passwords (32 characters, as the site sends them in the path) and
-    /// its URL.
-    fn check_gazelle(&self) -> anyhow::Result<()> {
-        for (name, pw) in [
-            ("site_password", &self.site_password),
-            ("report_password", &self.report_password),
-        ] {
-            let safe = pw.chars().all(|c| c.is_ascii_alphanumeric());
-            if pw.chars().count() != 32 || !safe {
-                anyhow::bail!(
-                    "private.{name} must be 32 letters and digits (the site's TRACKER_SECRET \
-                     and TRACKER_REPORTKEY), as schema = \"gazelle\" needs"
-                );
-            }
-        }
-        if !self.site_url.is_empty() {
-            shoal_gazelle::expiry::SiteUrl::parse(&self.site_url)
-                .map_err(|e| anyhow::anyhow!("private.site_url: {e}"))?;
-        }
-        Ok(())
+    /// The keys of the site's control calls and calls back, the site key read from its
+    /// file where it is given that way.
+    pub fn site_keys(&self) -> anyhow::Result<shoal_site::Keys> {
+        let set = !self.site_api_key.is_empty() || !self.site_api_key_file.as_os_str().is_empty();
+        Ok(shoal_site::Keys {
+            site_key: if set { Some(self.site_key()?) } else { None },
+            site_password: self.site_password.clone(),
+            report_password: self.report_password.clone(),
+            site_url: self.site_url.clone(),
+        })
     }
 
     /// The site's control key: `site_api_key`, or the first line of `site_api_key_file`.
@@ -178,13 +149,23 @@ mod tests {
         assert_eq!(named.database_url(None), "postgres://u@h/db");
     }
 
+    /// A whole config with this `[private]` section (the site's section checks the key).
+    fn config(private: PrivateConfig) -> crate::config::Config {
+        crate::config::Config {
+            private,
+            ..crate::config::Config::default()
+        }
+    }
+
     #[test]
     fn a_site_schema_needs_a_known_name_and_a_long_enough_key() {
-        let unit3d = |key: &str| PrivateConfig {
-            enabled: true,
-            schema: "unit3d".into(),
-            site_api_key: key.into(),
-            ..PrivateConfig::default()
+        let unit3d = |key: &str| {
+            config(PrivateConfig {
+                enabled: true,
+                schema: "unit3d".into(),
+                site_api_key: key.into(),
+                ..PrivateConfig::default()
+            })
         };
         assert!(unit3d(&"k".repeat(32)).validate().is_ok());
         let short = unit3d(&"k".repeat(31)).validate().unwrap_err().to_string();
@@ -204,11 +185,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("key");
         std::fs::write(&path, format!("{}\n", "f".repeat(40))).unwrap();
-        let from_file = PrivateConfig {
+        let from_file = config(PrivateConfig {
             site_api_key_file: path,
-            ..unit3d("")
-        };
-        assert_eq!(from_file.site_key().unwrap(), "f".repeat(40));
+            ..unit3d("").private
+        });
+        assert_eq!(from_file.private.site_key().unwrap(), "f".repeat(40));
         assert!(from_file.validate().is_ok());
     }
 }

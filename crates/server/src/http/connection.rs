@@ -166,7 +166,7 @@ where
                 .await
                 else {
                     out.clear();
-                    let reply = shoal_unit3d::api::ApiReply::error(
+                    let reply = shoal_site::control::Reply::error(
                         413,
                         "the body is too long, or did not arrive in time",
                     );
@@ -175,7 +175,7 @@ where
                     return;
                 };
                 out.clear();
-                site_call::write_reply(&mut out, &call.api.answer(&call, &body), call.close);
+                site_call::write_reply(&mut out, &call.answer(&body), call.close);
                 match timeout(request_timeout, async {
                     stream.write_all(&out).await?;
                     stream.flush().await

@@ -15,14 +15,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 use shoal_datagrams::WatchedListener as Listener;
+use std::os::unix::net::UnixListener;
 use tokio::net::TcpStream;
 
-use super::context::{HttpContext, HttpSettings};
+use super::context::{refused, HttpContext, HttpSettings, OpenConnection};
 use super::full_scrape::FullScrape;
-use super::proxy::ProxyRules;
 use super::proxy_protocol::{self, ProxyProtocol};
 use super::site_call::SiteApi;
 use super::tls::TlsCerts;
+use super::unix::{self, UnixSocket};
 use super::{at_once, connection};
 use crate::config::Config;
 use crate::ws::WsContext;
@@ -35,6 +36,8 @@ pub struct HttpFrontEnd {
     tls: Option<Arc<TlsCerts>>,
     ctx: Arc<HttpContext>,
     threads: Vec<JoinHandle<()>>,
+    /// `[http] unix_socket`, its file removed when the front end goes.
+    unix_socket: Option<UnixSocket>,
 }
 
 // `TCP_DEFER_ACCEPT`: the kernel completes `accept` only once the client has sent data (or
@@ -103,6 +106,10 @@ impl HttpFrontEnd {
             None => None,
         };
         let (http_addrs, mut plain) = bind_all(&config.http.listen, workers)?;
+        let mut unix_socket = match &config.http.unix_socket {
+            p if p.as_os_str().is_empty() => None,
+            p => Some(UnixSocket::bind(p)?),
+        };
         let (https_addrs, mut secure) = bind_all(&config.https.listen, workers)?;
 
         let mut threads = Vec::new();
@@ -121,11 +128,11 @@ impl HttpFrontEnd {
         let ctx = Arc::new(HttpContext {
             core,
             settings: HttpSettings::from_config(config),
-            proxy: ProxyRules::new(
+            proxy: shoal_proto::forwarded::ProxyRules::new(
                 &config.http.proxy_header,
                 config.http.proxy_hop,
-                &config.http.proxy_trusted,
-            )?,
+                config.http.proxy_trusted_nets()?,
+            ),
             proxy_protocol: ProxyProtocol::from_config(config)?,
             full_scrape,
             ws,
@@ -140,9 +147,10 @@ impl HttpFrontEnd {
             let ctx = ctx.clone();
             let shutdown = shutdown.clone();
             let acceptor = acceptor.clone();
+            let unix = unix_socket.as_mut().and_then(UnixSocket::take);
             let thread = std::thread::Builder::new()
                 .name(format!("http-{w}"))
-                .spawn(move || run_worker(plain, secure, acceptor, ctx, &shutdown))
+                .spawn(move || run_worker((plain, unix), secure, acceptor, ctx, &shutdown))
                 .context("spawning HTTP worker")?;
             threads.push(thread);
         }
@@ -152,6 +160,7 @@ impl HttpFrontEnd {
             tls,
             ctx,
             threads,
+            unix_socket,
         })
     }
 
@@ -166,16 +175,18 @@ impl HttpFrontEnd {
         self.ctx.open.load(Ordering::Relaxed)
     }
 
-    /// Waits for the workers to stop (after the shutdown flag was set).
+    /// Waits for the workers to stop (after the shutdown flag was set), then removes the
+    /// Unix socket's file.
     pub fn join(self) {
         for t in self.threads {
             let _ = t.join();
         }
+        drop(self.unix_socket);
     }
 }
 
 fn run_worker(
-    plain: Vec<std::net::TcpListener>,
+    (plain, unix): (Vec<std::net::TcpListener>, Option<UnixListener>),
     secure: Vec<std::net::TcpListener>,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     ctx: Arc<HttpContext>,
@@ -201,6 +212,9 @@ fn run_worker(
                 Err(e) => tracing::error!("HTTP listener: {e}"),
             }
         }
+        if let Some(l) = unix {
+            tokio::task::spawn_local(unix::accept_loop(l, ctx.clone()));
+        }
         for l in secure {
             match Listener::new(l) {
                 Ok(l) => {
@@ -214,21 +228,6 @@ fn run_worker(
         }
     });
     // Dropping the LocalSet and the runtime ends every connection of this worker.
-}
-
-/// Counts one open connection until dropped.
-struct OpenConnection(Arc<HttpContext>);
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Counts one connection turned away at accept, by why: `max_connections` (that many were
-/// open) or `descriptors` (the process had no file descriptor left for it).
-fn refused(reason: &'static str) {
-    metrics::counter!("shoal_http_connections_refused_total", "reason" => reason).increment(1);
 }
 
 /// Whether an accept failed for want of a file descriptor (the process's limit, or the
@@ -310,13 +309,10 @@ async fn accept_loop(
             }
         };
         shoal_opentracker::tally::HTTP.accepted();
-        if ctx.open.fetch_add(1, Ordering::Relaxed) >= ctx.settings.max_connections {
-            ctx.open.fetch_sub(1, Ordering::Relaxed);
-            refused("max_connections");
+        let Some(guard) = OpenConnection::admit(&ctx) else {
             drop(tcp);
             continue;
-        }
-        let guard = OpenConnection(ctx.clone());
+        };
         let proxied = ctx.proxy_protocol.as_ref();
         if proxied.is_some_and(|p| p.expects_header(remote.ip())) {
             // From a load balancer: its header first, then the usual general path.

@@ -339,7 +339,7 @@ impl Handler {
         let f = facts(req.headers);
         if let Some(api) = &self.ctx.site_api {
             let close = !self.ctx.settings.keep_alive || f.close || (version == 0 && !f.keep_alive);
-            if let Some(call) = api.call(method, path, req.headers, close) {
+            if let Some(call) = SiteCall::of(api, method, path, req.headers, close) {
                 return Next::SiteCall(call);
             }
         }
@@ -628,7 +628,7 @@ mod tests {
         Arc::new(HttpContext {
             core: core.clone(),
             settings: super::super::HttpSettings::from_config(&config),
-            proxy: super::super::proxy::ProxyRules::new("", 1, &[]).unwrap(),
+            proxy: shoal_proto::forwarded::ProxyRules::new("", 1, Vec::new()),
             proxy_protocol: None,
             full_scrape: None,
             ws: Arc::new(crate::ws::WsContext::new(&config, core)),

@@ -36,11 +36,13 @@
 //!   connection without spawning a task).
 //! - [`connection`]: the per-connection loop (bytes, timeouts, limits).
 //! - [`handler`]: one request head in, response bytes out (announce, scrape, upgrade).
-//! - [`proxy`]: the client address behind a reverse proxy.
+//! - the client address behind a reverse proxy: `shoal_proto::forwarded`.
 //! - [`proxy_protocol`]: the client address from a load balancer's PROXY header.
 //! - [`full_scrape`]: the cached, periodically rebuilt full-scrape document.
-//! - [`site_call`]: a site's control calls (UNIT3D's `/announce/<key>/...`), with bodies.
+//! - [`site_call`]: the control calls of the site in force (UNIT3D's `/announce/<key>/...`
+//!   with bodies, Gazelle's `/<password>/update?...`), through the site seam.
 //! - [`tls`]: rustls certificates, reloadable on SIGHUP.
+//! - [`unix`]: the listener on a Unix socket (`[http] unix_socket`), behind a local proxy.
 
 mod at_once;
 pub mod connection;
@@ -48,11 +50,11 @@ pub mod context;
 pub mod front_end;
 pub mod full_scrape;
 pub mod handler;
-pub mod proxy;
 pub mod proxy_protocol;
 pub mod site_call;
 pub mod stats;
 pub mod tls;
+pub mod unix;
 
 pub use context::{HttpContext, HttpSettings};
 pub use front_end::HttpFrontEnd;

@@ -28,11 +28,12 @@ use shoal_accounts::{
     Accounting, ClientPrefix, Database, Loaded, PeerRow, Schema, Torrent, User, UserStats, Written,
 };
 use shoal_proto::InfoHash;
+use shoal_site::{Opening, Site};
 use shoal_swarm::clock;
 
-use super::ledger_file::{self, LedgerFile};
 use crate::config::Config;
 use shoal_tracker::private::credit::Delta;
+use shoal_tracker::private::ledger::file::{self as ledger_file, LedgerFile};
 use shoal_tracker::private::ledger::{Ledger, LedgerConfig};
 use shoal_tracker::private::members::{Member, Members, Registered, Roster};
 use shoal_tracker::private::{PeerLog, PeerState};
@@ -40,11 +41,6 @@ use shoal_tracker::private::{PeerLog, PeerState};
 /// The bound on one database operation: a write during an outage fails after this and is
 /// retried at the next flush, rather than holding the writer.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Unix seconds of a time on the store's coarse clock.
-fn unix_of(at: u32) -> u64 {
-    clock::unix_now().saturating_sub(u64::from(clock::now().saturating_sub(at)))
-}
 
 /// What the announce path needs of a user row.
 fn member(u: &User) -> Member {
@@ -100,10 +96,8 @@ pub struct Accounts {
     /// shoal's own schema: the admin API's edits go here (none with a site's schema:
     /// the site's own control calls keep it current).
     db: Option<Database>,
-    /// A UNIT3D site in memory, with `[private] schema = "unit3d"`.
-    site: Option<Arc<shoal_unit3d::Site>>,
-    /// A Gazelle site in memory, with `[private] schema = "gazelle"`.
-    gazelle: Option<Arc<shoal_gazelle::Site>>,
+    /// The site in force, with `[private] schema` naming a site (from the registry).
+    site: Option<Arc<dyn Site>>,
     /// The schema in force, through the seam every site schema implements: the members are
     /// loaded and the accounting written through it.
     schema: Arc<dyn Schema>,
@@ -139,42 +133,43 @@ impl Accounts {
             .build()
             .context("starting the accounts runtime")?;
         let url = config.private_database();
-        let mut gazelle = None;
-        let (db, site, schema, members) = if config.private.gazelle() {
-            let (schema, members) = super::gazelle::open(&runtime, config, &url)?;
-            gazelle = Some(schema.site().clone());
-            (None, None, schema as Arc<dyn Schema>, members)
-        } else if config.private.unit3d() {
-            let (schema, members) = super::unit3d::open(&runtime, config, &url)?;
-            let site = schema.site().clone();
-            (None, Some(site), schema as Arc<dyn Schema>, members)
-        } else {
-            let db = runtime
-                .block_on(Database::connect(&url))
-                .context("opening the private tracker's database")?
-                .with_operation_timeout(OPERATION_TIMEOUT);
-            let schema: Arc<dyn Schema> = Arc::new(db.clone());
-            let loaded = runtime
-                .block_on(schema.load())
-                .context("loading users, torrents and clients")?;
-            let members = Arc::new(Members::new(
-                &roster(&loaded),
-                config.private.client_allow_list,
-            ));
-            (Some(db), None, schema, members)
+        let (db, site, schema, members) = match config.private.site() {
+            Some(name) => {
+                let keys = config.private.site_keys()?;
+                let opening = Opening {
+                    database_url: &url,
+                    runtime: &runtime,
+                    keys: &keys,
+                };
+                let site = (config.sites.open(name, &opening))
+                    .with_context(|| format!("no site is registered as {name:?}"))??;
+                let (schema, members) = (site.schema(), site.members());
+                (None, Some(site), schema, members)
+            }
+            None => {
+                let db = runtime
+                    .block_on(Database::connect(&url))
+                    .context("opening the private tracker's database")?
+                    .with_operation_timeout(OPERATION_TIMEOUT);
+                let schema: Arc<dyn Schema> = Arc::new(db.clone());
+                let loaded = runtime
+                    .block_on(schema.load())
+                    .context("loading users, torrents and clients")?;
+                let members = Arc::new(Members::new(
+                    &roster(&loaded),
+                    config.private.client_allow_list,
+                ));
+                (Some(db), None, schema, members)
+            }
         };
         let ledger = Arc::new(Ledger::new(LedgerConfig {
             max_pending: config.private.max_pending_accounts,
             ..LedgerConfig::for_interval(config.announce.interval)
         }));
         if let Some(site) = &site {
-            // The clients' last reports in the site's `peers` table; the ledger file's
-            // records, where there is one, replace them below (they are as new or newer).
-            ledger.restore_peers(super::unit3d::ledger_records(
-                site,
-                clock::now(),
-                clock::unix_now(),
-            ));
+            // The clients' last reports in the site's tables; the ledger file's records,
+            // where there is one, replace them below (they are as new or newer).
+            ledger.restore_peers(site.saved_peers(clock::now(), clock::unix_now()));
         }
         let ledger_file = config.state_file().map(ledger_file::path_for);
         let mut restored = false;
@@ -206,7 +201,6 @@ impl Accounts {
             runtime,
             db,
             site,
-            gazelle,
             peers: schema.keeps_peers().then(|| Arc::new(PeerLog::default())),
             schema,
             members,
@@ -247,20 +241,15 @@ impl Accounts {
 
     /// The database URL, password masked (for logs and the status page).
     pub fn database_url(&self) -> String {
-        match (&self.db, &self.site) {
-            (Some(db), _) => db.url().to_string(),
-            _ => self.schema.name().to_string(),
+        match &self.db {
+            Some(db) => db.url().to_string(),
+            None => self.schema.name().to_string(),
         }
     }
 
-    /// The UNIT3D site in memory, with `[private] schema = "unit3d"`.
-    pub fn site(&self) -> Option<&Arc<shoal_unit3d::Site>> {
+    /// The site in force, with `[private] schema` naming one.
+    pub fn site(&self) -> Option<&Arc<dyn Site>> {
         self.site.as_ref()
-    }
-
-    /// The Gazelle site in memory, with `[private] schema = "gazelle"`.
-    pub fn gazelle(&self) -> Option<&Arc<shoal_gazelle::Site>> {
-        self.gazelle.as_ref()
     }
 
     /// shoal's own database, for the admin API's edits; an error naming the schema in
@@ -384,7 +373,7 @@ impl Accounts {
             }
         }
         if let Some(site) = &self.site {
-            site.sweep_if_due(clock::unix_now() as i64);
+            site.before_flush(clock::unix_now() as i64);
         }
         let batch = self.ledger.drain();
         self.held.store(batch.len(), Ordering::Relaxed);
@@ -427,8 +416,7 @@ impl Accounts {
         batch: &[Delta],
         peers: &[PeerRow],
     ) -> Result<Written, shoal_accounts::Error> {
-        let sums: Vec<shoal_accounts::Delta> =
-            batch.iter().filter_map(|d| self.row_of(d)).collect();
+        let sums: Vec<Delta> = batch.iter().filter(|d| self.known(d)).copied().collect();
         let (schema, id, peers) = (self.schema.clone(), id.to_string(), peers.to_vec());
         let result = self.run(async move {
             let batch = Accounting {
@@ -458,38 +446,27 @@ impl Accounts {
             .set((self.ledger.pending_accounts() + held) as f64);
     }
 
-    /// The database row for a ledger sum (`None` for a torrent id this process never knew,
-    /// which only a ledger file from another database could hold).
-    fn row_of(&self, d: &Delta) -> Option<shoal_accounts::Delta> {
-        let Some(hash) = self.members.torrent_hash(d.torrent_id as i64) else {
+    /// Whether a ledger sum's torrent is registered (a ledger file from another database
+    /// may hold ids this process never knew: their sums are dropped, and counted).
+    fn known(&self, d: &Delta) -> bool {
+        let known = self.members.torrent_hash(d.torrent_id as i64).is_some();
+        if !known {
             metrics::counter!("shoal_private_sums_dropped_total").increment(1);
             tracing::warn!(
                 "dropping accounting for unknown torrent id {} (user {})",
                 d.torrent_id,
                 d.user_id
             );
-            return None;
-        };
-        Some(shoal_accounts::Delta {
-            user_id: d.user_id as i64,
-            torrent: hash.0,
-            uploaded: d.uploaded,
-            downloaded: d.downloaded,
-            uploaded_raw: d.uploaded_raw,
-            downloaded_raw: d.downloaded_raw,
-            seed_seconds: d.seed_seconds,
-            leech_seconds: d.leech_seconds,
-            completed: d.completed,
-            completed_at: d.completed_at.map(unix_of),
-        })
+        }
+        known
     }
 
     /// The database row of a client's latest state (`None` for an unknown torrent id).
     fn peer_row(&self, p: &PeerState) -> Option<PeerRow> {
-        let hash = self.members.torrent_hash(p.torrent_id as i64)?;
+        self.members.torrent_hash(p.torrent_id as i64)?;
         Some(PeerRow {
             user_id: p.user_id as i64,
-            torrent: hash.0,
+            torrent_id: p.torrent_id,
             peer_id: p.peer_id.0,
             protocol: p.protocol.label(),
             addr: p.addr,
@@ -499,7 +476,7 @@ impl Accounts {
             left: p.left,
             seeder: p.seeder,
             active: p.active,
-            announced_at: unix_of(p.announced),
+            announced_at: clock::unix_of(p.announced),
             announces: p.announces,
         })
     }
@@ -511,8 +488,16 @@ impl Accounts {
     }
 
     /// At shutdown, after the front ends stopped: one last flush, then the ledger file with
-    /// every client's record and whatever the flush could not write.
+    /// every client's record and whatever the flush could not write, then the site's own
+    /// shutdown.
     pub fn close(&self) {
+        self.save();
+        if let Some(site) = &self.site {
+            site.shutdown();
+        }
+    }
+
+    fn save(&self) {
         if let Err(e) = self.flush() {
             tracing::error!("final accounting write failed: {e}; the sums go to the ledger file");
         }

@@ -2,13 +2,12 @@
 //! (`shoal_tracker::private`: members, ledger, the rules) to the site's database and to the
 //! disk. [`accounts::Accounts`] loads the members and writes the drained sums through
 //! `shoal-accounts`; [`writer::Writer`] is the thread that flushes them every
-//! `private.flush_interval`; [`ledger_file`] carries the ledger's records and unwritten sums
-//! over a restart. Everything here does I/O; nothing here is on the announce path.
+//! `private.flush_interval`; the ledger's file (`shoal_tracker::private::ledger::file`)
+//! carries its records and unwritten sums over a restart. Everything here does I/O; nothing
+//! here is on the announce path. The site in force, when `[private] schema` names one, is
+//! reached through the site seam (`shoal_site::Site`, opened by [`crate::sites`]).
 
 pub mod accounts;
-pub mod gazelle;
-pub mod ledger_file;
-pub mod unit3d;
 pub mod writer;
 
 pub use accounts::Accounts;

@@ -15,20 +15,27 @@
 
 use tokio::net::TcpStream;
 
-/// A stream whose TCP socket can be reached: the HTTP listeners' plain and TLS streams.
+/// A stream whose TCP socket can be reached, if it has one: the HTTP listeners' plain and
+/// TLS streams do, the Unix socket's (`[http] unix_socket`) does not.
 pub trait OverTcp {
-    fn tcp(&self) -> &TcpStream;
+    fn tcp(&self) -> Option<&TcpStream>;
 }
 
 impl OverTcp for TcpStream {
-    fn tcp(&self) -> &TcpStream {
-        self
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(self)
     }
 }
 
 impl OverTcp for tokio_rustls::server::TlsStream<TcpStream> {
-    fn tcp(&self) -> &TcpStream {
-        self.get_ref().0
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(self.get_ref().0)
+    }
+}
+
+impl OverTcp for tokio::net::UnixStream {
+    fn tcp(&self) -> Option<&TcpStream> {
+        None
     }
 }
 
@@ -55,9 +62,9 @@ mod tests {
         let (server, _) = listener.accept().await.unwrap();
         let size = |s: &TcpStream| socket2::SockRef::from(s).send_buffer_size().unwrap();
         let before = size(&server);
-        size_send_buffer(server.tcp(), 0);
+        size_send_buffer(server.tcp().unwrap(), 0);
         assert_eq!(size(&server), before);
-        size_send_buffer(server.tcp(), 32 << 10);
+        size_send_buffer(server.tcp().unwrap(), 32 << 10);
         // Linux reports twice what was set.
         assert_eq!(size(&server), 64 << 10);
         drop(client);

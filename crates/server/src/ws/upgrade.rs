@@ -39,7 +39,9 @@ where
     );
     // From here on the socket carries WebSocket messages: its send buffer bounded (see
     // `socket`).
-    size_send_buffer(stream.tcp(), ctx.settings.limits.send_buffer);
+    if let Some(tcp) = stream.tcp() {
+        size_send_buffer(tcp, ctx.settings.limits.send_buffer);
+    }
     if stream.write_all(head.as_bytes()).await.is_err() || stream.flush().await.is_err() {
         return;
     }

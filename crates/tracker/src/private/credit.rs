@@ -156,6 +156,13 @@ impl Delta {
         };
     }
 
+    /// When the snatch was announced, in Unix seconds (`completed_at` is the coarse clock
+    /// of this process).
+    #[inline]
+    pub fn completed_unix(&self) -> Option<u64> {
+        self.completed_at.map(shoal_swarm::clock::unix_of)
+    }
+
     /// The snatch of one account, announced at `at`.
     #[inline]
     pub fn snatch(user_id: u64, torrent_id: u64, at: u32) -> Self {

@@ -3,7 +3,9 @@
 //! (an answer with one field missing or of another type is shown as empty).
 //!
 //! The torrent's clients are an object keyed by `<user id>-<peer id in hex>`, as
-//! UNIT3D-Announce writes them, in key order.
+//! UNIT3D-Announce writes them, in key order. Each carries what the site checks (with
+//! `user_id` and `torrent_id`, which UNIT3D-Announce dropped in v0.3) and v0.3.1's
+//! `is_connectable` and `has_sent_completed`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -39,6 +41,11 @@ struct PeerAnswer {
     is_seeder: bool,
     is_active: bool,
     is_visible: bool,
+    /// As the client's row says: shoal makes no connectivity checks, so false for every
+    /// client it has seen announce.
+    is_connectable: bool,
+    /// Whether it announced `completed` since it started.
+    has_sent_completed: bool,
     /// Unix seconds.
     updated_at: i64,
     uploaded: u64,
@@ -54,8 +61,11 @@ impl From<&TorrentState> for TorrentAnswer {
             is_deleted: t.is_deleted,
             peers: state
                 .clients
-                .values()
-                .map(|p| (peer_key(p), PeerAnswer::from(p)))
+                .iter()
+                .map(|(key, p)| {
+                    let completed = state.completed.contains(key);
+                    (peer_key(p), PeerAnswer::of(p, completed))
+                })
                 .collect(),
             seeders: t.seeders,
             leechers: t.leechers,
@@ -66,8 +76,8 @@ impl From<&TorrentState> for TorrentAnswer {
     }
 }
 
-impl From<&Peer> for PeerAnswer {
-    fn from(p: &Peer) -> Self {
+impl PeerAnswer {
+    fn of(p: &Peer, has_sent_completed: bool) -> Self {
         PeerAnswer {
             ip_address: p.ip.to_string(),
             user_id: p.user_id,
@@ -76,6 +86,8 @@ impl From<&Peer> for PeerAnswer {
             is_seeder: p.seeder,
             is_active: p.active,
             is_visible: p.visible,
+            is_connectable: p.connectable,
+            has_sent_completed,
             updated_at: p.updated_at,
             uploaded: p.uploaded,
             downloaded: p.downloaded,

@@ -211,6 +211,8 @@ fn get_torrent_answers_what_the_site_validates() {
                     "is_seeder": true,
                     "is_active": true,
                     "is_visible": true,
+                    "is_connectable": true,
+                    "has_sent_completed": false,
                     "updated_at": 1_700_000_100,
                     "uploaded": 1u64 << 40,
                     "downloaded": 123,

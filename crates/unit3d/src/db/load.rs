@@ -7,11 +7,12 @@
 //! hold (an address of 7 bytes, an id below zero) is left out and counted in a warning;
 //! it does not stop the start.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use futures_util::TryStreamExt;
 use shoal_accounts::from_columns;
+use shoal_site::mysql::{id, rows};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
@@ -26,13 +27,14 @@ const USERS: &str = "SELECT CAST(id AS SIGNED) AS id, CAST(group_id AS SIGNED) A
      passkey, can_download, is_donor, is_lifetime \
      FROM users WHERE deleted_at IS NULL ORDER BY id";
 
-/// By id: of two torrents with one info hash, the older one is the site's (its own
-/// announce looks a hash up with `first()` over the info-hash index, which is ordered by id).
+/// Every torrent, the deleted ones too (their announces are refused as deleted, not as
+/// unknown); of those sharing an info hash one is kept ([`one_per_info_hash`]).
 const TORRENTS: &str = "SELECT CAST(id AS SIGNED) AS id, info_hash, \
      CAST(status AS SIGNED) AS status, CAST(free AS SIGNED) AS free, doubleup, \
      CAST(seeders AS SIGNED) AS seeders, CAST(leechers AS SIGNED) AS leechers, \
-     CAST(times_completed AS SIGNED) AS times_completed \
-     FROM torrents WHERE deleted_at IS NULL ORDER BY id";
+     CAST(times_completed AS SIGNED) AS times_completed, \
+     CAST(deleted_at IS NOT NULL AS SIGNED) AS deleted \
+     FROM torrents ORDER BY id";
 
 const PEERS: &str = "SELECT CAST(user_id AS SIGNED) AS user_id, \
      CAST(torrent_id AS SIGNED) AS torrent_id, peer_id, ip, CAST(port AS SIGNED) AS port, \
@@ -58,24 +60,18 @@ const FEATURED: &str = "SELECT CAST(torrent_id AS SIGNED) AS torrent_id FROM fea
 impl Unit3dDb {
     /// Everything shoal keeps in memory: groups, users (deleted ones left out, with their
     /// active visible seeding and leeching clients counted from `peers` as the site counts
-    /// them), torrents (deleted ones left out, one per info hash), every peer, the
+    /// them), torrents (deleted ones too, one per info hash), every peer, the
     /// blacklisted peer-id prefixes, the freeleech tokens, personal freeleech and featured
     /// torrents.
     pub async fn load(&self) -> Result<SiteData, Error> {
-        self.bounded(async {
-            let mut tx = self.pool.begin().await?;
-            let data = read_all(&mut tx).await;
-            let _ = tx.rollback().await;
-            data
-        })
-        .await
+        self.db.read(async |conn| read_all(conn).await).await
     }
 }
 
 async fn read_all(conn: &mut MySqlConnection) -> Result<SiteData, Error> {
-    let groups = each(conn, "groups", GROUPS, group).await?;
+    let groups = rows(conn, "groups", GROUPS, group).await?;
     let mut slots: HashMap<u32, (u32, u32)> = HashMap::new();
-    let peers = each(conn, "peers", PEERS, |row| {
+    let peers = rows(conn, "peers", PEERS, |row| {
         let Some(user_id) = id(row, "user_id")? else {
             return Ok(None);
         };
@@ -90,43 +86,35 @@ async fn read_all(conn: &mut MySqlConnection) -> Result<SiteData, Error> {
         peer(row, user_id)
     })
     .await?;
-    let mut users = each(conn, "users", USERS, user).await?;
+    let mut users = rows(conn, "users", USERS, user).await?;
     for user in &mut users {
         (user.num_seeding, user.num_leeching) = slots.get(&user.id).copied().unwrap_or_default();
     }
-    let mut hashes = HashSet::new();
-    let mut duplicates = 0usize;
-    let torrents = each(conn, "torrents", TORRENTS, |row| {
-        let decoded = torrent(row)?;
-        Ok(decoded.filter(|t| {
-            let first = hashes.insert(t.info_hash);
-            duplicates += usize::from(!first);
-            first
-        }))
-    })
-    .await?;
+    let (torrents, duplicates) =
+        one_per_info_hash(rows(conn, "torrents", TORRENTS, torrent).await?);
     if duplicates > 0 {
         tracing::warn!(
             duplicates,
-            "torrents sharing an info hash with an older one were left out (the site \
-             serves the older)"
+            "torrents sharing an info hash with another were left out (as UNIT3D-Announce \
+             does: one not deleted and approved is kept, else one not deleted, else a \
+             deleted one, the oldest of its kind)"
         );
     }
-    let blacklisted_prefixes = each(conn, "blacklist_clients", BLACKLIST, |row| {
+    let blacklisted_prefixes = rows(conn, "blacklist_clients", BLACKLIST, |row| {
         let prefix: Vec<u8> = row.try_get("peer_id_prefix")?;
         // An empty prefix would refuse every client.
         Ok((!prefix.is_empty()).then_some(prefix))
     })
     .await?;
-    let freeleech_tokens = each(conn, "freeleech_tokens", TOKENS, |row| {
+    let freeleech_tokens = rows(conn, "freeleech_tokens", TOKENS, |row| {
         Ok(id(row, "user_id")?.zip(id(row, "torrent_id")?))
     })
     .await?;
-    let personal_freeleech = each(conn, "personal_freeleeches", PERSONAL, |row| {
+    let personal_freeleech = rows(conn, "personal_freeleeches", PERSONAL, |row| {
         id(row, "user_id")
     })
     .await?;
-    let featured = each(conn, "featured_torrents", FEATURED, |row| {
+    let featured = rows(conn, "featured_torrents", FEATURED, |row| {
         id(row, "torrent_id")
     })
     .await?;
@@ -142,43 +130,10 @@ async fn read_all(conn: &mut MySqlConnection) -> Result<SiteData, Error> {
     })
 }
 
-/// Streams the rows of `sql` through `decode`; the rows it answers `None` for are left out
-/// and counted in a warning that names `table`.
-async fn each<T>(
-    conn: &mut MySqlConnection,
-    table: &'static str,
-    sql: &'static str,
-    mut decode: impl FnMut(&MySqlRow) -> Result<Option<T>, Error>,
-) -> Result<Vec<T>, Error> {
-    let mut rows = sqlx::query(sql).fetch(&mut *conn);
-    let mut kept = Vec::new();
-    let mut left_out = 0usize;
-    while let Some(row) = rows.try_next().await? {
-        match decode(&row)? {
-            Some(value) => kept.push(value),
-            None => left_out += 1,
-        }
-    }
-    if left_out > 0 {
-        tracing::warn!(
-            table,
-            left_out,
-            "rows of the site's database that shoal cannot hold were left out"
-        );
-    }
-    Ok(kept)
-}
-
 fn sorted<T: Ord>(mut values: Vec<T>) -> Vec<T> {
     values.sort_unstable();
     values.dedup();
     values
-}
-
-/// A site id (`int` or `int unsigned`) as the `u32` shoal holds; `None` if it is not one.
-fn id(row: &MySqlRow, column: &str) -> Result<Option<u32>, Error> {
-    let value: i64 = row.try_get(column)?;
-    Ok(u32::try_from(value).ok())
 }
 
 /// A count as a `u32`: below zero is 0, beyond it saturates.
@@ -231,11 +186,12 @@ fn torrent(row: &MySqlRow) -> Result<Option<Torrent>, Error> {
     let status: i64 = row.try_get("status")?;
     let free: i64 = row.try_get("free")?;
     let doubleup: bool = row.try_get("doubleup")?;
+    let deleted: i64 = row.try_get("deleted")?;
     Ok(Some(Torrent {
         id,
         info_hash,
         status: i16::try_from(status).map_or(Status::Unknown, Status::from_i16),
-        is_deleted: false,
+        is_deleted: deleted != 0,
         seeders: count(row, "seeders")?,
         leechers: count(row, "leechers")?,
         times_completed: count(row, "times_completed")?,
@@ -243,6 +199,37 @@ fn torrent(row: &MySqlRow) -> Result<Option<Torrent>, Error> {
         download_factor: 100 - u8::try_from(free.clamp(0, 100)).unwrap_or(100),
         upload_factor: if doubleup { 200 } else { 100 },
     }))
+}
+
+/// Of the torrents sharing an info hash, the one UNIT3D-Announce v0.3.1 loads
+/// (`src/store/torrent.rs`, `TorrentStore::from_db`, lines 27-52, and
+/// `src/store/infohash2id.rs` lines 36-52): one not deleted and approved, else one not
+/// deleted, else a deleted one; of its kind the oldest (lowest id). The torrents kept, by
+/// id, and how many were left out.
+fn one_per_info_hash(all: Vec<Torrent>) -> (Vec<Torrent>, usize) {
+    // Among deleted ones the status does not count.
+    let rank = |t: &Torrent| {
+        let pending = !t.is_deleted && t.status != Status::Approved;
+        (t.is_deleted, pending, t.id)
+    };
+    let total = all.len();
+    let mut best: HashMap<[u8; 20], Torrent> = HashMap::with_capacity(total);
+    for t in all {
+        match best.entry(t.info_hash) {
+            Entry::Vacant(v) => {
+                v.insert(t);
+            }
+            Entry::Occupied(mut o) => {
+                if rank(&t) < rank(o.get()) {
+                    o.insert(t);
+                }
+            }
+        }
+    }
+    let mut kept: Vec<Torrent> = best.into_values().collect();
+    kept.sort_unstable_by_key(|t| t.id);
+    let left_out = total - kept.len();
+    (kept, left_out)
 }
 
 fn peer(row: &MySqlRow, user_id: u32) -> Result<Option<Peer>, Error> {
@@ -285,8 +272,52 @@ pub(super) fn address(bytes: &[u8]) -> Option<IpAddr> {
 
 #[cfg(test)]
 mod tests {
-    use super::address;
+    use super::{address, one_per_info_hash};
+    use crate::model::{Status, Torrent};
     use std::net::IpAddr;
+
+    fn torrent(id: u32, hash: u8, status: Status, is_deleted: bool) -> Torrent {
+        Torrent {
+            id,
+            info_hash: [hash; 20],
+            status,
+            is_deleted,
+            seeders: 0,
+            leechers: 0,
+            times_completed: 0,
+            download_factor: 100,
+            upload_factor: 100,
+        }
+    }
+
+    /// UNIT3D-Announce v0.3.1, `src/store/torrent.rs` lines 27-52 (`TorrentStore::from_db`):
+    /// per info hash, not deleted and approved first, then not deleted, then deleted; the
+    /// lowest id of the kind.
+    #[test]
+    fn one_torrent_per_info_hash_as_unit3d_announce_chooses() {
+        let all = vec![
+            // Hash 1: an older pending upload and a newer approved one: the approved.
+            torrent(1, 1, Status::Pending, false),
+            torrent(2, 1, Status::Approved, false),
+            // Hash 2: a deleted approved one and a pending one not deleted: the pending.
+            torrent(3, 2, Status::Approved, true),
+            torrent(4, 2, Status::Pending, false),
+            // Hash 3: only deleted ones: the oldest, whatever its status (refused by name at
+            // its announces).
+            torrent(6, 3, Status::Approved, true),
+            torrent(5, 3, Status::Rejected, true),
+            // Hash 4: two approved: the oldest.
+            torrent(8, 4, Status::Approved, false),
+            torrent(7, 4, Status::Approved, false),
+            // Hash 5: alone and deleted: kept.
+            torrent(9, 5, Status::Approved, true),
+        ];
+        let (kept, left_out) = one_per_info_hash(all);
+        let ids: Vec<u32> = kept.iter().map(|t| t.id).collect();
+        assert_eq!(ids, [2, 4, 5, 7, 9]);
+        assert_eq!(left_out, 4);
+        assert!(kept[2].is_deleted && kept[4].is_deleted);
+    }
 
     #[test]
     fn addresses_are_four_or_sixteen_bytes() {

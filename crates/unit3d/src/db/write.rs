@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 
 use sqlx::mysql::{MySqlArguments, MySqlConnection};
-use sqlx::{MySql, Row};
+use sqlx::MySql;
 
 use super::{Error, Widths, Written};
 use crate::model::{Batch, HistoryUpdate, Peer, TorrentUpdate, Unregistered, UserUpdate};
@@ -30,8 +30,6 @@ use crate::model::{Batch, HistoryUpdate, Peer, TorrentUpdate, Unregistered, User
 /// Rows in one multi-row statement: 16 placeholders a row at most (`history`), 16,000 in
 /// all, well inside the 65,535 that MariaDB and MySQL take.
 pub(super) const ROWS_PER_STATEMENT: usize = 1000;
-/// Ids in one `IN (...)` look-up.
-const IDS_PER_LOOKUP: usize = 5000;
 
 const _: () = assert!(ROWS_PER_STATEMENT * 16 <= 65_535);
 
@@ -271,20 +269,8 @@ async fn existing(
     ids: Vec<u32>,
     written: &mut Written,
 ) -> Result<HashSet<u32>, Error> {
-    let mut found = HashSet::with_capacity(ids.len());
-    for chunk in ids.chunks(IDS_PER_LOOKUP) {
-        let places = vec!["?"; chunk.len()].join(", ");
-        let sql = format!("SELECT CAST(id AS SIGNED) AS id FROM {table} WHERE id IN ({places})");
-        let mut query = sqlx::query(&sql).persistent(false);
-        for id in chunk {
-            query = query.bind(*id);
-        }
-        for row in query.fetch_all(&mut *conn).await? {
-            let id: i64 = row.try_get("id")?;
-            found.extend(u32::try_from(id).ok());
-        }
-        written.statements += 1;
-    }
+    let (found, statements) = shoal_site::mysql::existing(conn, table, "id", &ids).await?;
+    written.statements += statements;
     Ok(found)
 }
 

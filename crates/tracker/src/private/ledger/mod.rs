@@ -1,5 +1,6 @@
 //! The in-memory accounting ledger: every private-tracker announce is recorded here, and
-//! the sums per (user, torrent) wait here until the database writer drains them.
+//! the sums per (user, torrent) wait here until the database writer drains them. Its
+//! [`file`] carries the records and unwritten sums over a restart.
 //!
 //! # Where a client's record lives
 //!
@@ -43,6 +44,7 @@
 //! store's own expiry (which parks them here); the pending sums by the number of accounts
 //! with activity since the last successful write.
 
+pub mod file;
 mod map;
 mod saved;
 mod sharing;

@@ -1,4 +1,5 @@
-//! The client's address behind a reverse proxy.
+//! The client's address behind a reverse proxy: sans-IO, the request's headers in, an
+//! address out.
 //!
 //! A proxy in front of the tracker puts the client's address in a header it names
 //! (`X-Forwarded-For`, `X-Real-IP`, ...). The header is only believed when the connection
@@ -15,9 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use ipnet::IpNet;
 
-use crate::config::parse_net;
-
-/// The reverse-proxy rules, parsed from the config.
+/// The reverse-proxy rules: the header, the hop, the proxies trusted to set it.
 #[derive(Clone, Debug, Default)]
 pub struct ProxyRules {
     /// Lower-cased header name; `None` when no proxy is configured.
@@ -38,16 +37,15 @@ pub enum ProxyError {
 }
 
 impl ProxyRules {
-    pub fn new(header: &str, hop: usize, trusted: &[String]) -> anyhow::Result<Self> {
-        Ok(Self {
+    /// Believes `header` (none: empty) from the `trusted` networks, its entry `hop` from
+    /// the right.
+    pub fn new(header: &str, hop: usize, trusted: Vec<IpNet>) -> Self {
+        Self {
             header: (!header.is_empty()).then(|| header.to_ascii_lowercase()),
             display: header.to_owned(),
             hop: hop.max(1),
-            trusted: trusted
-                .iter()
-                .map(|t| parse_net(t))
-                .collect::<anyhow::Result<_>>()?,
-        })
+            trusted,
+        }
     }
 
     /// The client's address for a request from `peer` with these headers.
@@ -114,7 +112,11 @@ mod tests {
     }
 
     fn rules(hop: usize) -> ProxyRules {
-        ProxyRules::new("X-Forwarded-For", hop, &["10.0.0.0/8".into(), "::1".into()]).unwrap()
+        let trusted = vec![
+            "10.0.0.0/8".parse().unwrap(),
+            IpNet::from("::1".parse::<IpAddr>().unwrap()),
+        ];
+        ProxyRules::new("X-Forwarded-For", hop, trusted)
     }
 
     const PROXY: &str = "10.0.0.1";
@@ -130,7 +132,7 @@ mod tests {
 
     #[test]
     fn no_header_configured_means_the_connection_address() {
-        let r = ProxyRules::new("", 1, &[]).unwrap();
+        let r = ProxyRules::new("", 1, Vec::new());
         let ip = r
             .client_ip(PROXY.parse().unwrap(), &[h("X-Forwarded-For", "1.1.1.1")])
             .unwrap();

@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use shoal_proto::PeerId;
 
-use shoal_tracker::private::credit::{Delta, PeerRecord};
-use shoal_tracker::private::ledger::SavedPeer;
+use crate::private::credit::{Delta, PeerRecord};
+use crate::private::ledger::SavedPeer;
 
 const MAGIC: &[u8; 8] = b"SHOALLDG";
 const VERSION: u32 = 2;

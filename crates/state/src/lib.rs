@@ -1,7 +1,9 @@
-//! The snapshot file: restoring it at start, writing it periodically and on exit, and the
-//! hand-over between an old and a new process during an upgrade.
+//! The swarm store on disk: the snapshot file, restoring it at start, writing it
+//! periodically and on exit, and the hand-over between an old and a new process during an
+//! upgrade. A crate of its own (the server only starts and stops it) because it is the
+//! store's durable side, not glue: the tracker core stays free of files and processes.
 //!
-//! The format lives in `shoal_swarm::snapshot`; this module owns the file and the one
+//! The format lives in `shoal_swarm::snapshot`; this crate owns the file and the one
 //! background task that writes it, [`Snapshots`]: [`Snapshots::start`] spawns the writer
 //! thread, [`Snapshots::stop`] joins it and writes the final snapshot. A snapshot is
 //! written to `FILE.tmp-<pid>`, synced, and renamed over `FILE`, so a reader (or a crash)
@@ -18,6 +20,8 @@
 //! peers that announced to the old process after its last periodic snapshot are in the
 //! final one, and the merge adds them: no swarm is lost. If the predecessor is gone or the
 //! wait exceeds `state.handover_timeout`, the new process carries on alone.
+
+#![forbid(unsafe_code)]
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
@@ -36,7 +40,6 @@ use shoal_swarm::{PeerExt, SnapshotHeader, SnapshotSummary, Store, StoreConfig};
 use shoal_tracker::swarms::Swarms;
 use shoal_tracker::Core;
 
-use crate::config::StateConfig;
 
 /// What happened to the snapshot file at start.
 #[derive(Debug)]
@@ -323,14 +326,15 @@ pub struct Snapshots {
 
 impl Snapshots {
     /// Starts the writer thread for `file`: the hand-over if `restored` came from a live
-    /// predecessor, then a snapshot every `config.snapshot_interval` seconds.
+    /// predecessor (waited for at most `handover_timeout` seconds), then a snapshot every
+    /// `interval` seconds (0: only the final one).
     pub fn start(
         file: Arc<StateFile>,
         core: Arc<Core>,
         restored: &Restored,
-        config: &StateConfig,
+        (interval, handover_timeout): (u64, u64),
     ) -> anyhow::Result<Self> {
-        let schedule = Schedule::after(restored, config.snapshot_interval, config.handover_timeout);
+        let schedule = Schedule::after(restored, interval, handover_timeout);
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (file, core, stop) = (file.clone(), core.clone(), stop.clone());

@@ -1,0 +1,153 @@
+//! A NexusPHP site on the site seam ([`shoal_site::Site`]): opened from `[nexusphp]` and
+//! the site's database (checked, read into memory, nothing created), the clients its
+//! `peers` table lists (the swarms resume, the ledger counts from their last reports), the
+//! poll that brings the site's changes in (a task of its own on the accounts runtime,
+//! every `poll_interval` seconds, stopped at shutdown), and the sweep of silent clients
+//! before each write.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use parking_lot::Mutex;
+use shoal_proto::PeerId;
+use shoal_site::{ListedPeer, Opening, Parts};
+use shoal_tracker::private::credit::PeerRecord;
+use shoal_tracker::private::ledger::SavedPeer;
+use shoal_tracker::private::members::{Members, Roster};
+
+use crate::config::NexusphpConfig;
+use crate::db::NexusDb;
+use crate::schema::NexusSchema;
+use crate::site::Site;
+
+/// A NexusPHP site in force.
+pub struct Nexusphp {
+    site: Arc<Site>,
+    parts: Parts,
+    poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Opens the site: connect, check that its tables are NexusPHP's (the start stops with
+/// what is missing), read it into memory, start the poll. Nothing is created in its
+/// database.
+pub fn open(config: &NexusphpConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn shoal_site::Site>> {
+    let (db, data) = o.runtime.block_on(async {
+        let db = NexusDb::connect(o.database_url, &config.time_zone)
+            .await
+            .context("opening the NexusPHP site's database")?;
+        db.check()
+            .await
+            .context("checking the NexusPHP site's tables")?;
+        let data = db
+            .load(true)
+            .await
+            .context("loading the NexusPHP site's settings, users, torrents, peers and snatches")?;
+        anyhow::Ok((db, data))
+    })?;
+    tracing::info!(
+        site = db.url(),
+        "NexusPHP site loaded: {} users, {} torrents, {} peers, {} snatches, {} client families",
+        data.users.len(),
+        data.torrents.len(),
+        data.peers.len(),
+        data.snatches.len(),
+        data.families.len()
+    );
+    // The site's rules decide every announce: the private rule only finds the member and
+    // the torrent.
+    let members = Arc::new(Members::new(&Roster::default(), false));
+    let site = Arc::new(Site::new(data));
+    site.register(&members);
+    let schema = Arc::new(NexusSchema::new(db, site.clone(), members.clone()));
+    let every = Duration::from_secs(config.poll_interval);
+    let polled = schema.clone();
+    let poller = o.runtime.handle().spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            match polled.poll().await {
+                Ok(a) if a != crate::sync::Applied::default() => {
+                    tracing::info!(?a, "NexusPHP site's changes put in force")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("reading the NexusPHP site's changes: {e}"),
+            }
+        }
+    });
+    Ok(Arc::new(Nexusphp {
+        parts: Parts {
+            name: "nexusphp",
+            members,
+            rules: site.clone(),
+            schema,
+            control: None,
+        },
+        site,
+        poller: Mutex::new(Some(poller)),
+    }))
+}
+
+impl shoal_site::Site for Nexusphp {
+    fn parts(&self) -> &Parts {
+        &self.parts
+    }
+
+    /// The site's clients as the ledger's records, from their `peers` rows: the first
+    /// announce of each after the start is counted from what it last reported there, as
+    /// NexusPHP counts it (`uploaded - peers.uploaded`).
+    fn saved_peers(&self, now: u32, unix: u64) -> Vec<SavedPeer> {
+        let mut out = Vec::new();
+        for t in self.site.torrents.iter() {
+            for p in t.clients.values() {
+                let age = unix.saturating_sub(u64::try_from(p.last_action).unwrap_or(0));
+                out.push(SavedPeer {
+                    user_id: u64::from(p.user_id),
+                    torrent_id: u64::from(t.torrent.id),
+                    peer_id: PeerId(p.peer_id),
+                    record: PeerRecord {
+                        uploaded: p.uploaded,
+                        downloaded: p.downloaded,
+                        seen: now.saturating_sub(u32::try_from(age).unwrap_or(u32::MAX)),
+                        seeding: p.seeder,
+                        started: false,
+                    },
+                });
+            }
+        }
+        out
+    }
+
+    fn listed_peers(&self) -> Vec<ListedPeer> {
+        let mut out = Vec::new();
+        for t in self.site.torrents.iter() {
+            for p in t.clients.values().filter(|p| p.port != 0) {
+                out.push(ListedPeer {
+                    info_hash: t.torrent.info_hash,
+                    peer_id: p.peer_id,
+                    addr: SocketAddr::new(p.ip, p.port),
+                    seeder: p.seeder,
+                });
+            }
+        }
+        out
+    }
+
+    /// The sweep of clients silent for longer than NexusPHP's cleanup keeps them.
+    fn before_flush(&self, unix_now: i64) {
+        let swept = self.site.sweep(unix_now);
+        if swept > 0 {
+            tracing::debug!(swept, "silent NexusPHP clients dropped");
+        }
+    }
+
+    /// Stops the poll.
+    fn shutdown(&self) {
+        if let Some(poller) = self.poller.lock().take() {
+            poller.abort();
+        }
+    }
+}

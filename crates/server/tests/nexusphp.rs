@@ -1,0 +1,485 @@
+//! A NexusPHP site on shoal, end to end: a real MariaDB (strict mode) holding NexusPHP's own
+//! schema as it ships (`tests/fixtures/nexusphp.sql`, the 1.10 line's
+//! `database/schema/mysql-schema.sql`) and rows inserted as the site inserts them, shoal
+//! started with `[private] schema = "nexusphp"` on it, announces as NexusPHP's clients send
+//! them (`/announce.php?passkey=`, `/api/announce?passkey=`, and over UDP the same path in
+//! BEP 41 URL data), NexusPHP's refusals, the promotion factors, the rows written in
+//! `users`, `snatched`, `torrents` and `peers`, and a member, a torrent and a passkey
+//! changed in the tables while shoal runs, in force within the poll's bound.
+//!
+//! NexusPHP's windows run on the wall clock: a second announce of one member on one torrent
+//! within 5 s is a re-announce (nothing written), within 30 s too frequent unless it is a
+//! `completed` or `stopped` (`public/announce.php:42-66`). So each (member, torrent) below
+//! announces `started`, then, after [`REPEAT`], `completed` or `stopped`.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::site_schema::{enc, pid, udp_session};
+use common::{http_with_headers, temp_dir};
+use shoal_server::Tracker;
+
+#[allow(dead_code)]
+#[path = "../../accounts/tests/servers/mod.rs"]
+mod servers;
+
+#[allow(dead_code)]
+#[path = "../../accounts/tests/servers/site_db.rs"]
+mod site_db;
+
+const TOKEN: &str = "nexusphp-test-admin-token";
+const AGENT: &str = "qBittorrent/4.6.5";
+const BASE: &str = "https://pt.example.org";
+/// NexusPHP's schema as it ships.
+const FIXTURE: &str = include_str!("../../../tests/fixtures/nexusphp.sql");
+/// Longer than NexusPHP's re-announce window (5 s).
+const REPEAT: Duration = Duration::from_secs(6);
+/// The torrents' size: a client's `left` never above it.
+const SIZE: u64 = 10_000;
+
+/// A passkey as NexusPHP makes them: 32 hex characters.
+fn passkey(user: u32) -> String {
+    format!("{user:032x}")
+}
+
+fn info_hash(id: u8) -> [u8; 20] {
+    [id; 20]
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One announce of client `peer` on torrent `torrent` to `path` with `key` as the
+/// passkey in the query (none: no passkey); the body.
+#[allow(clippy::too_many_arguments)]
+fn announce_to(
+    addr: SocketAddr,
+    path: &str,
+    key: Option<&str>,
+    torrent: u8,
+    peer: u8,
+    port: u16,
+    (uploaded, downloaded, left): (u64, u64, u64),
+    event: &str,
+    agent: &str,
+) -> String {
+    let key = key.map_or(String::new(), |k| format!("passkey={k}&"));
+    let target = format!(
+        "{path}?{key}info_hash={}&peer_id={}&port={port}&uploaded={uploaded}\
+         &downloaded={downloaded}&left={left}&event={event}&compact=1",
+        enc(&info_hash(torrent)),
+        enc(&pid(peer).0),
+    );
+    let (_, body) = http_with_headers(
+        addr,
+        "GET",
+        &target,
+        &format!("User-Agent: {agent}\r\n"),
+        b"",
+    );
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// Member `user`'s client `user` on torrent `torrent` at `/announce.php`.
+fn announce(
+    addr: SocketAddr,
+    user: u32,
+    torrent: u8,
+    transfer: (u64, u64, u64),
+    event: &str,
+) -> String {
+    let key = passkey(user);
+    let port = 50_000 + user as u16;
+    announce_to(
+        addr,
+        "/announce.php",
+        Some(&key),
+        torrent,
+        user as u8,
+        port,
+        transfer,
+        event,
+        AGENT,
+    )
+}
+
+/// The rows a NexusPHP site holds: its settings (the site's address), one client family
+/// (qBittorrent by its peer id), a category, members 1 alice, 2 bob (VIP), 3 carol
+/// (disabled), 4 dave (parked), 5 erin (download privileges removed), 6 frank; torrents 10
+/// normal, 11 free, 12 2x, 13 50%, 14 banned, 15 normal; bob's seeder on torrent 10 in
+/// `peers` (from NexusPHP's own announce, before the switch).
+async fn insert_site_rows(db: &site_db::SiteDb) {
+    db.run(&format!(
+        "insert into settings (name, value, autoload) values ('basic.BASEURL', '{BASE}', 'yes'); \
+         insert into agent_allowed_family (id, family, start_name, peer_id_pattern, \
+             peer_id_match_num, peer_id_matchtype, peer_id_start, agent_pattern, agent_match_num, \
+             agent_matchtype, agent_start, exception, allowhttps) values \
+             (1, 'qBittorrent', 'qBittorrent 4.0.0', '/^-qB/', 0, 'dec', '-qB4000-', '', 0, \
+             'dec', '', 'no', 'yes'); \
+         insert into categories (id, mode, name) values (401, 4, 'Movies');"
+    ))
+    .await;
+    let mut users = Vec::new();
+    for (id, name, class, enabled, parked, downloadpos) in [
+        (1, "alice", 1, "yes", "no", "yes"),
+        (2, "bob", 10, "yes", "no", "yes"),
+        (3, "carol", 1, "no", "no", "yes"),
+        (4, "dave", 1, "yes", "yes", "yes"),
+        (5, "erin", 1, "yes", "no", "no"),
+        (6, "frank", 1, "yes", "no", "yes"),
+    ] {
+        users.push(format!(
+            "({id}, '{name}', '{name}@example.org', 'confirmed', NOW(), {class}, '{enabled}', \
+             '{parked}', '{downloadpos}', '{}')",
+            passkey(id)
+        ));
+    }
+    db.run(&format!(
+        "insert into users (id, username, email, status, added, class, enabled, parked, \
+         downloadpos, passkey) values {}",
+        users.join(", ")
+    ))
+    .await;
+    let mut torrents = Vec::new();
+    for (id, sp_state, banned) in [
+        (10, 1, "no"),
+        (11, 2, "no"),
+        (12, 3, "no"),
+        (13, 5, "no"),
+        (14, 1, "yes"),
+        (15, 1, "no"),
+    ] {
+        torrents.push(format!(
+            "({id}, 0x{}, 'Torrent {id}', 'torrent-{id}.torrent', 401, {SIZE}, \
+             NOW() - INTERVAL 1 DAY, 99, {sp_state}, '{banned}', 1)",
+            hex(&info_hash(id))
+        ));
+    }
+    db.run(&format!(
+        "insert into torrents (id, info_hash, name, filename, category, size, added, owner, \
+         sp_state, banned, approval_status) values {}",
+        torrents.join(", ")
+    ))
+    .await;
+    db.run(&format!(
+        "insert into peers (torrent, peer_id, ip, port, uploaded, downloaded, to_go, seeder, \
+             started, last_action, userid, agent, passkey, ipv4) values \
+         (10, 0x{}, '127.0.0.2', 50002, 0, 0, 0, 'yes', NOW(), NOW(), 2, '{AGENT}', '{}', \
+             '127.0.0.2'); \
+         update torrents set seeders = 1 where id = 10",
+        hex(&pid(2).0),
+        passkey(2)
+    ))
+    .await;
+}
+
+#[test]
+fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(db) = rt.block_on(site_db::SiteDb::create("nexusphp_e2e")) else {
+        eprintln!("MariaDB is not available here: skipped");
+        return;
+    };
+    rt.block_on(db.run(FIXTURE));
+    rt.block_on(insert_site_rows(&db));
+    let dir = temp_dir("nexusphp-e2e");
+    let mut c = common::private_config(&dir, TOKEN);
+    c.private.schema = "nexusphp".into();
+    c.private.database = db.url.clone();
+    // Only the test's flushes write; the site's changes are read every 2 s.
+    c.sites.nexusphp.flush_interval = 3600;
+    c.sites.nexusphp.poll_interval = 2;
+    let tracker = Tracker::start(c).unwrap();
+    let http = tracker.http_addrs()[0];
+
+    // alice (1) starts leeching torrents 10 (normal), 11 (free), 12 (2x), 13 (50%); on 10
+    // she is sent bob's seeder, resumed from the site's `peers`.
+    for t in [10, 11, 12, 13] {
+        let a = announce(http, 1, t, (0, 0, SIZE), "started");
+        assert!(a.contains("8:intervali"), "{a}");
+        if t == 10 {
+            assert!(a.contains("8:completei1e"), "bob seeds: {a}");
+            assert!(a.contains("5:peers6:"), "bob's address: {a}");
+        }
+    }
+
+    // NexusPHP's refusals, in its words.
+    let refused = |user: u32, torrent: u8, agent: &str, port: u16| {
+        let key = passkey(user);
+        let pid = 40 + torrent;
+        announce_to(
+            http,
+            "/announce.php",
+            Some(&key),
+            torrent,
+            pid,
+            port,
+            (0, 0, 10),
+            "started",
+            agent,
+        )
+    };
+    let texts = [
+        (
+            refused(42, 15, AGENT, 50_100),
+            format!("Invalid passkey! Re-download the .torrent from {BASE}"),
+        ),
+        (
+            refused(3, 15, AGENT, 50_100),
+            "Your account is disabled!".to_string(),
+        ),
+        (
+            refused(4, 15, AGENT, 50_100),
+            "Your account is parked! (Read the FAQ)".to_string(),
+        ),
+        (
+            refused(5, 15, AGENT, 50_100),
+            "Your downloading privileges have been disabled! (Read the rules)".to_string(),
+        ),
+        (
+            refused(6, 15, "Mozilla/5.0 (X11)", 50_100),
+            "Browser access blocked!".to_string(),
+        ),
+        (refused(6, 14, AGENT, 50_100), "torrent banned".to_string()),
+        (
+            refused(6, 99, AGENT, 50_100),
+            "torrent not registered with this tracker".to_string(),
+        ),
+        (
+            refused(6, 13, AGENT, 6881),
+            "Port 6881 is blacklisted.".to_string(),
+        ),
+    ];
+    for (body, text) in &texts {
+        assert!(
+            body.contains(&format!("14:failure reason{}:{text}", text.len())),
+            "{text}: {body}"
+        );
+    }
+    // A client off the allow list (its peer id is not qBittorrent's).
+    let target = format!(
+        "/announce.php?passkey={}&info_hash={}&peer_id=-XX1000-000000000000&port=50106\
+         &uploaded=0&downloaded=0&left=10&event=started",
+        passkey(6),
+        enc(&info_hash(12)),
+    );
+    let (_, body) = http_with_headers(http, "GET", &target, "User-Agent: Xx/1.0\r\n", b"");
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("Banned Client, Please goto"), "{body}");
+    let none = announce_to(
+        http,
+        "/announce.php",
+        None,
+        11,
+        61,
+        50_106,
+        (0, 0, 10),
+        "started",
+        AGENT,
+    );
+    assert!(none.contains("Require passkey"), "{none}");
+    // NexusPHP 1.7's path, as torrents downloaded then carry it: served the same.
+    let key6 = passkey(6);
+    let api = announce_to(
+        http,
+        "/api/announce",
+        Some(&key6),
+        15,
+        6,
+        50_006,
+        (0, 0, 0),
+        "started",
+        AGENT,
+    );
+    assert!(api.contains("8:intervali"), "{api}");
+
+    // frank (6) over UDP, the passkey in BEP 41 URL data as NexusPHP's path: leeches 10.
+    let url = format!("/announce.php?passkey={}", passkey(6));
+    let udp = tracker.udp_addrs()[0];
+    let (_, seeders) = udp_session(udp, &url, (info_hash(10), 6, 50_016), (SIZE, SIZE), (0, 0));
+    assert_eq!(seeders, 1, "bob");
+
+    // alice completes the four torrents, each 10,000 bytes down and 2,000 up.
+    std::thread::sleep(REPEAT);
+    for t in [10, 11, 12, 13] {
+        let a = announce(http, 1, t, (2_000, SIZE, 0), "completed");
+        assert!(a.contains("8:intervali"), "{t}: {a}");
+    }
+    flush(&tracker);
+
+    let n = |sql: &str| rt.block_on(db.number(&format!("select cast(({sql}) as signed)")));
+    // users: the credit, promotion factors applied (`include/globalfunctions.php:1032-1139`):
+    // down 10,000 + 0 (free) + 10,000 (2x) + 5,000 (50%); up 2,000 + 2,000 + 4,000 + 2,000.
+    assert_eq!(n("select downloaded from users where id = 1"), 25_000);
+    assert_eq!(n("select uploaded from users where id = 1"), 10_000);
+    assert_eq!(
+        n("select clientselect from users where id = 1"),
+        1,
+        "the family"
+    );
+    assert_eq!(
+        n("select count(*) from users where id = 1 and last_announce_at is not null"),
+        1
+    );
+    // snatched: the actual bytes, finished (`public/announce.php:496-507`).
+    for t in [10, 11, 12, 13] {
+        let row = |col: &str| {
+            n(&format!(
+                "select {col} from snatched where userid = 1 and torrentid = {t}"
+            ))
+        };
+        assert_eq!(row("downloaded"), SIZE as i64, "{t}");
+        assert_eq!(row("uploaded"), 2_000, "{t}");
+        assert_eq!(row("to_go"), 0, "{t}");
+        assert_eq!(
+            row("finished = 'yes' and completedat is not null"),
+            1,
+            "{t}"
+        );
+        assert!(row("leechtime") >= 5, "{t}");
+    }
+    // torrents: shoal's counts, a completion each.
+    assert_eq!(
+        n("select seeders from torrents where id = 10"),
+        2,
+        "bob and alice"
+    );
+    assert_eq!(
+        n("select leechers from torrents where id = 10"),
+        1,
+        "frank, over UDP"
+    );
+    for t in [10, 11, 12, 13] {
+        assert_eq!(
+            n(&format!(
+                "select times_completed from torrents where id = {t}"
+            )),
+            1
+        );
+        assert_eq!(
+            n(&format!(
+                "select visible = 'yes' from torrents where id = {t}"
+            )),
+            1
+        );
+    }
+    // peers: one row per client, over every protocol.
+    assert_eq!(n("select count(*) from peers where torrent = 10"), 3);
+    assert_eq!(
+        n("select count(*) from peers where torrent = 10 and seeder = 'yes'"),
+        2
+    );
+    assert_eq!(
+        n(&format!(
+            "select count(*) from peers where userid = 6 and torrent = 10 and passkey = '{key6}'"
+        )),
+        1
+    );
+    assert_eq!(
+        n("select count(*) from peers where userid = 6 and torrent = 15"),
+        1,
+        "/api/announce"
+    );
+
+    // The site adds a member and a torrent and changes alice's passkey: in force within the
+    // poll's bound (15 s at most).
+    let changed = Instant::now();
+    rt.block_on(db.run(&format!(
+        "insert into users (id, username, email, status, added, class, passkey) values \
+             (7, 'grace', 'grace@example.org', 'confirmed', NOW(), 1, '{}'); \
+         insert into torrents (id, info_hash, name, filename, category, size, added, owner) \
+             values (20, 0x{}, 'Torrent 20', 'torrent-20.torrent', 401, {SIZE}, NOW(), 99); \
+         update users set passkey = '{}' where id = 1",
+        passkey(7),
+        hex(&info_hash(20)),
+        "a".repeat(32)
+    )));
+    let key7 = passkey(7);
+    let served = loop {
+        let a = announce_to(
+            http,
+            "/announce.php",
+            Some(&key7),
+            20,
+            7,
+            50_007,
+            (0, 0, 0),
+            "started",
+            AGENT,
+        );
+        if a.contains("8:intervali") {
+            break changed.elapsed();
+        }
+        assert!(
+            changed.elapsed() < Duration::from_secs(15),
+            "not in force in 15 s: {a}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    eprintln!("a member and a torrent added were served after {served:?}");
+    let new_key = "a".repeat(32);
+    let a = announce_to(
+        http,
+        "/announce.php",
+        Some(&new_key),
+        20,
+        1,
+        50_001,
+        (0, 0, SIZE),
+        "started",
+        AGENT,
+    );
+    assert!(a.contains("8:intervali"), "alice's new passkey: {a}");
+    let old = announce_to(
+        http,
+        "/announce.php",
+        Some(&passkey(1)),
+        15,
+        1,
+        50_001,
+        (0, 0, SIZE),
+        "started",
+        AGENT,
+    );
+    assert!(
+        old.contains("Invalid passkey!"),
+        "alice's old passkey: {old}"
+    );
+    flush(&tracker);
+    assert_eq!(n("select seeders from torrents where id = 20"), 1, "grace");
+    assert_eq!(n("select leechers from torrents where id = 20"), 1, "alice");
+    assert_eq!(n(&format!("select count(*) from peers where torrent = 20 and userid = 1 and passkey = '{new_key}'")), 1);
+    drop(tracker);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+fn flush(tracker: &Tracker) {
+    common::site_schema::flush(tracker, TOKEN);
+}
+
+#[test]
+fn a_nexusphp_database_without_a_table_or_column_shoal_needs_stops_the_start_by_name() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(db) = rt.block_on(site_db::SiteDb::create("nexusphp_missing")) else {
+        eprintln!("MariaDB is not available here: skipped");
+        return;
+    };
+    rt.block_on(db.run(FIXTURE));
+    rt.block_on(
+        db.run("alter table snatched drop column leech_time_no_seeder; drop table torrents_state"),
+    );
+    let dir = temp_dir("nexusphp-missing");
+    let mut c = common::private_config(&dir, TOKEN);
+    c.private.schema = "nexusphp".into();
+    c.private.database = db.url.clone();
+    let e = format!("{:#}", Tracker::start(c).err().expect("refused"));
+    assert!(e.contains("column snatched.leech_time_no_seeder"), "{e}");
+    assert!(e.contains("table torrents_state"), "{e}");
+    rt.block_on(db.expect("select count(*) from information_schema.tables where table_schema = database() and table_name = 'torrents_state'", 0));
+    std::fs::remove_dir_all(dir).ok();
+}
