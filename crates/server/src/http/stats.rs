@@ -67,10 +67,8 @@ impl Surface {
         if path != self.path || self.allow.is_empty() {
             return false;
         }
-        let allowed = self
-            .allow
-            .iter()
-            .any(|n| n.contains(&client.to_canonical()));
+        let ip = client.to_canonical();
+        let allowed = self.allow.iter().any(|n| n.contains(&ip));
         let a = page::answer(
             query.as_bytes(),
             allowed,
