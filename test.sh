@@ -59,6 +59,8 @@ step "tests/webtorrent/run.sh (npm client, two Chromium pages over WebRTC)"
 tests/webtorrent/run.sh
 step "tests/ops/run.sh (Prometheus and the alert rules, check-config, JSON logs, the .deb, the container)"
 tests/ops/run.sh
+step "tests/opentracker/run.sh (/stats against opentracker's on the same announces, the exporter)"
+tests/opentracker/run.sh
 
 step "tests/status_page (headless Chromium loads the admin status page)"
 (cd tests/status_page && { [ -d node_modules ] || npm ci --ignore-scripts --no-audit --no-fund; } && npm test)

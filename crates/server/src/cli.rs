@@ -96,6 +96,21 @@ pub enum Command {
         /// The config file to check.
         file: PathBuf,
     },
+    /// Print another tracker's config file as shoal's TOML, each line that has no shoal
+    /// equivalent named in a comment (see docs/opentracker.md).
+    ConvertConfig {
+        /// The tracker the file is for.
+        #[arg(long, value_enum)]
+        from: ConvertFrom,
+        /// Its config file (e.g. /etc/opentracker/opentracker.conf).
+        file: PathBuf,
+    },
+}
+
+/// Trackers whose config `convert-config` reads.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ConvertFrom {
+    Opentracker,
 }
 
 impl Args {

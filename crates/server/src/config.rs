@@ -15,9 +15,10 @@ mod abuse;
 mod cluster;
 mod private;
 
-pub use abuse::{BlockListConfig, RateLimitConfig};
+pub use abuse::{AccessListConfig, AccessModeConfig, BlockListConfig, RateLimitConfig};
 pub use cluster::ClusterConfig;
 pub use private::PrivateConfig;
+pub use shoal_opentracker::config::StatsConfig;
 
 /// The documented default configuration, as printed by `shoal --print-config`.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("default_config.toml");
@@ -34,6 +35,7 @@ pub struct Config {
     pub announce: AnnounceConfig,
     pub store: StoreSection,
     pub access_list: AccessListConfig,
+    pub stats: StatsConfig,
     pub rate_limit: RateLimitConfig,
     pub block_list: BlockListConfig,
     pub ws: WsConfig,
@@ -130,6 +132,8 @@ pub struct HttpConfig {
     pub proxy_hop: usize,
     pub proxy_trusted: Vec<String>,
     pub proxy_protocol: bool,
+    /// Where `GET /` is redirected (302); empty: 404 (opentracker's `tracker.redirect_url`).
+    pub redirect_url: String,
     pub unix_socket: PathBuf,
 }
 
@@ -219,22 +223,6 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum AccessModeConfig {
-    #[default]
-    Off,
-    Allow,
-    Deny,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
-pub struct AccessListConfig {
-    pub mode: AccessModeConfig,
-    pub path: PathBuf,
-}
-
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -247,6 +235,7 @@ impl Default for Config {
             announce: AnnounceConfig::default(),
             store: StoreSection::default(),
             access_list: AccessListConfig::default(),
+            stats: StatsConfig::default(),
             rate_limit: RateLimitConfig::default(),
             block_list: BlockListConfig::default(),
             ws: WsConfig::default(),
@@ -301,6 +290,7 @@ impl Default for HttpConfig {
             proxy_hop: 1,
             proxy_trusted: vec!["127.0.0.1".into(), "::1".into()],
             proxy_protocol: false,
+            redirect_url: String::new(),
             unix_socket: PathBuf::new(),
         }
     }
@@ -402,10 +392,10 @@ impl Config {
         if self.announce.min_interval > self.announce.interval {
             bail!("announce.min_interval must not exceed announce.interval");
         }
-        if self.access_list.mode != AccessModeConfig::Off
-            && self.access_list.path.as_os_str().is_empty()
-        {
-            bail!("access_list.path must be set when access_list.mode is not \"off\"");
+        self.access_list.validate()?;
+        self.stats.validate().map_err(anyhow::Error::msg)?;
+        if self.http.redirect_url.contains(['\r', '\n']) {
+            bail!("http.redirect_url must be one line");
         }
         self.private.validate()?;
         if let Some(schema) = self.private.site() {

@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod access_pipes;
 pub mod admin;
 pub mod cli;
 pub mod cluster;
@@ -193,7 +194,7 @@ impl Tracker {
         } else {
             restored.key()
         };
-        let ids = ConnectionIds::from_config(&config, key)?;
+        let ids = udp::connection_id::from_config(&config, key)?;
         let state_file = config
             .state_file()
             .map(|path| Arc::new(StateFile::new(path.to_path_buf(), ids.key())));
@@ -225,6 +226,7 @@ impl Tracker {
                 ws.clone(),
                 shutdown.clone(),
                 site_api,
+                udp.as_ref().map(|u| u.counters.clone()).unwrap_or_default(),
             )?)
         };
 
@@ -269,6 +271,7 @@ impl Tracker {
         if let Some(line) = privileges::drop_privileges(&config.privileges)? {
             tracing::info!("{line}");
         }
+        access_pipes::start(&config, &core, &shutdown)?;
 
         let cleaner = {
             let core = core.clone();

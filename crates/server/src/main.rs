@@ -20,6 +20,12 @@ fn main() -> anyhow::Result<()> {
         let problems = shoal_server::config_check::report(file, &mut std::io::stdout())?;
         std::process::exit(i32::from(problems > 0));
     }
+    if let Some(Command::ConvertConfig { file, .. }) = &args.command {
+        let text = std::fs::read_to_string(file).context("reading the file to convert")?;
+        let toml = shoal_opentracker::convert::to_toml(&text, &file.display().to_string());
+        print!("{toml}");
+        return Ok(());
+    }
     let config = args.config()?;
     let json = config.log_format == LogFormat::Json;
     let logs = tracing_subscriber::fmt().with_env_filter(

@@ -12,6 +12,9 @@
 //!   client's record and the pending sums until the database side drains them.
 //! - [`request`]: the types of the seam between the front ends and the policy.
 //! - [`site`]: the seam for a site schema's own announce rules ([`site::SiteRules`]).
+//! - [`connection_id`]: BEP 15 connection ids, issued and checked without a table.
+//! - [`samples`]: the store's figures and largest torrents at one moment (the status page's).
+//! - [`udp_counters`]: the UDP front end's per-worker request counters.
 //!
 //! The arrows point down: `shoal-server` -> this crate -> `shoal-swarm` -> `shoal-proto`.
 //! Loading members from a site's database and writing the sums back is the server's (with
@@ -19,13 +22,16 @@
 
 #![forbid(unsafe_code)]
 
+pub mod connection_id;
 pub mod decide;
 pub mod fixed_counter;
 pub mod policy;
 pub mod private;
 pub mod request;
+pub mod samples;
 pub mod site;
 pub mod swarms;
+pub mod udp_counters;
 
 pub use decide::{Answer, Core, PeerAnnounce, ScrapeOf, Stop};
 pub use policy::Policy;

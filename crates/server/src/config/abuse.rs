@@ -1,6 +1,5 @@
-//! The `[rate_limit]` and `[block_list]` sections: the abuse controls asked before the store
-//! (see the core's `policy/rate_limit.rs` and `policy/block_list.rs`), and the core's
-//! [`Policy`] built from the config. Their own file so that the config tree's main file only
+//! The `[access_list]`, `[rate_limit]` and `[block_list]` sections: the rules asked before
+//! the store (see the core's `policy/`), and the core's [`Policy`] built from the config. Their own file so that the config tree's main file only
 //! names them; `docs/abuse.md` explains them at length.
 
 use std::path::PathBuf;
@@ -9,7 +8,39 @@ use anyhow::bail;
 use serde::{Deserialize, Serialize};
 use shoal_tracker::policy::{AccessList, AccessMode, BlockList, Limits, Policy, RateLimit};
 
-use super::AccessModeConfig;
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessModeConfig {
+    #[default]
+    Off,
+    Allow,
+    Deny,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessListConfig {
+    pub mode: AccessModeConfig,
+    pub path: PathBuf,
+    /// Named pipes whose lines (hex info hashes) list or unlist a torrent in force, the file
+    /// untouched (opentracker's `access.fifo_add`, `access.fifo_delete`); empty: none.
+    pub fifo_add: PathBuf,
+    pub fifo_delete: PathBuf,
+}
+
+impl AccessListConfig {
+    /// Refuses a list mode without a file, and pipes without a list, naming the option.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let set = |p: &PathBuf| !p.as_os_str().is_empty();
+        if self.mode != AccessModeConfig::Off && !set(&self.path) {
+            bail!("access_list.path must be set when access_list.mode is not \"off\"");
+        }
+        if self.mode == AccessModeConfig::Off && (set(&self.fifo_add) || set(&self.fifo_delete)) {
+            bail!("access_list.fifo_add and fifo_delete need an access list (access_list.mode)");
+        }
+        Ok(())
+    }
+}
 
 /// Per-source token buckets (one per IPv4 address or IPv6 prefix, in a fixed table).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

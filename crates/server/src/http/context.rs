@@ -63,6 +63,8 @@ pub struct HttpContext {
     pub open: AtomicUsize,
     /// The control calls of the site in force, if it has any.
     pub site_api: Option<Arc<SiteApi>>,
+    /// opentracker's `/stats` and `GET /` redirect (`None` in handler tests).
+    pub opentracker: Option<super::stats::Surface>,
 }
 
 /// Counts one open connection until dropped.

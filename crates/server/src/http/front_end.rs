@@ -93,6 +93,7 @@ impl HttpFrontEnd {
         ws: Arc<WsContext>,
         shutdown: Arc<AtomicBool>,
         site_api: Option<Arc<SiteApi>>,
+        udp_counters: Vec<Arc<crate::udp::counters::WorkerCounters>>,
     ) -> anyhow::Result<Self> {
         let workers = config.worker_count().max(1);
         let tls = if config.https.listen.is_empty() {
@@ -137,6 +138,7 @@ impl HttpFrontEnd {
             ws,
             open: AtomicUsize::new(0),
             site_api,
+            opentracker: Some(super::stats::Surface::new(config, udp_counters)),
         });
 
         for w in 0..workers {
@@ -306,6 +308,7 @@ async fn accept_loop(
                 continue;
             }
         };
+        shoal_opentracker::tally::HTTP.accepted();
         let Some(guard) = OpenConnection::admit(&ctx) else {
             drop(tcp);
             continue;

@@ -37,6 +37,7 @@ use super::context::HttpContext;
 use super::full_scrape::Document;
 use super::site_call::SiteCall;
 use crate::ws::UpgradeRequest;
+use shoal_opentracker::tally::HTTP as OT;
 
 /// What the connection does after writing the response.
 #[derive(Debug)]
@@ -138,7 +139,7 @@ fn facts<'a>(headers: &'a [httparse::Header<'a>]) -> HeaderFacts<'a> {
 }
 
 /// Appends a status line and headers for a body of `len` bytes.
-fn write_head(out: &mut Vec<u8>, status: &str, len: usize, close: bool, extra: &str) {
+pub(super) fn write_head(out: &mut Vec<u8>, status: &str, len: usize, close: bool, extra: &str) {
     let _ = write!(
         out,
         "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len}\r\n{extra}{}\r\n",
@@ -369,6 +370,12 @@ impl Handler {
             });
         }
         let close = !self.ctx.settings.keep_alive || f.close || (version == 0 && !f.keep_alive);
+        if let Some(ot) = &self.ctx.opentracker {
+            let ip = *client_ip.as_ref().unwrap_or(&remote.ip());
+            if ot.answer(&self.ctx.core, path, ip, close, out) {
+                return if close { Next::Close } else { Next::KeepAlive };
+            }
+        }
 
         self.body.clear();
         let (action, reply) = match parse_target(path.as_bytes()) {
@@ -410,12 +417,16 @@ impl Handler {
                 (action, Reply::Failed)
             }
             Err(_) => {
+                OT.error(shoal_opentracker::stats::http_error::NOT_FOUND);
                 write_head(out, "404 Not Found", 10, close, "");
                 out.extend_from_slice(b"not found\n");
                 return if close { Next::Close } else { Next::KeepAlive };
             }
         };
         count(action, reply == Reply::Served);
+        if reply == Reply::Served {
+            OT.answered(action == Action::Announce);
+        }
         let (status, close) = match reply {
             Reply::Dropped => return Next::Close,
             Reply::Limited => {
@@ -576,6 +587,7 @@ impl Handler {
         };
         write_head(out, "200 OK", len, close, extra);
         count(Action::Scrape, true);
+        OT.full_scrape(len);
         Next::SendDocument { doc, gzip, close }
     }
 }
@@ -621,6 +633,7 @@ mod tests {
             full_scrape: None,
             ws: Arc::new(crate::ws::WsContext::new(&config, core)),
             open: Default::default(),
+            opentracker: None,
             site_api: None,
         })
     }

@@ -52,6 +52,7 @@ pub mod full_scrape;
 pub mod handler;
 pub mod proxy_protocol;
 pub mod site_call;
+pub mod stats;
 pub mod tls;
 pub mod unix;
 

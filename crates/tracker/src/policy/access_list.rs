@@ -5,9 +5,16 @@
 //! it in whole (`arc_swap`) on reload so that workers read it without a lock. Edits from
 //! the admin API rewrite the file ([`edit_file`], through the shared [`list_file`]) before
 //! the new list is put in force.
+//!
+//! The access-list pipes (`[access_list] fifo_add`, `fifo_delete`) change the list in force
+//! one hash at a time without touching the file: [`AccessList::with_change`] keeps such
+//! changes beside the file's set, which is shared, not copied, so a change to a list of
+//! millions costs a small set's copy. A reload from the file drops them (the pipes'
+//! writer is expected to have put them in the file by then, as with opentracker).
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 
 use shoal_proto::InfoHash;
 use thiserror::Error;
@@ -30,7 +37,12 @@ pub enum AccessMode {
 #[derive(Clone, Debug, Default)]
 pub struct AccessList {
     mode: AccessMode,
-    hashes: HashSet<InfoHash>,
+    /// The file's hashes.
+    hashes: Arc<HashSet<InfoHash>>,
+    /// Listed since, though not in the file (the pipes).
+    extra: HashSet<InfoHash>,
+    /// In the file, but unlisted since (the pipes).
+    gone: HashSet<InfoHash>,
 }
 
 #[derive(Debug, Error)]
@@ -52,7 +64,9 @@ impl AccessList {
     pub fn new(mode: AccessMode, hashes: impl IntoIterator<Item = InfoHash>) -> Self {
         Self {
             mode,
-            hashes: hashes.into_iter().collect(),
+            hashes: Arc::new(hashes.into_iter().collect()),
+            extra: HashSet::new(),
+            gone: HashSet::new(),
         }
     }
 
@@ -69,7 +83,7 @@ impl AccessList {
             })?;
             hashes.insert(hash);
         }
-        Ok(Self { mode, hashes })
+        Ok(Self::new(mode, hashes))
     }
 
     /// Loads the list from `path`. With mode `Off` the file is not read.
@@ -89,19 +103,64 @@ impl AccessList {
     }
 
     pub fn len(&self) -> usize {
-        self.hashes.len()
+        self.hashes.len() - self.gone.len() + self.extra.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.hashes.is_empty()
+        self.len() == 0
     }
 
+    #[inline]
     pub fn contains(&self, info_hash: &InfoHash) -> bool {
-        self.hashes.contains(info_hash)
+        if self.extra.is_empty() && self.gone.is_empty() {
+            return self.hashes.contains(info_hash);
+        }
+        self.extra.contains(info_hash)
+            || (self.hashes.contains(info_hash) && !self.gone.contains(info_hash))
     }
 
     pub fn hashes(&self) -> impl Iterator<Item = &InfoHash> {
-        self.hashes.iter()
+        self.hashes
+            .iter()
+            .filter(|h| !self.gone.contains(*h))
+            .chain(self.extra.iter())
+    }
+
+    /// This list with `info_hash` listed (`listed`) or not, the file's set shared; `None`
+    /// when it already is.
+    pub fn with_change(&self, info_hash: InfoHash, listed: bool) -> Option<Self> {
+        if self.contains(&info_hash) == listed {
+            return None;
+        }
+        let mut next = self.clone();
+        next.mark(info_hash, listed);
+        Some(next)
+    }
+
+    fn mark(&mut self, info_hash: InfoHash, listed: bool) {
+        let in_file = self.hashes.contains(&info_hash);
+        if listed {
+            self.gone.remove(&info_hash);
+            if !in_file {
+                self.extra.insert(info_hash);
+            }
+        } else {
+            self.extra.remove(&info_hash);
+            if in_file {
+                self.gone.insert(info_hash);
+            }
+        }
+    }
+
+    /// Carries `old`'s changes not made through the file over to this list (fresh from
+    /// the file), except for `edited`, which the file now decides.
+    pub fn keep_changes_of(&mut self, old: &AccessList, edited: &InfoHash) {
+        for h in old.extra.iter().filter(|h| *h != edited) {
+            self.mark(*h, true);
+        }
+        for h in old.gone.iter().filter(|h| *h != edited) {
+            self.mark(*h, false);
+        }
     }
 
     /// Whether announces and scrapes of `info_hash` are served.
@@ -109,8 +168,8 @@ impl AccessList {
     pub fn allows(&self, info_hash: &InfoHash) -> bool {
         match self.mode {
             AccessMode::Off => true,
-            AccessMode::Allow => self.hashes.contains(info_hash),
-            AccessMode::Deny => !self.hashes.contains(info_hash),
+            AccessMode::Allow => self.contains(info_hash),
+            AccessMode::Deny => !self.contains(info_hash),
         }
     }
 }
@@ -142,6 +201,33 @@ mod tests {
         assert!(!AccessList::new(AccessMode::Allow, [a]).allows(&b));
         assert!(!AccessList::new(AccessMode::Deny, [a]).allows(&a));
         assert!(AccessList::new(AccessMode::Deny, [a]).allows(&b));
+    }
+
+    #[test]
+    fn changes_apply_over_the_files_set_and_carry_over_an_edit() {
+        let (a, b, c) = (InfoHash([1; 20]), InfoHash([2; 20]), InfoHash([3; 20]));
+        let file = AccessList::new(AccessMode::Allow, [a, b]);
+        assert!(file.with_change(a, true).is_none(), "already listed");
+        let l = file
+            .with_change(c, true)
+            .unwrap()
+            .with_change(a, false)
+            .unwrap();
+        assert!(!l.allows(&a) && l.allows(&b) && l.allows(&c));
+        assert_eq!(l.len(), 2);
+        let mut listed: Vec<_> = l.hashes().copied().collect();
+        listed.sort();
+        assert_eq!(listed, [b, c]);
+        assert!(
+            Arc::ptr_eq(&file.hashes, &l.hashes),
+            "the file's set is shared"
+        );
+        let back = l.with_change(a, true).unwrap();
+        assert!(back.allows(&a) && back.gone.is_empty());
+        // The admin API edits b in the file: the other changes stay, b is the file's.
+        let mut fresh = AccessList::new(AccessMode::Allow, [a]);
+        fresh.keep_changes_of(&l.with_change(b, false).unwrap(), &b);
+        assert!(!fresh.allows(&a) && !fresh.allows(&b) && fresh.allows(&c));
     }
 
     #[test]

@@ -55,7 +55,8 @@
 //! [`Policy::reload`] re-reads the access-list and block-list files (SIGHUP and the admin
 //! API's reload); [`Policy::edit_access_list`] adds or removes a hash in the file, then in
 //! force, and [`Policy::edit_block_list`] a network (the admin API). On error the list in
-//! force stays.
+//! force stays. [`Policy::change_access_list`] changes the list in force only (the
+//! access-list pipes); a reload drops such changes, an edit of the file keeps them.
 
 pub mod access_list;
 pub mod block_list;
@@ -294,6 +295,25 @@ impl Policy {
         }
         let _guard = self.editing.lock();
         match access_list::edit_file(self.mode, &self.access_file, info_hash, add)? {
+            Some(mut list) => {
+                // The pipes' changes outlive an edit of the file (not a reload).
+                list.keep_changes_of(&self.access.load(), &info_hash);
+                self.set_access_list(list);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Lists (`add`) or unlists an info hash in the list in force only, the file left as
+    /// it is (the access-list pipes): a reload drops the change. Returns whether anything
+    /// changed.
+    pub fn change_access_list(&self, info_hash: InfoHash, add: bool) -> anyhow::Result<bool> {
+        if self.mode == AccessMode::Off {
+            bail!("the access list is off (access_list.mode = \"off\")");
+        }
+        let _guard = self.editing.lock();
+        match self.access.load().with_change(info_hash, add) {
             Some(list) => {
                 self.set_access_list(list);
                 Ok(true)
@@ -459,6 +479,19 @@ mod tests {
         assert!(policy.reload().unwrap().contains("0 info hashes"));
         let err = Policy::default().edit_access_list(ih(3), true).unwrap_err();
         assert!(err.to_string().contains("off"), "{err}");
+        // A pipe's change: in force only, kept by an edit of the file, dropped by a reload.
+        assert!(policy.change_access_list(ih(4), true).unwrap());
+        assert!(
+            !policy.change_access_list(ih(4), true).unwrap(),
+            "no change"
+        );
+        assert!(policy.lists(&ih(4)));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# kept\n");
+        assert!(policy.edit_access_list(ih(5), true).unwrap());
+        assert!(policy.lists(&ih(4)) && policy.lists(&ih(5)));
+        policy.reload().unwrap();
+        assert!(!policy.lists(&ih(4)) && policy.lists(&ih(5)));
+        assert!(Policy::default().change_access_list(ih(4), true).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
