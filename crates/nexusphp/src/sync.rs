@@ -365,7 +365,10 @@ mod tests {
         assert_eq!(s.insert.as_ref(), Some(&insert), "the row is still new");
         assert_eq!((s.uploaded, s.to_go, s.last_action), (17, 0, 200));
         assert_eq!(s.completed_at, Some(200));
-        assert_eq!((b.torrents[0].completed, b.torrents[0].last_action), (1, 100));
+        assert_eq!(
+            (b.torrents[0].completed, b.torrents[0].last_action),
+            (1, 100)
+        );
         assert_eq!(b.users[0].last_announce_at, Some(200), "the newer");
         assert_eq!(b.users[0].client_select, Some(3));
         assert_eq!(b.hit_and_runs, [(1, 10)]);
@@ -377,7 +380,10 @@ mod tests {
         let site = Site::new(SiteData {
             users: vec![user(1, "one"), user(2, "two")],
             torrents: vec![torrent(10)],
-            peers: vec![(10, client(1, true, now - 5000)), (10, client(2, false, now - 60))],
+            peers: vec![
+                (10, client(1, true, now - 5000)),
+                (10, client(2, false, now - 60)),
+            ],
             ..SiteData::default()
         });
         // 1.3 x 3600 s (`main.anninterthree`'s default).
