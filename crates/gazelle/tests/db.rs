@@ -15,6 +15,11 @@ async fn connect(db: &Db) -> GazelleDb {
     g
 }
 
+/// What `f` shows of each of `rows`, in order.
+fn each<T, U>(rows: &[T], f: impl Fn(&T) -> U) -> Vec<U> {
+    rows.iter().map(f).collect()
+}
+
 #[tokio::test]
 async fn check_names_what_a_database_lacks() {
     let Some(db) = Db::empty("check").await else {
@@ -47,11 +52,7 @@ async fn load_reads_what_ocelot_reads() {
     db.run("insert into xbt_client_whitelist (peer_id, vstring) values ('-qB', 'qBittorrent'), ('-TR', 'Transmission')")
         .await;
     let data = connect(&db).await.load().await.unwrap();
-    let users: Vec<(u32, bool, bool)> = data
-        .users
-        .iter()
-        .map(|u| (u.id, u.can_leech, u.protected))
-        .collect();
+    let users = each(&data.users, |u| (u.id, u.can_leech, u.protected));
     // Dave is disabled; carol is paranoid, erin's address is masked: protected.
     assert_eq!(
         users,
@@ -63,11 +64,7 @@ async fn load_reads_what_ocelot_reads() {
         ]
     );
     assert_eq!(data.users[0].passkey, passkey(1));
-    let torrents: Vec<(u32, LeechType, u32)> = data
-        .torrents
-        .iter()
-        .map(|t| (t.id, t.leech_type, t.snatched))
-        .collect();
+    let torrents = each(&data.torrents, |t| (t.id, t.leech_type, t.snatched));
     // 13 has no leech statistics row: not served.
     assert_eq!(
         torrents,
