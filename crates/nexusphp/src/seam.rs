@@ -11,11 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use parking_lot::Mutex;
-use shoal_proto::PeerId;
-use shoal_site::{ListedPeer, Opening, Parts};
-use shoal_tracker::private::credit::PeerRecord;
+use shoal_site::{log_loaded, site_members, LastReport, ListedPeer, Opening, Parts};
 use shoal_tracker::private::ledger::SavedPeer;
-use shoal_tracker::private::members::{Members, Roster};
 
 use crate::config::NexusphpConfig;
 use crate::db::NexusDb;
@@ -46,18 +43,18 @@ pub fn open(config: &NexusphpConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn 
             .context("loading the NexusPHP site's settings, users, torrents, peers and snatches")?;
         anyhow::Ok((db, data))
     })?;
-    tracing::info!(
-        site = db.url(),
-        "NexusPHP site loaded: {} users, {} torrents, {} peers, {} snatches, {} client families",
-        data.users.len(),
-        data.torrents.len(),
-        data.peers.len(),
-        data.snatches.len(),
-        data.families.len()
+    log_loaded(
+        "NexusPHP",
+        db.url(),
+        &[
+            (data.users.len(), "users"),
+            (data.torrents.len(), "torrents"),
+            (data.peers.len(), "peers"),
+            (data.snatches.len(), "snatches"),
+            (data.families.len(), "client families"),
+        ],
     );
-    // The site's rules decide every announce: the private rule only finds the member and
-    // the torrent.
-    let members = Arc::new(Members::new(&Roster::default(), false));
+    let members = site_members();
     let site = Arc::new(Site::new(data));
     site.register(&members);
     let schema = Arc::new(NexusSchema::new(db, site.clone(), members.clone()));
@@ -103,19 +100,16 @@ impl shoal_site::Site for Nexusphp {
         let mut out = Vec::new();
         for t in self.site.torrents.iter() {
             for p in t.clients.values() {
-                let age = unix.saturating_sub(u64::try_from(p.last_action).unwrap_or(0));
-                out.push(SavedPeer {
-                    user_id: u64::from(p.user_id),
-                    torrent_id: u64::from(t.torrent.id),
-                    peer_id: PeerId(p.peer_id),
-                    record: PeerRecord {
-                        uploaded: p.uploaded,
-                        downloaded: p.downloaded,
-                        seen: now.saturating_sub(u32::try_from(age).unwrap_or(u32::MAX)),
-                        seeding: p.seeder,
-                        started: false,
-                    },
-                });
+                let last = LastReport {
+                    user_id: p.user_id,
+                    torrent_id: t.torrent.id,
+                    peer_id: p.peer_id,
+                    uploaded: p.uploaded,
+                    downloaded: p.downloaded,
+                    seeder: p.seeder,
+                    at: p.last_action,
+                };
+                out.push(last.saved(now, unix));
             }
         }
         out
