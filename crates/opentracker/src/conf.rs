@@ -87,30 +87,29 @@ const KEYS: [&str; 17] = [
 
 /// Reads a config file's text.
 pub fn parse(text: &str) -> Vec<Entry> {
-    let mut entries = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let key_end = line.find(char::is_whitespace).unwrap_or(line.len());
-        let (key, value) = (&line[..key_end], line[key_end..].trim());
-        let directive = if KEYS.contains(&key) {
-            if value.is_empty() {
-                Err(format!("{key} without a value"))
-            } else {
-                directive(key, value)
-            }
-        } else {
-            Err(format!("opentracker knows no key {key:?}"))
-        };
-        entries.push(Entry {
+    text.lines()
+        .map(str::trim)
+        .enumerate()
+        .filter(|(_, line)| !crate::says_nothing(line.as_bytes()))
+        .map(|(i, line)| Entry {
             line: i + 1,
             text: line.to_string(),
-            directive,
-        });
+            directive: line_directive(line),
+        })
+        .collect()
+}
+
+/// What a trimmed `key value` line says.
+fn line_directive(line: &str) -> Result<Directive, String> {
+    let key_end = line.find(char::is_whitespace).unwrap_or(line.len());
+    let (key, value) = (&line[..key_end], line[key_end..].trim());
+    if !KEYS.contains(&key) {
+        return Err(format!("opentracker knows no key {key:?}"));
     }
-    entries
+    if value.is_empty() {
+        return Err(format!("{key} without a value"));
+    }
+    directive(key, value)
 }
 
 fn directive(key: &str, v: &str) -> Result<Directive, String> {

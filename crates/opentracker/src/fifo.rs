@@ -49,24 +49,20 @@ impl Lines {
 /// Reads one line (with or without its line break).
 pub fn parse_line(line: &[u8]) -> Line {
     let line = line.trim_ascii();
-    if line.is_empty() || line[0] == b'#' {
+    if crate::says_nothing(line) {
         return Line::Blank;
     }
     if line.len() < 40 || line.get(40).is_some_and(u8::is_ascii_hexdigit) {
         return Line::Bad;
     }
     let mut hash = [0u8; 20];
-    for (i, pair) in line[..40].chunks_exact(2).enumerate() {
-        match (digit(pair[0]), digit(pair[1])) {
-            (Some(h), Some(l)) => hash[i] = h << 4 | l,
-            _ => return Line::Bad,
+    for (byte, pair) in hash.iter_mut().zip(line[..40].chunks_exact(2)) {
+        match crate::hex_byte(pair) {
+            Some(b) => *byte = b,
+            None => return Line::Bad,
         }
     }
     Line::Hash(hash)
-}
-
-fn digit(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).map(|d| d as u8)
 }
 
 #[cfg(test)]

@@ -31,3 +31,19 @@ pub mod torrents;
 pub use query::{Format, Mode, QueryError, Request};
 pub use stats::Stats;
 pub use torrents::Torrent;
+
+/// The byte two hex digits (either case) spell, as opentracker reads a percent escape or
+/// an info hash.
+pub(crate) fn hex_byte(digits: &[u8]) -> Option<u8> {
+    let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    match digits {
+        [hi, lo] => Some(digit(*hi)? << 4 | digit(*lo)?),
+        _ => None,
+    }
+}
+
+/// Whether a trimmed line of a config file or an access-list pipe is blank or a `#`
+/// comment, which opentracker skips.
+pub(crate) fn says_nothing(line: &[u8]) -> bool {
+    matches!(line.first(), None | Some(b'#'))
+}

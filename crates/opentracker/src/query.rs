@@ -7,102 +7,78 @@
 
 use std::fmt;
 
-/// A `/stats` mode, by opentracker's keyword.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mode {
-    Peer,
-    Conn,
-    Scrp,
-    Udp4,
-    Tcp4,
-    Busy,
-    Torr,
-    Fscr,
-    S24s,
-    Tpbs,
-    Herr,
-    Completed,
-    Top100,
-    Top10,
-    Renew,
-    Syncs,
-    Version,
-    Everything,
-    Statedump,
-    Fulllog,
-    Woodpeckers,
+/// An enum of keywords, its table of every variant with its keyword (`ALL`), and the
+/// look-ups both ways.
+macro_rules! keywords {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $word:literal,)+ }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vm])* $variant,)+
+        }
+
+        impl $name {
+            /// Every variant with its keyword.
+            pub const ALL: [(&'static str, $name); [$($word),+].len()] =
+                [$(($word, $name::$variant)),+];
+
+            pub fn keyword(self) -> &'static str {
+                Self::ALL
+                    .iter()
+                    .find(|(_, v)| *v == self)
+                    .map_or("", |(k, _)| k)
+            }
+
+            fn from_keyword(word: &[u8]) -> Option<Self> {
+                Self::ALL
+                    .iter()
+                    .find(|(k, _)| k.as_bytes() == word)
+                    .map(|&(_, v)| v)
+            }
+        }
+    };
 }
 
-impl Mode {
-    /// Every mode with its keyword.
-    pub const ALL: [(&'static str, Mode); 21] = [
-        ("peer", Mode::Peer),
-        ("conn", Mode::Conn),
-        ("scrp", Mode::Scrp),
-        ("udp4", Mode::Udp4),
-        ("tcp4", Mode::Tcp4),
-        ("busy", Mode::Busy),
-        ("torr", Mode::Torr),
-        ("fscr", Mode::Fscr),
-        ("s24s", Mode::S24s),
-        ("tpbs", Mode::Tpbs),
-        ("herr", Mode::Herr),
-        ("completed", Mode::Completed),
-        ("top100", Mode::Top100),
-        ("top10", Mode::Top10),
-        ("renew", Mode::Renew),
-        ("syncs", Mode::Syncs),
-        ("version", Mode::Version),
-        ("everything", Mode::Everything),
-        ("statedump", Mode::Statedump),
-        ("fulllog", Mode::Fulllog),
-        ("woodpeckers", Mode::Woodpeckers),
-    ];
-
-    pub fn keyword(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map_or("", |(k, _)| k)
-    }
-
-    fn from_keyword(word: &[u8]) -> Option<Self> {
-        Self::ALL
-            .iter()
-            .find(|(k, _)| k.as_bytes() == word)
-            .map(|&(_, m)| m)
+keywords! {
+    /// A `/stats` mode, by opentracker's keyword.
+    Mode {
+        Peer = "peer",
+        Conn = "conn",
+        Scrp = "scrp",
+        Udp4 = "udp4",
+        Tcp4 = "tcp4",
+        Busy = "busy",
+        Torr = "torr",
+        Fscr = "fscr",
+        S24s = "s24s",
+        Tpbs = "tpbs",
+        Herr = "herr",
+        Completed = "completed",
+        Top100 = "top100",
+        Top10 = "top10",
+        Renew = "renew",
+        Syncs = "syncs",
+        Version = "version",
+        Everything = "everything",
+        Statedump = "statedump",
+        Fulllog = "fulllog",
+        Woodpeckers = "woodpeckers",
     }
 }
 
-/// A `format` of the `tpbs` full scrape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Format {
-    /// Info hash, seeders and leechers as 28 bytes a torrent.
-    Bin,
-    /// The bencoded full scrape (`d5:filesd...ee`).
-    Ben,
-    /// The info hash percent-encoded, then `:seeders:leechers`.
-    Url,
-    /// Upper-case hex info hash, then `:seeders:leechers`.
-    Txt,
-    /// As `txt`, then `:downloaded`.
-    Txtp,
-}
-
-impl Format {
-    pub const ALL: [(&'static str, Format); 5] = [
-        ("bin", Format::Bin),
-        ("ben", Format::Ben),
-        ("url", Format::Url),
-        ("txt", Format::Txt),
-        ("txtp", Format::Txtp),
-    ];
-
-    fn from_keyword(word: &[u8]) -> Option<Self> {
-        Self::ALL
-            .iter()
-            .find(|(k, _)| k.as_bytes() == word)
-            .map(|&(_, f)| f)
+keywords! {
+    /// A `format` of the `tpbs` full scrape.
+    Format {
+        /// Info hash, seeders and leechers as 28 bytes a torrent.
+        Bin = "bin",
+        /// The bencoded full scrape (`d5:filesd...ee`).
+        Ben = "ben",
+        /// The info hash percent-encoded, then `:seeders:leechers`.
+        Url = "url",
+        /// Upper-case hex info hash, then `:seeders:leechers`.
+        Txt = "txt",
+        /// As `txt`, then `:downloaded`.
+        Txtp = "txtp",
     }
 }
 
@@ -179,12 +155,8 @@ fn decode(s: &[u8], out: &mut Vec<u8>) -> Result<(), QueryError> {
     let mut i = 0;
     while i < s.len() {
         if s[i] == b'%' {
-            let hi = s.get(i + 1).and_then(|&b| hex(b));
-            let lo = s.get(i + 2).and_then(|&b| hex(b));
-            match (hi, lo) {
-                (Some(h), Some(l)) => out.push(h << 4 | l),
-                _ => return Err(QueryError::BadEscape),
-            }
+            let byte = s.get(i + 1..i + 3).and_then(crate::hex_byte);
+            out.push(byte.ok_or(QueryError::BadEscape)?);
             i += 3;
         } else {
             out.push(s[i]);
@@ -192,10 +164,6 @@ fn decode(s: &[u8], out: &mut Vec<u8>) -> Result<(), QueryError> {
         }
     }
     Ok(())
-}
-
-fn hex(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).map(|d| d as u8)
 }
 
 #[cfg(test)]

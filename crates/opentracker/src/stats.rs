@@ -26,14 +26,42 @@ pub const HTTP_ERRORS: [&str; 9] = [
     "500 Internal Server Error",
 ];
 
-/// Indexes into [`Stats::http_errors`].
+/// Indexes into [`Stats::http_errors`], each found by its name in [`HTTP_ERRORS`].
 pub mod http_error {
-    pub const REDIRECT: usize = 0;
-    pub const PARSE: usize = 1;
-    pub const PARAM: usize = 2;
-    pub const ACCESS_DENIED: usize = 6;
-    pub const NOT_FOUND: usize = 7;
-    pub const INTERNAL: usize = 8;
+    use super::HTTP_ERRORS;
+
+    pub const REDIRECT: usize = index("302 Redirect");
+    pub const PARSE: usize = index("400 Parse Error");
+    pub const PARAM: usize = index("400 Invalid Parameter");
+    pub const ACCESS_DENIED: usize = index("403 Access Denied");
+    pub const NOT_FOUND: usize = index("404 Not found");
+    pub const INTERNAL: usize = index("500 Internal Server Error");
+
+    /// Where `name` stands in [`HTTP_ERRORS`] (a name that is not there fails the build).
+    const fn index(name: &str) -> usize {
+        let mut i = 0;
+        while i < HTTP_ERRORS.len() {
+            if eq(HTTP_ERRORS[i].as_bytes(), name.as_bytes()) {
+                return i;
+            }
+            i += 1;
+        }
+        panic!("not one of HTTP_ERRORS")
+    }
+
+    const fn eq(a: &[u8], b: &[u8]) -> bool {
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
 }
 
 /// HTTP (opentracker's `tcp`) counts.
@@ -130,8 +158,9 @@ impl Stats {
         format!("{a}\n{b}\n{}\n{title}", self.uptime_line())
     }
 
-    /// `mode=conn`: every request and every answered one, UDP and HTTP.
-    pub fn conn(&self) -> String {
+    /// Every request and every answered one, UDP and HTTP, and the title of `conn` and
+    /// `syncs` with their rates.
+    fn connections(&self) -> (u64, u64, String) {
         let all = self.tcp.accept + self.udp.overall;
         let ok = self.tcp.announce + self.udp.announce + self.udp.connect;
         let title = format!(
@@ -139,6 +168,12 @@ impl Stats {
             self.per_second(all),
             self.per_second(ok)
         );
+        (all, ok, title)
+    }
+
+    /// `mode=conn`: every request and every answered one, UDP and HTTP.
+    pub fn conn(&self) -> String {
+        let (all, ok, title) = self.connections();
         self.mrtg(all, ok, &title)
     }
 
@@ -207,13 +242,7 @@ impl Stats {
 
     /// `mode=syncs`: live-sync packets (none in shoal) with the rates of `conn`.
     pub fn syncs(&self) -> String {
-        let all = self.tcp.accept + self.udp.overall;
-        let ok = self.tcp.announce + self.udp.announce + self.udp.connect;
-        let title = format!(
-            "opentracker connections, {} conns/s :: {} success/s.",
-            self.per_second(all),
-            self.per_second(ok)
-        );
+        let (_, _, title) = self.connections();
         self.mrtg(self.livesync, 0, &title)
     }
 
