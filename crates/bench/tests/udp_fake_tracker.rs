@@ -216,8 +216,19 @@ fn args(target: &str, duration: &str, extra: &str) -> UdpArgs {
     Cli::parse_from(v).args
 }
 
+/// One test of this file at a time: a run measures its process's CPU (the generator's
+/// verdict), and the tests' fake trackers and generators beside it in the same process
+/// would count in it.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn reported_p50_matches_a_known_delay() {
+    let _serial = serial();
     // 10 ms: long enough that a loaded machine's wake-up latency (a few hundred µs, seen
     // on CI's VM) stays well inside the 10% asked; the measurement itself is what is tested.
     let delay = Duration::from_millis(10);
@@ -257,6 +268,7 @@ fn reported_p50_matches_a_known_delay() {
 
 #[test]
 fn invalid_responses_are_counted_as_errors() {
+    let _serial = serial();
     // good, wrong action, too many peers, truncated, wrong transaction id, error response.
     static MODES: [u64; 6] = [0, 1, 2, 3, 4, 5];
     let (addr, stop, sent) = fake_tracker(Duration::ZERO, &MODES);
@@ -297,6 +309,7 @@ fn invalid_responses_are_counted_as_errors() {
 
 #[test]
 fn a_silent_target_is_a_clear_error() {
+    let _serial = serial();
     // A bound socket that never answers.
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
     let target = silent.local_addr().unwrap().to_string();
@@ -338,6 +351,7 @@ fn peer_index(peer_id: &[u8; 20]) -> usize {
 
 #[test]
 fn passkeys_ride_in_bep41_url_data_one_per_peer_and_scrapes_are_left_out() {
+    let _serial = serial();
     let text = "# three users\nkey-zero\n\nkey.one\nkey_two\n";
     let sent = sent_with_passkeys("udp-keys", text, "--weight-scrape 5");
     assert_eq!(sent.scrapes, 0, "a UDP scrape cannot carry a passkey");
@@ -351,6 +365,7 @@ fn passkeys_ride_in_bep41_url_data_one_per_peer_and_scrapes_are_left_out() {
 
 #[test]
 fn the_passkey_path_rides_in_bep41_url_data() {
+    let _serial = serial();
     let text = "key-zero\nkey.one\nkey_two\n";
     let sent = sent_with_passkeys("udp-path", text, "--passkey-path /announce/{passkey}");
     for (peer_id, seen) in &sent.paths {
@@ -363,6 +378,7 @@ fn the_passkey_path_rides_in_bep41_url_data() {
 
 #[test]
 fn a_fill_announces_every_peer_once_before_the_run() {
+    let _serial = serial();
     let (addr, stop, sent) = fake_tracker(Duration::ZERO, &[0]);
     let flags = "--fill --peers 3000 --torrents 500 --concurrency 16 --weight-scrape 0 \
                  --stopped-probability 0";
@@ -389,6 +405,7 @@ fn a_fill_announces_every_peer_once_before_the_run() {
 
 #[test]
 fn an_open_loop_held_back_by_its_in_flight_window_says_so() {
+    let _serial = serial();
     // One slot and 10 ms answers: at most 100 a second leave, of the 400 due. The run
     // says why requests were late (the window, not a slow sender), and the backlog the
     // window held back voids it, without blaming the generator: the tracker never got
