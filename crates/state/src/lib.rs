@@ -11,6 +11,14 @@
 //! `FILE.corrupt-<unix time>` and the tracker starts empty: refusing to start would turn a
 //! damaged file into an outage.
 //!
+//! Start-up does not wait for the snapshot: [`open`] reads only its header (the
+//! connection-id key, the hand-over's writer), the tracker binds and serves on an empty
+//! store, and the writer thread first [`load`]s the body into the live store (a peer heard
+//! from meanwhile keeps its entry, completed counts are added). Until that load is done no
+//! snapshot is written (it would replace the file with the part loaded so far); a stop
+//! during the load finishes it, then writes the final snapshot, so neither the file's
+//! unloaded part nor what was announced meanwhile is lost.
+//!
 //! Upgrade hand-over (see `docs/operations.md`): the new process starts beside the old one
 //! on the same `SO_REUSEPORT` ports, restores the old one's latest periodic snapshot (which
 //! carries the connection-id key, so clients' ids stay valid), and serves. While the old
