@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use parking_lot::Mutex;
 use shoal_site::control::{Control as SiteControl, Reply};
-use shoal_site::{log_loaded, site_members, Opening, Parts};
+use shoal_site::{connect_check_load, log_loaded, site_members, Opening, Parts};
 
 use crate::config::GazelleConfig;
 use crate::control::{self, Control};
@@ -29,24 +29,16 @@ pub struct Gazelle {
 /// Opens the site: connect, check that its tables are Gazelle's (the start stops with what
 /// is missing), read it into memory, and empty the swarms' figures as Ocelot does at start.
 pub fn open(config: &GazelleConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn shoal_site::Site>> {
-    let (db, data) = o.runtime.block_on(async {
-        let mut db = GazelleDb::connect(o.database_url)
-            .await
-            .context("opening the Gazelle site's database")?;
-        db.check()
-            .await
-            .context("checking the Gazelle site's tables")?;
-        let data = db
-            .load()
-            .await
-            .context("loading the Gazelle site's users, torrents, tokens and whitelist")?;
-        if !config.readonly {
-            db.reset_swarms()
-                .await
-                .context("resetting the Gazelle site's seeders and leechers")?;
-        }
-        anyhow::Ok((db, data))
-    })?;
+    let (db, data) = o.runtime.block_on(connect_check_load(
+        ("Gazelle", "users, torrents, tokens and whitelist"),
+        GazelleDb::connect(o.database_url),
+        async |db| db.check().await,
+        async |db| db.load().await,
+    ))?;
+    if !config.readonly {
+        (o.runtime.block_on(db.reset_swarms()))
+            .context("resetting the Gazelle site's seeders and leechers")?;
+    }
     let counts = [
         (data.users.len(), "users"),
         (data.torrents.len(), "torrents"),

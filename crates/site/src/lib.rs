@@ -22,8 +22,19 @@ pub mod mysql;
 mod seam;
 
 pub use seam::{
-    log_loaded, site_members, Keys, LastReport, ListedPeer, Opening, Parts, Site, SiteConfig,
-    SiteSettings,
+    connect_check_load, log_loaded, site_members, Keys, LastReport, ListedPeer, Opening, Parts,
+    Site, SiteConfig, SiteSettings,
 };
 pub use shoal_accounts::Schema;
-pub use shoal_tracker::site::SiteRules;
+pub use shoal_tracker::site::{Refusal, SiteRules};
+
+/// Declares a site's fixed refusals as constants (`NAME = "the text the client is sent",
+/// "the metrics' label";`) and `REFUSALS`, every one of them (for the metrics' labels).
+#[macro_export]
+macro_rules! refusals {
+    ($($name:ident = $reason:literal, $label:literal;)*) => {
+        $(pub const $name: $crate::Refusal = $crate::Refusal { reason: $reason, label: $label };)*
+        /// Every fixed refusal of these rules (for the metrics' labels).
+        pub const REFUSALS: &[$crate::Refusal] = &[$($name),*];
+    };
+}

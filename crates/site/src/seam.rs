@@ -7,6 +7,7 @@
 //! periodic work before it), on every HTTP request whose path the site owns
 //! ([`Control`]), and at shutdown.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -114,6 +115,25 @@ impl Parts {
 /// list applies). The site fills them as it loads and as it changes.
 pub fn site_members() -> Arc<Members> {
     Arc::new(Members::new(&Roster::default(), false))
+}
+
+/// The start every site makes, each step's error naming the site: `connect` to its
+/// database, `check` its tables, `load` what it keeps in memory (`what`, for the error).
+pub async fn connect_check_load<D, T, E>(
+    (site, what): (&str, &str),
+    connect: impl Future<Output = Result<D, E>>,
+    check: impl AsyncFnOnce(&mut D) -> Result<(), E>,
+    load: impl AsyncFnOnce(&mut D) -> Result<T, E>,
+) -> anyhow::Result<(D, T)>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use anyhow::Context;
+    let mut db = (connect.await).with_context(|| format!("opening the {site} site's database"))?;
+    (check(&mut db).await).with_context(|| format!("checking the {site} site's tables"))?;
+    let data =
+        (load(&mut db).await).with_context(|| format!("loading the {site} site's {what}"))?;
+    Ok((db, data))
 }
 
 /// Says what a site loaded at start: `counts` as (how many, of what).

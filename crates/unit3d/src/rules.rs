@@ -35,15 +35,7 @@ use shoal_tracker::Protocol;
 use crate::model::{Peer, Status};
 use crate::site::{unix_now, Site, TorrentState};
 
-macro_rules! refusals {
-    ($($name:ident = $reason:literal, $label:literal;)*) => {
-        $(pub const $name: Refusal = Refusal { reason: $reason, label: $label };)*
-        /// Every refusal of these rules (for the metrics' labels).
-        pub const REFUSALS: &[Refusal] = &[$($name),*];
-    };
-}
-
-refusals! {
+shoal_site::refusals! {
     INVALID_USER_AGENT = "Invalid user agent.", "invalid_user_agent";
     USER_AGENT_TOO_LONG = "The user agent of this client is too long.", "user_agent_too_long";
     NOT_A_CLIENT = "Browser, crawler or cheater is not allowed.", "not_a_client";

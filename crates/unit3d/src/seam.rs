@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use shoal_site::control::{Control, Reply};
-use shoal_site::{log_loaded, site_members, LastReport, ListedPeer, Opening, Parts};
+use shoal_site::{
+    connect_check_load, log_loaded, site_members, LastReport, ListedPeer, Opening, Parts,
+};
 use shoal_tracker::private::ledger::SavedPeer;
 
 use crate::api;
@@ -33,19 +35,12 @@ pub fn open(config: &Unit3dConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn sh
         o.keys.site_key.clone().context(
             "private.schema = \"unit3d\" needs private.site_api_key or site_api_key_file",
         )?;
-    let db = o.runtime.block_on(async {
-        let mut db = Unit3dDb::connect(o.database_url)
-            .await
-            .context("opening the UNIT3D site's database")?;
-        db.check()
-            .await
-            .context("checking the UNIT3D site's tables")?;
-        anyhow::Ok(db)
-    })?;
-    let data = o
-        .runtime
-        .block_on(db.load())
-        .context("loading the UNIT3D site's groups, users, torrents and peers")?;
+    let (db, data) = o.runtime.block_on(connect_check_load(
+        ("UNIT3D", "groups, users, torrents and peers"),
+        Unit3dDb::connect(o.database_url),
+        async |db| db.check().await,
+        async |db| db.load().await,
+    ))?;
     let counts = [
         (data.groups.len(), "groups"),
         (data.users.len(), "users"),
