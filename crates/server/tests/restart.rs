@@ -6,13 +6,10 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{http, Ann, Client, Shoal, Site, SHOAL};
+use common::{http, Ann, Client, Shoal, Site};
 use shoal_proto::{AnnounceEvent, InfoHash, PeerId};
 
 const TORRENTS: usize = 20;
@@ -20,12 +17,14 @@ const PEERS_PER_TORRENT: usize = 5000;
 
 /// Starts `name` on the site: snapshots only at stop, the admin API on a free port.
 fn start(site: &Site, name: &str) -> Shoal {
-    site.start(
-        name,
-        "snapshot_interval = 0",
-        "listen = [\"127.0.0.1:0\"]\ntoken = \"restart-test\"",
-    )
+    site.start(name, STATE, ADMIN)
 }
+
+/// The `[state]` lines of every process here: snapshots only at stop.
+const STATE: &str = "snapshot_interval = 0";
+
+/// The `[admin]` section of every process here: a free port, the token the tests use.
+const ADMIN: &str = "listen = [\"127.0.0.1:0\"]\ntoken = \"restart-test\"";
 
 /// The admin listener's address, from the line shoal prints.
 fn admin_addr(shoal: &Shoal) -> SocketAddr {
@@ -91,6 +90,25 @@ fn ann(t: usize, i: usize) -> Ann {
     }
 }
 
+/// Announces `anns` with `in_flight` outstanding, then resends (up to five times, 16 in
+/// flight) those that got no answer: loopback may drop a datagram under a burst, and an
+/// announce is idempotent apart from `completed`, which only counts a peer's first
+/// completion. Returns whether each was answered.
+fn announce_resending(c: &mut Client, anns: &[Ann], in_flight: usize) -> Vec<bool> {
+    let mut answered = c.announce_all(anns, in_flight);
+    for _ in 0..5 {
+        let again: Vec<usize> = (0..anns.len()).filter(|&i| !answered[i]).collect();
+        if again.is_empty() {
+            break;
+        }
+        let sub: Vec<Ann> = again.iter().map(|&i| anns[i]).collect();
+        for (j, ok) in c.announce_all(&sub, 16).into_iter().enumerate() {
+            answered[again[j]] = ok;
+        }
+    }
+    answered
+}
+
 #[test]
 fn peers_and_completed_counts_survive_sigterm_and_restart() {
     let site = Site::new("restart");
@@ -107,20 +125,7 @@ fn peers_and_completed_counts_survive_sigterm_and_restart() {
                 let mut missing = Vec::new();
                 for t in (k..TORRENTS).step_by(4) {
                     let anns: Vec<Ann> = (0..PEERS_PER_TORRENT).map(|i| ann(t, i)).collect();
-                    let mut answered = c.announce_all(&anns, 128);
-                    // Loopback may drop a datagram under a burst: resend those (an
-                    // announce is idempotent apart from `completed`, which only counts a
-                    // peer's first completion).
-                    for _ in 0..5 {
-                        let again: Vec<usize> = (0..anns.len()).filter(|&i| !answered[i]).collect();
-                        if again.is_empty() {
-                            break;
-                        }
-                        let sub: Vec<Ann> = again.iter().map(|&i| anns[i]).collect();
-                        for (j, ok) in c.announce_all(&sub, 16).into_iter().enumerate() {
-                            answered[again[j]] = ok;
-                        }
-                    }
+                    let answered = announce_resending(&mut c, &anns, 128);
                     missing.extend(answered.iter().filter(|a| !**a).map(|_| t));
                 }
                 (c.cid, missing)
@@ -225,39 +230,12 @@ fn peers_and_completed_counts_survive_sigterm_and_restart() {
 /// until the file `gate` exists: the load is deterministically unfinished until the test
 /// creates it.
 fn start_gated(site: &Site, name: &str, gate: &std::path::Path) -> Shoal {
-    let config = format!(
-        "workers = 2\n[udp]\nlisten = [\"{}\"]\n[http]\nlisten = []\n\
-         [state]\nfile = {:?}\nsnapshot_interval = 0\n\
-         [admin]\nlisten = [\"127.0.0.1:0\"]\ntoken = \"restart-test\"\n",
-        site.udp(),
-        site.state.display().to_string()
-    );
-    let path = site.dir.join(format!("{name}.toml"));
-    std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(SHOAL)
-        .arg("--config")
-        .arg(&path)
-        .env("NO_COLOR", "1")
-        .env("SHOAL_TEST_LOAD_GATE", gate)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting shoal");
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    for stream in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ] {
-        let lines = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
-        });
-    }
-    let shoal = Shoal { child, lines };
-    shoal.wait_for("listening on", Duration::from_secs(20));
-    shoal
+    site.start_with_env(
+        name,
+        STATE,
+        ADMIN,
+        &[("SHOAL_TEST_LOAD_GATE", gate.as_os_str())],
+    )
 }
 
 /// Announces every peer of torrents `0..torrents` (`per` each), resending what loopback
@@ -267,17 +245,7 @@ fn fill(tracker: SocketAddr, torrents: usize, per: usize) {
     c.connect();
     for t in 0..torrents {
         let anns: Vec<Ann> = (0..per).map(|i| ann(t, i)).collect();
-        let mut answered = c.announce_all(&anns, 64);
-        for _ in 0..5 {
-            let again: Vec<usize> = (0..anns.len()).filter(|&i| !answered[i]).collect();
-            if again.is_empty() {
-                break;
-            }
-            let sub: Vec<Ann> = again.iter().map(|&i| anns[i]).collect();
-            for (j, ok) in c.announce_all(&sub, 16).into_iter().enumerate() {
-                answered[again[j]] = ok;
-            }
-        }
+        let answered = announce_resending(&mut c, &anns, 64);
         assert!(
             answered.iter().all(|a| *a),
             "torrent {t}: unanswered announces"

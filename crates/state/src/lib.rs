@@ -32,7 +32,7 @@
 #![forbid(unsafe_code)]
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::io::{BufReader, BufWriter, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -43,7 +43,7 @@ use anyhow::Context;
 use parking_lot::Mutex;
 use shoal_swarm::clock::unix_now;
 use shoal_swarm::snapshot::{read_header, Merge};
-use shoal_swarm::{PeerExt, SnapshotHeader, SnapshotSummary, Store, StoreConfig};
+use shoal_swarm::{PeerExt, SnapshotError, SnapshotHeader, SnapshotSummary, Store, StoreConfig};
 
 use shoal_tracker::swarms::Swarms;
 use shoal_tracker::Core;
@@ -197,17 +197,19 @@ impl StateFile {
         &self,
         store: &Swarms,
         predecessor: u32,
-    ) -> Option<Result<SnapshotSummary, shoal_swarm::SnapshotError>> {
+    ) -> Option<Result<SnapshotSummary, SnapshotError>> {
         let file = File::open(&self.path).ok()?;
         let header = read_header(BufReader::new(file)).ok()?;
         if !header.is_final || header.writer != predecessor {
             return None;
         }
         let file = File::open(&self.path).ok()?;
-        Some(store.restore_snapshot(
+        Some(restore_into(
+            store,
             BufReader::with_capacity(1 << 20, file),
             shoal_swarm::clock::now(),
             unix_now(),
+            Merge::KeepHigher,
         ))
     }
 }
@@ -216,6 +218,42 @@ fn tmp_path(path: &Path, pid: u32) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(format!(".tmp-{pid}"));
     PathBuf::from(s)
+}
+
+/// Merges the snapshot `reader` holds into `store`, open or private, as
+/// [`Store::restore_snapshot_with`] does.
+fn restore_into(
+    store: &Swarms,
+    reader: impl Read,
+    now: u32,
+    unix: u64,
+    merge: Merge,
+) -> Result<SnapshotSummary, SnapshotError> {
+    match store {
+        Swarms::Open(s) => s.restore_snapshot_with(reader, now, unix, merge),
+        Swarms::Private { store, .. } => store.restore_snapshot_with(reader, now, unix, merge),
+    }
+}
+
+/// Logs that the snapshot at `path` was restored (`how`, if not empty, says how: it
+/// follows "in {elapsed}"), `unix` being the Unix time now.
+fn log_restored(path: &Path, how: &str, started: Instant, summary: &SnapshotSummary, unix: u64) {
+    tracing::info!(
+        "restored snapshot {} in {:?}{how}: {} torrents, {} peers ({} expired while down), \
+         written {} s ago by process {}{}",
+        path.display(),
+        started.elapsed(),
+        summary.torrents,
+        summary.peers - summary.peers_expired,
+        summary.peers_expired,
+        unix.saturating_sub(summary.header.written_unix),
+        summary.header.writer,
+        if summary.header.is_final {
+            " on exit"
+        } else {
+            " (periodic)"
+        },
+    );
 }
 
 /// Restores the snapshot at `path` into a new store. Any failure leaves an empty store,
@@ -250,22 +288,7 @@ pub fn restore<X: PeerExt>(path: &Path, config: StoreConfig) -> (Store<X>, Resto
         unix_now(),
     ) {
         Ok(summary) => {
-            tracing::info!(
-                "restored snapshot {} in {:?}: {} torrents, {} peers ({} expired while down), \
-                 written {} s ago by process {}{}",
-                path.display(),
-                started.elapsed(),
-                summary.torrents,
-                summary.peers - summary.peers_expired,
-                summary.peers_expired,
-                unix_now().saturating_sub(summary.header.written_unix),
-                summary.header.writer,
-                if summary.header.is_final {
-                    " on exit"
-                } else {
-                    " (periodic)"
-                },
-            );
+            log_restored(path, "", started, &summary, unix_now());
             store.clean(shoal_swarm::clock::now());
             (store, Restored::Loaded(summary))
         }
@@ -366,29 +389,14 @@ pub fn load(path: &Path, store: &Swarms, stop: &AtomicBool) -> Restored {
     };
     let reader = BufReader::with_capacity(1 << 20, file);
     let (now, unix) = (shoal_swarm::clock::now(), unix_now());
-    let merge = Merge::AddCompleted;
-    let result = match store {
-        Swarms::Open(s) => s.restore_snapshot_with(reader, now, unix, merge),
-        Swarms::Private { store, .. } => store.restore_snapshot_with(reader, now, unix, merge),
-    };
-    match result {
+    match restore_into(store, reader, now, unix, Merge::AddCompleted) {
         Ok(summary) => {
-            tracing::info!(
-                "restored snapshot {} in {:?} (in the background, serving meanwhile): \
-                 {} torrents, {} peers ({} expired while down), written {} s ago by \
-                 process {}{}",
-                path.display(),
-                started.elapsed(),
-                summary.torrents,
-                summary.peers - summary.peers_expired,
-                summary.peers_expired,
-                unix.saturating_sub(summary.header.written_unix),
-                summary.header.writer,
-                if summary.header.is_final {
-                    " on exit"
-                } else {
-                    " (periodic)"
-                },
+            log_restored(
+                path,
+                " (in the background, serving meanwhile)",
+                started,
+                &summary,
+                unix,
             );
             store.clean(shoal_swarm::clock::now());
             Restored::Loaded(summary)

@@ -5,14 +5,14 @@
 //! each call here is one `match` on it, the same branch every time, and below it the code of
 //! each store is compiled for its own slot type (open mode's slots stay 24 bytes).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::sync::Arc;
 
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
 use shoal_swarm::journal::Change;
 use shoal_swarm::{
-    Announce, CleanReport, Family, Peer, PeerSink, SnapshotError, SnapshotHeader, SnapshotSummary,
-    Store, StoreConfig, Torrent, TorrentStats,
+    Announce, CleanReport, Family, Peer, PeerSink, SnapshotHeader, SnapshotSummary, Store,
+    StoreConfig, Torrent, TorrentStats,
 };
 
 use crate::private::{AccountedAnnounce, Ledger, Recorded, SlotStore};
@@ -169,15 +169,6 @@ impl Swarms {
         now: u32,
     ) -> std::io::Result<SnapshotSummary> {
         each!(self, s => s.write_snapshot(w, header, now))
-    }
-
-    pub fn restore_snapshot(
-        &self,
-        r: impl Read,
-        now: u32,
-        unix_now: u64,
-    ) -> Result<SnapshotSummary, SnapshotError> {
-        each!(self, s => s.restore_snapshot(r, now, unix_now))
     }
 
     /// Visits every torrent, one shard at a time under its lock (a full scrape, the

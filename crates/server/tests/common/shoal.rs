@@ -3,6 +3,7 @@
 //! file and UDP port) that the restart and upgrade tests start one process after another
 //! on.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -50,9 +51,14 @@ impl Shoal {
     /// Starts `shoal --config <dir>/<name>.toml` with `config` as the file's text and
     /// waits (at most 20 s) until it says it listens.
     pub fn start(dir: &Path, name: &str, config: &str) -> Self {
+        Self::start_with_env(dir, name, config, &[])
+    }
+
+    /// [`Shoal::start`] with `env` added to the process's environment.
+    pub fn start_with_env(dir: &Path, name: &str, config: &str, env: &[(&str, &OsStr)]) -> Self {
         let path = write_config(dir, name, config);
         let mut command = Command::new(SHOAL);
-        command.arg("--config").arg(&path);
+        command.arg("--config").arg(&path).envs(env.iter().copied());
         Self::spawn(command)
     }
 
@@ -188,6 +194,17 @@ impl Site {
     /// snapshot file; `state` adds lines to the `[state]` section and `admin` is the whole
     /// `[admin]` section.
     pub fn start(&self, name: &str, state: &str, admin: &str) -> Shoal {
+        self.start_with_env(name, state, admin, &[])
+    }
+
+    /// [`Site::start`] with `env` added to the process's environment.
+    pub fn start_with_env(
+        &self,
+        name: &str,
+        state: &str,
+        admin: &str,
+        env: &[(&str, &OsStr)],
+    ) -> Shoal {
         let config = format!(
             "workers = 2\n\
              [udp]\nlisten = [\"{}\"]\n\
@@ -197,7 +214,7 @@ impl Site {
             self.udp(),
             self.state.display().to_string()
         );
-        Shoal::start(&self.dir, name, &config)
+        Shoal::start_with_env(&self.dir, name, &config, env)
     }
 
     /// Removes the directory (at the end of a test that passed).
