@@ -623,23 +623,28 @@ mod tests {
             comment: "bug".to_owned(),
         };
         let list = AllowList::new(vec![f], vec![e]);
-        let r = list
-            .check(&peer("-qB4600-"), Some("qBittorrent/4.6.0"), false)
-            .unwrap_err();
-        assert_eq!(
-            r.text(""),
-            "[23-3]Client: qBittorrent 4.6.0 is banned due to: bug"
-        );
+        for (prefix, agent, https, base_url, text) in [
+            (
+                "-qB4600-",
+                "qBittorrent/4.6.0",
+                false,
+                "",
+                "[23-3]Client: qBittorrent 4.6.0 is banned due to: bug",
+            ),
+            (
+                "-qB4610-",
+                "qBittorrent/4.6.1",
+                true,
+                "https://pt.example",
+                "[23]This client does not support https well, Please goto https://pt.example/faq.php#id29 for a list of proper clients",
+            ),
+        ] {
+            let r = list.check(&peer(prefix), Some(agent), https).unwrap_err();
+            assert_eq!(r.text(base_url), text, "{prefix} https: {https}");
+        }
         assert_eq!(
             list.check(&peer("-qB4610-"), Some("qBittorrent/4.6.1"), false),
             Ok(23)
-        );
-        let r = list
-            .check(&peer("-qB4610-"), Some("qBittorrent/4.6.1"), true)
-            .unwrap_err();
-        assert_eq!(
-            r.text("https://pt.example"),
-            "[23]This client does not support https well, Please goto https://pt.example/faq.php#id29 for a list of proper clients"
         );
     }
 

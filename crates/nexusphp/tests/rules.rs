@@ -127,6 +127,16 @@ impl Default for Ask {
     }
 }
 
+impl Ask {
+    /// The default announce, on another torrent.
+    fn on(torrent: u64) -> Self {
+        Ask {
+            torrent,
+            ..Ask::default()
+        }
+    }
+}
+
 fn ask(site: &Site, q: Ask) -> Result<Admission, Refusal> {
     let mut id = [b'x'; 20];
     id[..q.peer.len()].copy_from_slice(q.peer.as_bytes());
@@ -149,19 +159,23 @@ fn ask(site: &Site, q: Ask) -> Result<Admission, Refusal> {
     })
 }
 
+/// The default announce again, without an event.
+fn reannounce(site: &Site) -> Result<Admission, Refusal> {
+    ask(
+        site,
+        Ask {
+            event: AnnounceEvent::None,
+            ..Ask::default()
+        },
+    )
+}
+
 /// `GF:1082-1091`: a client's first announce credits nothing; `GF:1045-1060`,
 /// `app/Models/Torrent.php:85-125`: then the torrent's state.
 #[test]
 fn the_first_announce_credits_nothing_then_the_promotion() {
     let site = site();
-    let first = ask(
-        &site,
-        Ask {
-            torrent: 11,
-            ..Ask::default()
-        },
-    )
-    .unwrap();
+    let first = ask(&site, Ask::on(11)).unwrap();
     assert_eq!((first.upload_factor, first.download_factor), (0.0, 0.0));
     assert!(first.listed && first.gets_peers && first.hide.is_empty());
     advance(1000);
@@ -329,17 +343,7 @@ fn torrent_refusals_and_the_fake_announce() {
     let mut pending = torrent(11, 1);
     pending.approval_status = 0;
     site.put_torrent(pending);
-    assert_eq!(
-        ask(
-            &site,
-            Ask {
-                torrent: 11,
-                ..Ask::default()
-            }
-        )
-        .unwrap_err(),
-        rules::NOT_APPROVED
-    );
+    assert_eq!(ask(&site, Ask::on(11)).unwrap_err(), rules::NOT_APPROVED);
     let mut ok = torrent(11, 1);
     ok.size = 100;
     site.put_torrent(ok);
@@ -370,27 +374,10 @@ fn the_rate_windows() {
     let site = site();
     ask(&site, Ask::default()).unwrap();
     advance(3);
-    let repeat = ask(
-        &site,
-        Ask {
-            event: AnnounceEvent::None,
-            ..Ask::default()
-        },
-    )
-    .unwrap();
+    let repeat = reannounce(&site).unwrap();
     assert!(!repeat.gets_peers);
     advance(7);
-    assert_eq!(
-        ask(
-            &site,
-            Ask {
-                event: AnnounceEvent::None,
-                ..Ask::default()
-            }
-        )
-        .unwrap_err(),
-        rules::TOO_FREQUENT
-    );
+    assert_eq!(reannounce(&site).unwrap_err(), rules::TOO_FREQUENT);
     advance(1);
     let done = ask(
         &site,
@@ -410,33 +397,12 @@ fn the_minimum_announce_time() {
     let site = site();
     ask(&site, Ask::default()).unwrap();
     advance(100);
-    ask(
-        &site,
-        Ask {
-            event: AnnounceEvent::None,
-            ..Ask::default()
-        },
-    )
-    .unwrap();
+    reannounce(&site).unwrap();
     advance(100);
-    let r = ask(
-        &site,
-        Ask {
-            event: AnnounceEvent::None,
-            ..Ask::default()
-        },
-    )
-    .unwrap_err();
+    let r = reannounce(&site).unwrap_err();
     assert_eq!(r.reason, "There is a minimum announce time of 300 seconds");
     advance(101);
-    assert!(ask(
-        &site,
-        Ask {
-            event: AnnounceEvent::None,
-            ..Ask::default()
-        }
-    )
-    .is_ok());
+    assert!(reannounce(&site).is_ok());
 }
 
 /// `A:383-391`: locations.
@@ -509,14 +475,7 @@ fn the_download_slots() {
     (low.uploaded, low.downloaded) = (3 * GIB, 11 * GIB);
     site.put_user(low);
     ask(&site, Ask::default()).unwrap();
-    let r = ask(
-        &site,
-        Ask {
-            torrent: 11,
-            ..Ask::default()
-        },
-    )
-    .unwrap_err();
+    let r = ask(&site, Ask::on(11)).unwrap_err();
     assert_eq!(
         r.reason,
         "Your slot limit is reached! You may at most download 1 torrents at the same time, please read https://pt.example/faq.php#id66 for details"
@@ -525,17 +484,7 @@ fn the_download_slots() {
     let mut vip = member(1);
     (vip.class, vip.uploaded, vip.downloaded) = (10, 3 * GIB, 11 * GIB);
     site.put_user(vip);
-    assert!(
-        ask(
-            &site,
-            Ask {
-                torrent: 11,
-                ..Ask::default()
-            }
-        )
-        .is_ok(),
-        "VIPs have no slots"
-    );
+    assert!(ask(&site, Ask::on(11)).is_ok(), "VIPs have no slots");
 }
 
 /// `A:474-508`, `A:509-531`: the rows an announce leaves to write.
@@ -640,14 +589,7 @@ fn hit_and_run_rows() {
     ask(&site, Ask::default()).unwrap();
     assert_eq!(site.take_batch().hit_and_runs, vec![(1, 10)]);
     advance(600);
-    ask(
-        &site,
-        Ask {
-            event: AnnounceEvent::None,
-            ..Ask::default()
-        },
-    )
-    .unwrap();
+    reannounce(&site).unwrap();
     assert!(site.take_batch().hit_and_runs.is_empty(), "once");
 }
 

@@ -55,6 +55,26 @@ fn derived<T>(
     }
 }
 
+/// `UPDATE <target> JOIN (<the rows as a derived table>) b ON <on_set>`, a statement per
+/// `ROWS_PER_STATEMENT` rows, each counted in `written` once run.
+async fn update_joined<T>(
+    conn: &mut MySqlConnection,
+    target: &str,
+    rows: &[T],
+    mut row: impl FnMut(&mut QueryBuilder<'_, MySql>, &T),
+    on_set: &str,
+    written: &mut usize,
+) -> Result<(), Error> {
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let mut qb = QueryBuilder::<MySql>::new(format!("UPDATE {target} JOIN ("));
+        derived(&mut qb, chunk, &mut row);
+        qb.push(") b ON ").push(on_set);
+        qb.build().execute(&mut *conn).await?;
+        *written += chunk.len();
+    }
+    Ok(())
+}
+
 /// `CAST(? AS <ty>) AS <name>` for each value, comma separated.
 macro_rules! columns {
     ($qb:expr; $($value:expr => $ty:literal $name:literal),+ $(,)?) => {{
@@ -189,9 +209,11 @@ async fn snatches(
         qb.push(" ON DUPLICATE KEY UPDATE last_action = VALUES(last_action)");
         qb.build().execute(&mut *conn).await?;
     }
-    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut qb = QueryBuilder::<MySql>::new("UPDATE snatched s JOIN (");
-        derived(&mut qb, chunk, |qb, s| {
+    update_joined(
+        conn,
+        "snatched s",
+        rows,
+        |qb, s| {
             columns!(qb;
                 s.torrent_id => "UNSIGNED" "tid",
                 s.user_id => "UNSIGNED" "uid",
@@ -204,26 +226,26 @@ async fn snatches(
                 s.last_action => "SIGNED" "la",
                 s.completed_at.unwrap_or(0) => "SIGNED" "done",
             );
-        });
-        qb.push(
-            ") b ON s.torrentid = b.tid AND s.userid = b.uid SET \
-             s.uploaded = s.uploaded + b.up, s.downloaded = s.downloaded + b.down, \
-             s.seedtime = s.seedtime + b.seed, s.leechtime = s.leechtime + b.leech, \
-             s.leech_time_no_seeder = s.leech_time_no_seeder + b.noseed, s.to_go = b.togo, \
-             s.last_action = FROM_UNIXTIME(b.la), \
-             s.completedat = IF(b.done > 0, FROM_UNIXTIME(b.done), s.completedat), \
-             s.finished = IF(b.done > 0, 'yes', s.finished)",
-        );
-        qb.build().execute(&mut *conn).await?;
-        w.snatches += chunk.len();
-    }
+        },
+        "s.torrentid = b.tid AND s.userid = b.uid SET \
+         s.uploaded = s.uploaded + b.up, s.downloaded = s.downloaded + b.down, \
+         s.seedtime = s.seedtime + b.seed, s.leechtime = s.leechtime + b.leech, \
+         s.leech_time_no_seeder = s.leech_time_no_seeder + b.noseed, s.to_go = b.togo, \
+         s.last_action = FROM_UNIXTIME(b.la), \
+         s.completedat = IF(b.done > 0, FROM_UNIXTIME(b.done), s.completedat), \
+         s.finished = IF(b.done > 0, 'yes', s.finished)",
+        &mut w.snatches,
+    )
+    .await?;
     Ok(())
 }
 
 async fn torrents(conn: &mut MySqlConnection, batch: &Batch, w: &mut Written) -> Result<(), Error> {
-    for chunk in batch.torrents.chunks(ROWS_PER_STATEMENT) {
-        let mut qb = QueryBuilder::<MySql>::new("UPDATE torrents t JOIN (");
-        derived(&mut qb, chunk, |qb, t| {
+    update_joined(
+        conn,
+        "torrents t",
+        &batch.torrents,
+        |qb, t| {
             columns!(qb;
                 t.torrent_id => "UNSIGNED" "id",
                 t.seeders => "UNSIGNED" "s",
@@ -231,15 +253,13 @@ async fn torrents(conn: &mut MySqlConnection, batch: &Batch, w: &mut Written) ->
                 t.completed => "UNSIGNED" "c",
                 t.last_action => "SIGNED" "la",
             );
-        });
-        qb.push(
-            ") b ON t.id = b.id SET t.seeders = b.s, t.leechers = b.l, \
-             t.times_completed = t.times_completed + b.c, t.visible = 'yes', \
-             t.last_action = IF(b.la > 0, FROM_UNIXTIME(b.la), t.last_action)",
-        );
-        qb.build().execute(&mut *conn).await?;
-        w.torrents += chunk.len();
-    }
+        },
+        "t.id = b.id SET t.seeders = b.s, t.leechers = b.l, \
+         t.times_completed = t.times_completed + b.c, t.visible = 'yes', \
+         t.last_action = IF(b.la > 0, FROM_UNIXTIME(b.la), t.last_action)",
+        &mut w.torrents,
+    )
+    .await?;
     Ok(())
 }
 
@@ -282,9 +302,11 @@ async fn users(
         (r.disable, r.revoke) = (u.disable, u.revoke_download);
     }
     let rows: Vec<UserRow> = rows.into_values().collect();
-    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut qb = QueryBuilder::<MySql>::new("UPDATE users u JOIN (");
-        derived(&mut qb, chunk, |qb, r| {
+    update_joined(
+        conn,
+        "users u",
+        &rows,
+        |qb, r| {
             columns!(qb;
                 r.id => "UNSIGNED" "id",
                 r.up => "UNSIGNED" "up",
@@ -295,20 +317,18 @@ async fn users(
                 i64::from(r.disable) => "SIGNED" "dis",
                 i64::from(r.revoke) => "SIGNED" "rev",
             );
-        });
-        qb.push(
-            ") b ON u.id = b.id SET u.uploaded = u.uploaded + b.up, \
-             u.downloaded = u.downloaded + b.down, \
-             u.last_announce_at = IF(b.la > 0, FROM_UNIXTIME(b.la), u.last_announce_at), \
-             u.clientselect = IF(b.cs >= 0, b.cs, u.clientselect), \
-             u.showclienterror = CASE b.sce WHEN 1 THEN 'yes' WHEN 0 THEN 'no' \
-             ELSE u.showclienterror END, \
-             u.enabled = IF(b.dis > 0, 'no', u.enabled), \
-             u.downloadpos = IF(b.rev > 0, 'no', u.downloadpos)",
-        );
-        qb.build().execute(&mut *conn).await?;
-        w.users += chunk.len();
-    }
+        },
+        "u.id = b.id SET u.uploaded = u.uploaded + b.up, \
+         u.downloaded = u.downloaded + b.down, \
+         u.last_announce_at = IF(b.la > 0, FROM_UNIXTIME(b.la), u.last_announce_at), \
+         u.clientselect = IF(b.cs >= 0, b.cs, u.clientselect), \
+         u.showclienterror = CASE b.sce WHEN 1 THEN 'yes' WHEN 0 THEN 'no' \
+         ELSE u.showclienterror END, \
+         u.enabled = IF(b.dis > 0, 'no', u.enabled), \
+         u.downloadpos = IF(b.rev > 0, 'no', u.downloadpos)",
+        &mut w.users,
+    )
+    .await?;
     Ok(())
 }
 
