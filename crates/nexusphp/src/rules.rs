@@ -20,15 +20,7 @@ use crate::model::{HrMode, Peer, Settings, User, CLASS_VIP, MIN_ANNOUNCE_WAIT};
 use crate::promotion;
 use crate::site::{CheaterWrite, Site, SnatchInsert, SnatchWrite, TorrentWrite};
 
-macro_rules! refusals {
-    ($($name:ident = $reason:literal, $label:literal;)*) => {
-        $(pub const $name: Refusal = Refusal { reason: $reason, label: $label };)*
-        /// The fixed refusals of these rules (for the metrics' labels).
-        pub const REFUSALS: &[Refusal] = &[$($name),*];
-    };
-}
-
-refusals! {
+shoal_site::refusals! {
     BROWSER = "Browser access blocked!", "browser";
     REQUIRE_PASSKEY = "Require passkey", "passkey_required";
     TOO_FREQUENT = "Request too frequent(h)", "too_frequent";

@@ -9,9 +9,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use parking_lot::Mutex;
-use shoal_site::{log_loaded, site_members, LastReport, ListedPeer, Opening, Parts};
+use shoal_site::{
+    connect_check_load, log_loaded, site_members, LastReport, ListedPeer, Opening, Parts,
+};
 use shoal_tracker::private::ledger::SavedPeer;
 
 use crate::config::NexusphpConfig;
@@ -30,19 +31,12 @@ pub struct Nexusphp {
 /// what is missing), read it into memory, start the poll. Nothing is created in its
 /// database.
 pub fn open(config: &NexusphpConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn shoal_site::Site>> {
-    let (db, data) = o.runtime.block_on(async {
-        let db = NexusDb::connect(o.database_url, &config.time_zone)
-            .await
-            .context("opening the NexusPHP site's database")?;
-        db.check()
-            .await
-            .context("checking the NexusPHP site's tables")?;
-        let data = db
-            .load(true)
-            .await
-            .context("loading the NexusPHP site's settings, users, torrents, peers and snatches")?;
-        anyhow::Ok((db, data))
-    })?;
+    let (db, data) = o.runtime.block_on(connect_check_load(
+        ("NexusPHP", "settings, users, torrents, peers and snatches"),
+        NexusDb::connect(o.database_url, &config.time_zone),
+        async |db| db.check().await,
+        async |db| db.load(true).await,
+    ))?;
     log_loaded(
         "NexusPHP",
         db.url(),
