@@ -182,20 +182,45 @@ async fn insert_site_rows(db: &site_db::SiteDb) {
     .await;
 }
 
-#[test]
-fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+/// A test's turn on the one MariaDB the tests share (held while the test runs), a
+/// runtime, and a fresh database `name` holding NexusPHP's schema and, with `rows`, the
+/// site's rows; `None` where MariaDB is not available here (the test is skipped).
+fn nexusphp_db(
+    name: &str,
+    rows: bool,
+) -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    tokio::runtime::Runtime,
+    site_db::SiteDb,
+)> {
+    let turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let Some(db) = rt.block_on(site_db::SiteDb::create("nexusphp_e2e")) else {
+    let Some(db) = rt.block_on(site_db::SiteDb::create(name)) else {
         eprintln!("MariaDB is not available here: skipped");
-        return;
+        return None;
     };
     rt.block_on(db.run(FIXTURE));
-    rt.block_on(insert_site_rows(&db));
-    let dir = temp_dir("nexusphp-e2e");
-    let mut c = common::private_config(&dir, TOKEN);
+    if rows {
+        rt.block_on(insert_site_rows(&db));
+    }
+    Some((turn, rt, db))
+}
+
+/// shoal's config with `[private] schema = "nexusphp"` on the site's database.
+fn nexusphp_config(dir: &std::path::Path, db: &site_db::SiteDb) -> shoal_server::Config {
+    let mut c = common::private_config(dir, TOKEN);
     c.private.schema = "nexusphp".into();
     c.private.database = db.url.clone();
+    c
+}
+
+#[test]
+fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
+    let Some((_turn, rt, db)) = nexusphp_db("nexusphp_e2e", true) else {
+        return;
+    };
+    let dir = temp_dir("nexusphp-e2e");
+    let mut c = nexusphp_config(&dir, &db);
     // Only the test's flushes write; the site's changes are read every 2 s.
     c.sites.nexusphp.flush_interval = 3600;
     c.sites.nexusphp.poll_interval = 2;
@@ -276,32 +301,20 @@ fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
     let (_, body) = http_with_headers(http, "GET", &target, "User-Agent: Xx/1.0\r\n", b"");
     let body = String::from_utf8_lossy(&body);
     assert!(body.contains("Banned Client, Please goto"), "{body}");
-    let none = announce_to(
-        http,
-        "/announce.php",
-        None,
-        11,
-        61,
-        50_106,
-        (0, 0, 10),
-        "started",
-        AGENT,
-    );
-    assert!(none.contains("Require passkey"), "{none}");
-    // NexusPHP 1.7's path, as torrents downloaded then carry it: served the same.
+    // No passkey; then NexusPHP 1.7's path, as torrents downloaded then carry it: served
+    // the same.
     let key6 = passkey(6);
-    let api = announce_to(
-        http,
-        "/api/announce",
-        Some(&key6),
-        15,
-        6,
-        50_006,
-        (0, 0, 0),
-        "started",
-        AGENT,
-    );
-    assert!(api.contains("8:intervali"), "{api}");
+    #[rustfmt::skip]
+    let asks = [
+        ("/announce.php", None, 11, 61, 50_106, (0, 0, 10), "Require passkey"),
+        ("/api/announce", Some(key6.as_str()), 15, 6, 50_006, (0, 0, 0), "8:intervali"),
+    ];
+    for (path, key, torrent, peer, port, transfer, says) in asks {
+        let body = announce_to(
+            http, path, key, torrent, peer, port, transfer, "started", AGENT,
+        );
+        assert!(body.contains(says), "{path}: {body}");
+    }
 
     // frank (6) over UDP, the passkey in BEP 41 URL data as NexusPHP's path: leeches 10.
     let url = format!("/announce.php?passkey={}", passkey(6));
@@ -479,20 +492,14 @@ fn flush(tracker: &Tracker) {
 
 #[test]
 fn a_nexusphp_database_without_a_table_or_column_shoal_needs_stops_the_start_by_name() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let Some(db) = rt.block_on(site_db::SiteDb::create("nexusphp_missing")) else {
-        eprintln!("MariaDB is not available here: skipped");
+    let Some((_turn, rt, db)) = nexusphp_db("nexusphp_missing", false) else {
         return;
     };
-    rt.block_on(db.run(FIXTURE));
     rt.block_on(
         db.run("alter table snatched drop column leech_time_no_seeder; drop table torrents_state"),
     );
     let dir = temp_dir("nexusphp-missing");
-    let mut c = common::private_config(&dir, TOKEN);
-    c.private.schema = "nexusphp".into();
-    c.private.database = db.url.clone();
+    let c = nexusphp_config(&dir, &db);
     let e = format!("{:#}", Tracker::start(c).err().expect("refused"));
     assert!(e.contains("column snatched.leech_time_no_seeder"), "{e}");
     assert!(e.contains("table torrents_state"), "{e}");
@@ -506,19 +513,12 @@ fn a_nexusphp_database_without_a_table_or_column_shoal_needs_stops_the_start_by_
 /// lost or counted twice.
 #[test]
 fn a_nexusphp_site_loses_nothing_and_counts_nothing_twice_through_an_outage_and_a_restart() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let Some(db) = rt.block_on(site_db::SiteDb::create("nexusphp_faults")) else {
-        eprintln!("MariaDB is not available here: skipped");
+    let Some((_turn, rt, db)) = nexusphp_db("nexusphp_faults", true) else {
         return;
     };
-    rt.block_on(db.run(FIXTURE));
-    rt.block_on(insert_site_rows(&db));
     let dir = temp_dir("nexusphp-faults");
     let config = || {
-        let mut c = common::private_config(&dir, TOKEN);
-        c.private.schema = "nexusphp".into();
-        c.private.database = db.url.clone();
+        let mut c = nexusphp_config(&dir, &db);
         c.sites.nexusphp.flush_interval = 3600;
         c
     };
