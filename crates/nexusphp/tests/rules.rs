@@ -127,15 +127,31 @@ impl Default for Ask {
     }
 }
 
-impl Ask {
-    /// The default announce, on another torrent.
-    fn on(torrent: u64) -> Self {
-        Ask {
-            torrent,
-            ..Ask::default()
+/// A setter a field, for asks written as `Ask::default().torrent(11).left(0)`.
+macro_rules! setters {
+    ($($field:ident: $ty:ty),+ $(,)?) => {
+        impl Ask {
+            $(
+                fn $field(self, $field: $ty) -> Self {
+                    Ask { $field, ..self }
+                }
+            )+
         }
-    }
+    };
 }
+
+setters!(
+    user: u64,
+    torrent: u64,
+    peer: &'static str,
+    ip: [u8; 4],
+    port: u16,
+    agent: &'static str,
+    uploaded: u64,
+    downloaded: u64,
+    left: u64,
+    event: AnnounceEvent,
+);
 
 fn ask(site: &Site, q: Ask) -> Result<Admission, Refusal> {
     let mut id = [b'x'; 20];
@@ -159,15 +175,35 @@ fn ask(site: &Site, q: Ask) -> Result<Admission, Refusal> {
     })
 }
 
-/// The default announce again, without an event.
-fn reannounce(site: &Site) -> Result<Admission, Refusal> {
+/// The default site, member 1's client having started on torrent 10 `secs` ago.
+fn started(secs: i64) -> Site {
+    let site = site();
+    ask(&site, Ask::default()).unwrap();
+    advance(secs);
+    site
+}
+
+/// Member 1's client, the torrent downloaded (`left` 0), announces `event` having
+/// uploaded `uploaded`.
+fn seeding(site: &Site, event: AnnounceEvent, uploaded: u64) -> Result<Admission, Refusal> {
     ask(
         site,
-        Ask {
-            event: AnnounceEvent::None,
-            ..Ask::default()
-        },
+        Ask::default()
+            .event(event)
+            .uploaded(uploaded)
+            .downloaded(1000)
+            .left(0),
     )
+}
+
+/// The factors credited: (upload, download).
+fn factors(a: &Admission) -> (f64, f64) {
+    (a.upload_factor, a.download_factor)
+}
+
+/// The default announce again, without an event.
+fn reannounce(site: &Site) -> Result<Admission, Refusal> {
+    ask(site, Ask::default().event(AnnounceEvent::None))
 }
 
 /// `GF:1082-1091`: a client's first announce credits nothing; `GF:1045-1060`,
@@ -175,50 +211,34 @@ fn reannounce(site: &Site) -> Result<Admission, Refusal> {
 #[test]
 fn the_first_announce_credits_nothing_then_the_promotion() {
     let site = site();
-    let first = ask(&site, Ask::on(11)).unwrap();
-    assert_eq!((first.upload_factor, first.download_factor), (0.0, 0.0));
+    let first = ask(&site, Ask::default().torrent(11)).unwrap();
+    assert_eq!(factors(&first), (0.0, 0.0));
     assert!(first.listed && first.gets_peers && first.hide.is_empty());
     advance(1000);
     let next = ask(
         &site,
-        Ask {
-            torrent: 11,
-            event: AnnounceEvent::None,
-            downloaded: 500,
-            left: 500,
-            ..Ask::default()
-        },
+        Ask::default()
+            .torrent(11)
+            .event(AnnounceEvent::None)
+            .downloaded(500)
+            .left(500),
     )
     .unwrap();
-    assert_eq!(
-        (next.upload_factor, next.download_factor),
-        (1.0, 0.0),
-        "free"
-    );
+    assert_eq!(factors(&next), (1.0, 0.0), "free");
     advance(1000);
-    let vip = ask(
-        &site,
-        Ask {
-            user: 2,
-            peer: "-qB4651-",
-            ..Ask::default()
-        },
-    )
-    .unwrap();
+    let vip = ask(&site, Ask::default().user(2).peer("-qB4651-")).unwrap();
     assert_eq!(vip.download_factor, 0.0);
     advance(1000);
     let vip = ask(
         &site,
-        Ask {
-            user: 2,
-            peer: "-qB4651-",
-            event: AnnounceEvent::None,
-            ..Ask::default()
-        },
+        Ask::default()
+            .user(2)
+            .peer("-qB4651-")
+            .event(AnnounceEvent::None),
     )
     .unwrap();
     assert_eq!(
-        (vip.upload_factor, vip.download_factor),
+        factors(&vip),
         (1.0, 0.0),
         "`GF:1075-1081`: VIPs pay no download"
     );
@@ -241,37 +261,20 @@ fn the_interval_is_drawn_from_the_band() {
 #[test]
 fn refusals_before_the_torrent() {
     let site = site();
-    let r = ask(
-        &site,
-        Ask {
-            agent: "Mozilla/5.0",
-            ..Ask::default()
-        },
-    )
-    .unwrap_err();
+    let r = ask(&site, Ask::default().agent("Mozilla/5.0")).unwrap_err();
     assert_eq!(r.reason, "Browser access blocked!");
-    let r = ask(
-        &site,
-        Ask {
-            port: 6881,
-            torrent: 11,
-            ..Ask::default()
-        },
-    )
-    .unwrap_err();
+    let r = ask(&site, Ask::default().port(6881).torrent(11)).unwrap_err();
     assert_eq!(r.reason, "Port 6881 is blacklisted.");
     let mut parked = member(1);
     parked.parked = true;
     site.put_user(parked);
     let r = ask(
         &site,
-        Ask {
-            user: 1,
-            torrent: 11,
-            peer: "-qB4652-",
-            event: AnnounceEvent::Completed,
-            ..Ask::default()
-        },
+        Ask::default()
+            .user(1)
+            .torrent(11)
+            .peer("-qB4652-")
+            .event(AnnounceEvent::Completed),
     )
     .unwrap_err();
     assert_eq!(r.reason, "Your account is parked! (Read the FAQ)");
@@ -292,11 +295,7 @@ fn the_client_check_and_its_columns() {
     let site = site();
     let r = ask(
         &site,
-        Ask {
-            peer: "-TR3000-",
-            agent: "Transmission/3.00",
-            ..Ask::default()
-        },
+        Ask::default().peer("-TR3000-").agent("Transmission/3.00"),
     )
     .unwrap_err();
     assert_eq!(
@@ -330,33 +329,21 @@ fn torrent_refusals_and_the_fake_announce() {
     staff.class = 12;
     site.put_user(staff);
     assert!(
-        ask(
-            &site,
-            Ask {
-                user: 3,
-                ..Ask::default()
-            }
-        )
-        .is_ok(),
+        ask(&site, Ask::default().user(3)).is_ok(),
         "`authority.seebanned` and above"
     );
     let mut pending = torrent(11, 1);
     pending.approval_status = 0;
     site.put_torrent(pending);
-    assert_eq!(ask(&site, Ask::on(11)).unwrap_err(), rules::NOT_APPROVED);
+    assert_eq!(
+        ask(&site, Ask::default().torrent(11)).unwrap_err(),
+        rules::NOT_APPROVED
+    );
     let mut ok = torrent(11, 1);
     ok.size = 100;
     site.put_torrent(ok);
     assert_eq!(
-        ask(
-            &site,
-            Ask {
-                torrent: 11,
-                left: 101,
-                ..Ask::default()
-            }
-        )
-        .unwrap_err(),
+        ask(&site, Ask::default().torrent(11).left(101)).unwrap_err(),
         rules::FAKE
     );
     assert!(site
@@ -371,32 +358,20 @@ fn torrent_refusals_and_the_fake_announce() {
 /// 30 s is too frequent, unless it is `completed` or `stopped`.
 #[test]
 fn the_rate_windows() {
-    let site = site();
-    ask(&site, Ask::default()).unwrap();
-    advance(3);
+    let site = started(3);
     let repeat = reannounce(&site).unwrap();
     assert!(!repeat.gets_peers);
     advance(7);
     assert_eq!(reannounce(&site).unwrap_err(), rules::TOO_FREQUENT);
     advance(1);
-    let done = ask(
-        &site,
-        Ask {
-            event: AnnounceEvent::Completed,
-            left: 0,
-            downloaded: 1000,
-            ..Ask::default()
-        },
-    );
+    let done = seeding(&site, AnnounceEvent::Completed, 0);
     assert!(done.is_ok(), "{done:?}");
 }
 
 /// `A:317-324`: three announces without an event within 300 s (by `prev_action`).
 #[test]
 fn the_minimum_announce_time() {
-    let site = site();
-    ask(&site, Ask::default()).unwrap();
-    advance(100);
+    let site = started(100);
     reannounce(&site).unwrap();
     advance(100);
     let r = reannounce(&site).unwrap_err();
@@ -408,29 +383,11 @@ fn the_minimum_announce_time() {
 /// `A:383-391`: locations.
 #[test]
 fn one_leeching_location_three_seeding_ones() {
-    let site = site();
-    ask(&site, Ask::default()).unwrap();
-    advance(60);
-    let r = ask(
-        &site,
-        Ask {
-            peer: "-qB4651-",
-            ip: [10, 0, 0, 2],
-            ..Ask::default()
-        },
-    )
-    .unwrap_err();
+    let site = started(60);
+    let r = ask(&site, Ask::default().peer("-qB4651-").ip([10, 0, 0, 2])).unwrap_err();
     assert_eq!(r, rules::ONE_LEECH);
     advance(60);
-    let r = ask(
-        &site,
-        Ask {
-            peer: "-qB4651-",
-            left: 0,
-            ..Ask::default()
-        },
-    )
-    .unwrap_err();
+    let r = ask(&site, Ask::default().peer("-qB4651-").left(0)).unwrap_err();
     assert_eq!(
         r,
         rules::SAME_LOCATION,
@@ -440,24 +397,14 @@ fn one_leeching_location_three_seeding_ones() {
         advance(60);
         ask(
             &site,
-            Ask {
-                peer,
-                ip: [10, 0, 1, i as u8],
-                left: 0,
-                ..Ask::default()
-            },
+            Ask::default().peer(peer).ip([10, 0, 1, i as u8]).left(0),
         )
         .unwrap();
     }
     advance(60);
     let r = ask(
         &site,
-        Ask {
-            peer: "-qB4654-",
-            ip: [10, 0, 2, 0],
-            left: 0,
-            ..Ask::default()
-        },
+        Ask::default().peer("-qB4654-").ip([10, 0, 2, 0]).left(0),
     )
     .unwrap_err();
     assert_eq!(r, rules::THREE_SEEDS);
@@ -475,7 +422,7 @@ fn the_download_slots() {
     (low.uploaded, low.downloaded) = (3 * GIB, 11 * GIB);
     site.put_user(low);
     ask(&site, Ask::default()).unwrap();
-    let r = ask(&site, Ask::on(11)).unwrap_err();
+    let r = ask(&site, Ask::default().torrent(11)).unwrap_err();
     assert_eq!(
         r.reason,
         "Your slot limit is reached! You may at most download 1 torrents at the same time, please read https://pt.example/faq.php#id66 for details"
@@ -484,7 +431,10 @@ fn the_download_slots() {
     let mut vip = member(1);
     (vip.class, vip.uploaded, vip.downloaded) = (10, 3 * GIB, 11 * GIB);
     site.put_user(vip);
-    assert!(ask(&site, Ask::on(11)).is_ok(), "VIPs have no slots");
+    assert!(
+        ask(&site, Ask::default().torrent(11)).is_ok(),
+        "VIPs have no slots"
+    );
 }
 
 /// `A:474-508`, `A:509-531`: the rows an announce leaves to write.
@@ -507,17 +457,7 @@ fn the_rows_written() {
         "`A:631-635`: the cleanup's batches"
     );
     advance(600);
-    ask(
-        &site,
-        Ask {
-            event: AnnounceEvent::Completed,
-            uploaded: 10,
-            downloaded: 1000,
-            left: 0,
-            ..Ask::default()
-        },
-    )
-    .unwrap();
+    seeding(&site, AnnounceEvent::Completed, 10).unwrap();
     let b = site.take_batch();
     let t = &b.torrents[0];
     assert_eq!(
@@ -541,17 +481,7 @@ fn the_rows_written() {
         "`A:504`"
     );
     advance(900);
-    ask(
-        &site,
-        Ask {
-            event: AnnounceEvent::Stopped,
-            uploaded: 500,
-            downloaded: 1000,
-            left: 0,
-            ..Ask::default()
-        },
-    )
-    .unwrap();
+    seeding(&site, AnnounceEvent::Stopped, 500).unwrap();
     let b = site.take_batch();
     assert_eq!(b.peer_deletions.len(), 1, "`A:476`");
     let s = &b.snatches[0];
@@ -596,16 +526,10 @@ fn hit_and_run_rows() {
 /// `FA:112-133`: a disabling cheater check refuses and disables.
 #[test]
 fn a_cheater_is_disabled() {
-    let site = site();
-    ask(&site, Ask::default()).unwrap();
-    advance(40);
+    let site = started(40);
     let r = ask(
         &site,
-        Ask {
-            event: AnnounceEvent::None,
-            uploaded: 41 * GIB,
-            ..Ask::default()
-        },
+        Ask::default().event(AnnounceEvent::None).uploaded(41 * GIB),
     )
     .unwrap_err();
     assert_eq!(r, rules::CHEATER);
@@ -624,12 +548,5 @@ fn a_paid_torrent_not_bought() {
     assert_eq!(ask(&site, Ask::default()).unwrap_err(), rules::PURCHASE);
     site.add_bought([(1, 10)]);
     advance(60);
-    assert!(ask(
-        &site,
-        Ask {
-            peer: "-qB4651-",
-            ..Ask::default()
-        }
-    )
-    .is_ok());
+    assert!(ask(&site, Ask::default().peer("-qB4651-")).is_ok());
 }

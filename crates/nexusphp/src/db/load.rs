@@ -126,25 +126,32 @@ fn count(v: i64) -> u32 {
     u32::try_from(v.max(0)).unwrap_or(u32::MAX)
 }
 
+/// A row keyed by its `id` column, made by `build`; none without an id.
+fn by_id<T>(
+    row: &MySqlRow,
+    build: impl FnOnce(u32) -> Result<T, Error>,
+) -> Result<Option<T>, Error> {
+    id(row, "id")?.map(build).transpose()
+}
+
 fn user(row: &MySqlRow) -> Result<Option<User>, Error> {
-    let Some(id) = id(row, "id")? else {
-        return Ok(None);
-    };
-    Ok(Some(User {
-        id,
-        passkey: text(row, "passkey")?,
-        class: small(number(row, "class")?),
-        enabled: flag(row, "enabled")?,
-        parked: flag(row, "parked")?,
-        can_download: flag(row, "downloadpos")?,
-        uploaded: bytes(row, "uploaded")?,
-        downloaded: bytes(row, "downloaded")?,
-        donor: flag(row, "donor")?,
-        donor_until: time(row, "donoruntil")?,
-        client_select: count(number(row, "clientselect")?),
-        show_client_error: flag(row, "showclienterror")?,
-        tracker_url_id: count(number(row, "tracker_url_id")?),
-    }))
+    by_id(row, |id| {
+        Ok(User {
+            id,
+            passkey: text(row, "passkey")?,
+            class: small(number(row, "class")?),
+            enabled: flag(row, "enabled")?,
+            parked: flag(row, "parked")?,
+            can_download: flag(row, "downloadpos")?,
+            uploaded: bytes(row, "uploaded")?,
+            downloaded: bytes(row, "downloaded")?,
+            donor: flag(row, "donor")?,
+            donor_until: time(row, "donoruntil")?,
+            client_select: count(number(row, "clientselect")?),
+            show_client_error: flag(row, "showclienterror")?,
+            tracker_url_id: count(number(row, "tracker_url_id")?),
+        })
+    })
 }
 
 fn torrent(row: &MySqlRow) -> Result<Option<Torrent>, Error> {
@@ -216,24 +223,23 @@ fn peer(row: &MySqlRow) -> Result<Option<(u32, Peer)>, Error> {
 }
 
 fn family(row: &MySqlRow) -> Result<Option<FamilyRow>, Error> {
-    let Some(id) = id(row, "id")? else {
-        return Ok(None);
-    };
-    Ok(Some(FamilyRow {
-        id,
-        family: text(row, "family")?,
-        start_name: text(row, "start_name")?,
-        peer_id_pattern: text(row, "peer_id_pattern")?,
-        peer_id_match_num: small(number(row, "peer_id_match_num")?),
-        peer_id_matchtype: text(row, "peer_id_matchtype")?,
-        peer_id_start: text(row, "peer_id_start")?,
-        agent_pattern: text(row, "agent_pattern")?,
-        agent_match_num: small(number(row, "agent_match_num")?),
-        agent_matchtype: text(row, "agent_matchtype")?,
-        agent_start: text(row, "agent_start")?,
-        exception: flag(row, "exception")?,
-        allow_https: flag(row, "allowhttps")?,
-    }))
+    by_id(row, |id| {
+        Ok(FamilyRow {
+            id,
+            family: text(row, "family")?,
+            start_name: text(row, "start_name")?,
+            peer_id_pattern: text(row, "peer_id_pattern")?,
+            peer_id_match_num: small(number(row, "peer_id_match_num")?),
+            peer_id_matchtype: text(row, "peer_id_matchtype")?,
+            peer_id_start: text(row, "peer_id_start")?,
+            agent_pattern: text(row, "agent_pattern")?,
+            agent_match_num: small(number(row, "agent_match_num")?),
+            agent_matchtype: text(row, "agent_matchtype")?,
+            agent_start: text(row, "agent_start")?,
+            exception: flag(row, "exception")?,
+            allow_https: flag(row, "allowhttps")?,
+        })
+    })
 }
 
 fn exception(row: &MySqlRow) -> Result<Option<ExceptionRow>, Error> {
