@@ -97,39 +97,22 @@ fn site() -> Site {
     })
 }
 
-struct Ask {
-    user: u64,
-    torrent: u64,
-    peer: &'static str,
-    ip: [u8; 4],
-    port: u16,
-    agent: &'static str,
-    uploaded: u64,
-    downloaded: u64,
-    left: u64,
-    event: AnnounceEvent,
-}
-
-impl Default for Ask {
-    fn default() -> Self {
-        Ask {
-            user: 1,
-            torrent: 10,
-            peer: "-qB4650-",
-            ip: [10, 0, 0, 1],
-            port: 51413,
-            agent: "qBittorrent/4.6.5",
-            uploaded: 0,
-            downloaded: 0,
-            left: 1000,
-            event: AnnounceEvent::Started,
+/// An announce's request, each field declared once with its default and a setter, for asks
+/// written as `Ask::default().torrent(11).left(0)`.
+macro_rules! ask_fields {
+    ($($field:ident: $ty:ty = $default:expr),+ $(,)?) => {
+        struct Ask {
+            $($field: $ty,)+
         }
-    }
-}
 
-/// A setter a field, for asks written as `Ask::default().torrent(11).left(0)`.
-macro_rules! setters {
-    ($($field:ident: $ty:ty),+ $(,)?) => {
+        impl Default for Ask {
+            fn default() -> Self {
+                Ask {
+                    $($field: $default,)+
+                }
+            }
+        }
+
         impl Ask {
             $(
                 fn $field(self, $field: $ty) -> Self {
@@ -140,17 +123,17 @@ macro_rules! setters {
     };
 }
 
-setters!(
-    user: u64,
-    torrent: u64,
-    peer: &'static str,
-    ip: [u8; 4],
-    port: u16,
-    agent: &'static str,
-    uploaded: u64,
-    downloaded: u64,
-    left: u64,
-    event: AnnounceEvent,
+ask_fields!(
+    user: u64 = 1,
+    torrent: u64 = 10,
+    peer: &'static str = "-qB4650-",
+    ip: [u8; 4] = [10, 0, 0, 1],
+    port: u16 = 51413,
+    agent: &'static str = "qBittorrent/4.6.5",
+    uploaded: u64 = 0,
+    downloaded: u64 = 0,
+    left: u64 = 1000,
+    event: AnnounceEvent = AnnounceEvent::Started,
 );
 
 fn ask(site: &Site, q: Ask) -> Result<Admission, Refusal> {
