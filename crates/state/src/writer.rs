@@ -1,0 +1,212 @@
+//! The snapshot writer: the thread that loads the snapshot found at start, waits for a
+//! predecessor's final snapshot during an upgrade, writes one every `state.snapshot_interval`
+//! seconds, and the final one at stop ([`Snapshots`]); and the plan it follows
+//! ([`Schedule`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use shoal_swarm::clock::unix_now;
+use shoal_swarm::SnapshotSummary;
+use shoal_tracker::swarms::Swarms;
+use shoal_tracker::Core;
+
+use crate::file::{self, Restored, StateFile};
+
+/// Whether process `pid` still exists (a zombie counts: its final snapshot is written).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(nix::errno::Errno::ESRCH) => false,
+        // EPERM: it exists, under another user.
+        Err(_) => true,
+    }
+}
+
+/// The state thread's plan: wait for a predecessor's final snapshot, then snapshot
+/// periodically.
+pub struct Schedule {
+    pub interval: Option<Duration>,
+    /// The process whose final snapshot we wait for, and until when.
+    pub predecessor: Option<(u32, Instant)>,
+}
+
+impl Schedule {
+    /// What to do after restoring `restored` at start.
+    pub fn after(restored: &Restored, interval: u64, handover_timeout: u64) -> Self {
+        let me = std::process::id();
+        let predecessor = match restored.header() {
+            Some(h) if !h.is_final && h.writer != me && process_alive(h.writer) => Some((
+                h.writer,
+                Instant::now() + Duration::from_secs(handover_timeout),
+            )),
+            _ => None,
+        };
+        Self {
+            interval: (interval > 0).then(|| Duration::from_secs(interval)),
+            predecessor,
+        }
+    }
+}
+
+/// The snapshot writer, from start to final snapshot.
+pub struct Snapshots {
+    file: Arc<StateFile>,
+    core: Arc<Core>,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Snapshots {
+    /// Starts the writer thread for `file`: the hand-over if `restored` came from a live
+    /// predecessor (waited for at most `handover_timeout` seconds), then a snapshot every
+    /// `interval` seconds (0: only the final one).
+    pub fn start(
+        file: Arc<StateFile>,
+        core: Arc<Core>,
+        restored: &Restored,
+        (interval, handover_timeout): (u64, u64),
+    ) -> anyhow::Result<Self> {
+        let schedule = Schedule::after(restored, interval, handover_timeout);
+        let stop = Arc::new(AtomicBool::new(false));
+        let loading = matches!(restored, Restored::Loading(_));
+        // Set before the thread starts, so nobody sees "not loading" before the load.
+        file.loading.store(loading, Ordering::Relaxed);
+        if let Restored::Loading(h) = restored {
+            tracing::info!(
+                "loading snapshot {} in the background (written {} s ago by process {}); \
+                 serving meanwhile",
+                file.path().display(),
+                unix_now().saturating_sub(h.written_unix),
+                h.writer
+            );
+        }
+        let thread = {
+            let (file, core, stop) = (file.clone(), core.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("snapshots".into())
+                .spawn(move || {
+                    let mut schedule = schedule;
+                    if loading {
+                        let started = Instant::now();
+                        file::load(file.path(), core.swarms(), &stop);
+                        file.loading.store(false, Ordering::Relaxed);
+                        // The hand-over's wait starts once the load is done.
+                        if let Some((_, deadline)) = &mut schedule.predecessor {
+                            *deadline += started.elapsed();
+                        }
+                    }
+                    run(&file, core.swarms(), schedule, &stop)
+                })
+                .context("spawning the snapshot thread")?
+        };
+        Ok(Self {
+            file,
+            core,
+            stop,
+            thread,
+        })
+    }
+
+    pub fn file(&self) -> &Arc<StateFile> {
+        &self.file
+    }
+
+    /// Stops the writer thread, then writes the final snapshot (call it once the front
+    /// ends have stopped, so the snapshot holds their last announces).
+    ///
+    /// If the snapshot found at start is still loading, the load is finished first (the
+    /// thread does not give it up), then the final snapshot is written: it holds the
+    /// whole file merged with what was learnt since. Stopping earlier would have to drop
+    /// either the file's unloaded part or the announces heard since the start; finishing
+    /// costs the rest of the load (seconds at millions of peers) on top of the write.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+        write_logged(&self.file, self.core.swarms(), true);
+    }
+}
+
+/// Runs until `stop` is set: hand-over, then periodic snapshots.
+fn run(state: &StateFile, store: &Swarms, mut schedule: Schedule, stop: &AtomicBool) {
+    let waiting = &state.handover_waiting;
+    let tick = Duration::from_millis(100);
+    waiting.store(schedule.predecessor.is_some(), Ordering::Relaxed);
+    if let Some((pid, _)) = schedule.predecessor {
+        tracing::info!(
+            "process {pid} wrote the snapshot and is still running: serving beside it, \
+             waiting for its final snapshot (stop it with SIGTERM)"
+        );
+    } else if !stop.load(Ordering::Relaxed) {
+        // Persist at once (after the load: a snapshot written before would drop what
+        // was not loaded yet), so a successor started right after us finds our key.
+        write_logged(state, store, false);
+    }
+    let mut next = schedule.interval.map(|i| Instant::now() + i);
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(tick);
+        if let Some((pid, deadline)) = schedule.predecessor {
+            match state.merge_final_of(store, pid) {
+                Some(Ok(s)) => {
+                    tracing::info!(
+                        "merged the final snapshot of process {pid}: {} torrents, {} peers",
+                        s.torrents,
+                        s.peers - s.peers_expired
+                    );
+                    store.clean(shoal_swarm::clock::now());
+                }
+                Some(Err(e)) => {
+                    tracing::error!("final snapshot of process {pid} cannot be merged: {e}")
+                }
+                None if Instant::now() < deadline && process_alive(pid) => continue,
+                None => tracing::warn!(
+                    "no final snapshot from process {pid} (gone, or waited past \
+                     state.handover_timeout): carrying on alone"
+                ),
+            }
+            schedule.predecessor = None;
+            waiting.store(false, Ordering::Relaxed);
+            write_logged(state, store, false);
+            next = schedule.interval.map(|i| Instant::now() + i);
+            continue;
+        }
+        if let (Some(at), Some(every)) = (next, schedule.interval) {
+            if Instant::now() >= at {
+                write_logged(state, store, false);
+                next = Some(Instant::now() + every);
+            }
+        }
+    }
+}
+
+/// Writes a snapshot and logs the outcome (the final one at info level).
+fn write_logged(state: &StateFile, store: &Swarms, is_final: bool) {
+    let what = if is_final {
+        "final snapshot"
+    } else {
+        "snapshot"
+    };
+    let line = |s: SnapshotSummary| {
+        format!(
+            "{what} written to {} in {:?}: {} torrents, {} peers",
+            state.path().display(),
+            state.last_duration(),
+            s.torrents,
+            s.peers
+        )
+    };
+    match state.write(store, is_final) {
+        Ok(s) if is_final => tracing::info!("{}", line(s)),
+        Ok(s) => tracing::debug!("{}", line(s)),
+        Err(e) => tracing::error!("{what} failed: {e:#}"),
+    }
+}
