@@ -7,7 +7,8 @@
 //! them over in batches, each committed in one transaction or not at all (the caller keeps a
 //! batch that failed and writes it later). Both go through [`Schema`], the interface every
 //! site schema implements; [`Database`] is shoal's own.
-//! The model types are plain Rust, so the rest of shoal never names sqlx. The schema, the URL
+//! The model types are plain Rust, so the rest of shoal never names sqlx; the accounting sum
+//! is the core's own `Delta` (user id, torrent id), written as the ledger drains it. The schema, the URL
 //! forms, how a site maps its own tables onto these, and the write contract are in
 //! `docs/private.md`.
 
