@@ -35,6 +35,7 @@ use shoal_tracker::{policy, Answer, Core, PeerAnnounce, Protocol, ScrapeOf, Stop
 
 use super::context::HttpContext;
 use super::full_scrape::Document;
+use super::head::write_head;
 use super::site_call::SiteCall;
 use crate::ws::UpgradeRequest;
 use shoal_opentracker::tally::HTTP as OT;
@@ -136,19 +137,6 @@ fn facts<'a>(headers: &'a [httparse::Header<'a>]) -> HeaderFacts<'a> {
         }
     }
     f
-}
-
-/// Appends a status line and headers for a body of `len` bytes.
-pub(super) fn write_head(out: &mut Vec<u8>, status: &str, len: usize, close: bool, extra: &str) {
-    let _ = write!(
-        out,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len}\r\n{extra}{}\r\n",
-        if close {
-            "Connection: close\r\n"
-        } else {
-            "Connection: keep-alive\r\n"
-        }
-    );
 }
 
 /// Appends a complete HTTP error response that closes the connection.

@@ -35,6 +35,7 @@
 //! - `at_once`: the accept loop's fast path (answer a request that arrived with its
 //!   connection without spawning a task).
 //! - [`connection`]: the per-connection loop (bytes, timeouts, limits).
+//! - [`head`]: the status line and headers of the responses the front end writes itself.
 //! - [`handler`]: one request head in, response bytes out (announce, scrape, upgrade).
 //! - the client address behind a reverse proxy: `shoal_proto::forwarded`.
 //! - [`proxy_protocol`]: the client address from a load balancer's PROXY header.
@@ -50,6 +51,7 @@ pub mod context;
 pub mod front_end;
 pub mod full_scrape;
 pub mod handler;
+pub mod head;
 pub mod proxy_protocol;
 pub mod site_call;
 pub mod stats;

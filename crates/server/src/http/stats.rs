@@ -17,7 +17,7 @@ use shoal_opentracker::tally::HTTP;
 use shoal_opentracker::{Stats, Torrent};
 use shoal_tracker::Core;
 
-use super::handler::write_head;
+use super::head::write_head;
 use crate::config::Config;
 use crate::udp::counters::{self, WorkerCounters};
 
