@@ -15,7 +15,9 @@ use bytemuck::{Pod, Zeroable};
 use thiserror::Error;
 
 use crate::common::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
-use crate::path::{parse_target_path, PathError, TrackerPath, MAX_PATH_LEN};
+use crate::path::{
+    parse_path_with_query, parse_target_path, split_target, PathError, TrackerPath, MAX_PATH_LEN,
+};
 
 /// The magic constant a connect request starts with.
 pub const PROTOCOL_ID: u64 = 0x0417_2710_1980;
@@ -230,10 +232,17 @@ pub fn write_url_data_option(path_and_query: &[u8], out: &mut Vec<u8>) {
 
 /// Collects the BEP 41 URL data after an announce (`tail` is what follows the 98 bytes)
 /// into `out`, returning how many bytes were written. Malformed or truncated options end
-/// the scan: options are advisory, so a bad one never fails the announce.
+/// the scan: options are advisory, so a bad one never fails the announce. URL data longer
+/// than `out` is cut at its length.
 pub fn url_data(tail: &[u8], out: &mut [u8]) -> usize {
+    collect_url_data(tail, out).0
+}
+
+/// [`url_data`], also saying whether the URL data was cut short by `out`.
+fn collect_url_data(tail: &[u8], out: &mut [u8]) -> (usize, bool) {
     let mut i = 0;
     let mut n = 0;
+    let mut cut = false;
     while i < tail.len() {
         match tail[i] {
             0x0 => break,
@@ -244,6 +253,7 @@ pub fn url_data(tail: &[u8], out: &mut [u8]) -> usize {
                     break;
                 };
                 let take = data.len().min(out.len() - n);
+                cut |= take < data.len();
                 out[n..n + take].copy_from_slice(&data[..take]);
                 n += take;
                 i += 2 + len as usize;
@@ -251,7 +261,7 @@ pub fn url_data(tail: &[u8], out: &mut [u8]) -> usize {
             _ => break,
         }
     }
-    n
+    (n, cut)
 }
 
 /// Bytes of the buffer [`url_data_path`] collects BEP 41 URL data into. Longer than any
@@ -274,12 +284,43 @@ pub fn url_data_path<'b>(
     if tail.is_empty() {
         return None;
     }
-    let n = url_data(tail, buf);
+    let (n, cut) = collect_url_data(tail, buf);
     if n == 0 {
         return None;
     }
     let data: &'b [u8] = &buf[..n];
-    Some(parse_target_path(data))
+    if !cut {
+        return Some(parse_target_path(data));
+    }
+    Some(cut_target_path(data))
+}
+
+/// Reads URL data cut short by the buffer. A path that parses is shorter than the buffer,
+/// so a cut can only fall in the query, and the query's last pair may be cut inside its
+/// value: `passkey=abcd` there may be the first letters of a longer key. So the last
+/// pair is left out, and the query's `passkey` is taken only where it stands whole before
+/// it; where none does, the whole query might still have one further on, and the URL data
+/// is no path this tracker can read (an error: a private tracker asks for a passkey, a
+/// public one serves the announce as it would without URL data).
+fn cut_target_path(data: &[u8]) -> Result<TrackerPath<'_>, PathError> {
+    let (path, query) = split_target(data);
+    if query.len() + path.len() + 1 < data.len() {
+        // A `#` ended the query before the cut: what follows it is never read.
+        return parse_target_path(data);
+    }
+    let whole = match query.iter().rposition(|&b| b == b'&') {
+        Some(last) => &query[..last],
+        None => &query[..0],
+    };
+    let parsed = parse_path_with_query(path, whole)?;
+    let has_key = whole
+        .split(|&b| b == b'&')
+        .any(|pair| pair.starts_with(b"passkey=") && pair.len() > b"passkey=".len());
+    if has_key {
+        Ok(parsed)
+    } else {
+        Err(PathError::UnknownPath)
+    }
 }
 
 /// Per-torrent figures in a scrape response, in wire order, big-endian, cast in place.
@@ -643,6 +684,19 @@ mod tests {
             passkey(&long, &mut buf),
             Some(Err(PathError::MalformedPasskey(Action::Announce)))
         );
+        // A query cut by the buffer: its last pair may be the first letters of a longer
+        // key, so it is never read as one (found by the passkey_path fuzz target).
+        let key = "k".repeat(32);
+        let pad = "p".repeat(URL_PATH_BUFFER - "/announce.php?x=&passkey=".len() - 4);
+        let mut cut_key = Vec::new();
+        let url = format!("/announce.php?x={pad}&passkey={key}");
+        write_url_data_option(url.as_bytes(), &mut cut_key);
+        assert_eq!(passkey(&cut_key, &mut buf), Some(Err(PathError::UnknownPath)));
+        // A key that stands whole before the cut is the whole query's key.
+        let mut whole_key = Vec::new();
+        let url = format!("/announce.php?passkey={key}&x={}", "p".repeat(200));
+        write_url_data_option(url.as_bytes(), &mut whole_key);
+        assert_eq!(passkey(&whole_key, &mut buf), announce(&key));
     }
 
     #[test]
