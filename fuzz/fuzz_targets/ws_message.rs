@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shoal_proto::ws::{self, decode_binary, RelayedAnswer, RelayedOffer, Request};
+use shoal_proto::ws::{self, decode_binary, Relayed, Request, Sdp};
 
 /// The bytes of the binary-string field `key` of a relayed message.
 fn binary_field(v: &serde_json::Value, key: &str) -> Vec<u8> {
@@ -47,11 +47,11 @@ fuzz_target!(|data: &[u8]| {
         Ok(Request::Announce(a)) => {
             for o in &a.offers {
                 let o = o.read().expect("a full parse has read every offer");
-                let text = ws::to_json(&RelayedOffer {
+                let text = ws::to_json(&Relayed {
                     info_hash: a.info_hash,
                     peer_id: a.peer_id,
                     offer_id: o.offer_id,
-                    offer: o.offer,
+                    sdp: Sdp::Offer(o.offer),
                 });
                 let v: serde_json::Value = serde_json::from_str(&text).expect("relayed JSON");
                 assert_eq!(binary_field(&v, "info_hash"), a.info_hash.0);
@@ -60,11 +60,11 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Ok(Request::Answer(a)) => {
-            let text = ws::to_json(&RelayedAnswer {
+            let text = ws::to_json(&Relayed {
                 info_hash: a.info_hash,
                 peer_id: a.peer_id,
                 offer_id: a.offer_id,
-                answer: a.answer,
+                sdp: Sdp::Answer(a.answer),
             });
             let v: serde_json::Value = serde_json::from_str(&text).expect("relayed JSON");
             assert_eq!(binary_field(&v, "peer_id"), a.peer_id.0);

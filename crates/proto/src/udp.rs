@@ -691,7 +691,10 @@ mod tests {
         let mut cut_key = Vec::new();
         let url = format!("/announce.php?x={pad}&passkey={key}");
         write_url_data_option(url.as_bytes(), &mut cut_key);
-        assert_eq!(passkey(&cut_key, &mut buf), Some(Err(PathError::UnknownPath)));
+        assert_eq!(
+            passkey(&cut_key, &mut buf),
+            Some(Err(PathError::UnknownPath))
+        );
         // A key that stands whole before the cut is the whole query's key.
         let mut whole_key = Vec::new();
         let url = format!("/announce.php?passkey={key}&x={}", "p".repeat(200));

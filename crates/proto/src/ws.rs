@@ -395,54 +395,44 @@ impl Serialize for AnnounceResponse {
     }
 }
 
-/// An offer relayed from `peer_id` to another peer of the swarm.
+/// An offer or an answer relayed from `peer_id`: an offer goes to another peer of the
+/// swarm, an answer (`peer_id` is then the answering peer) to the peer that made the offer.
 #[derive(Debug)]
-pub struct RelayedOffer<'a> {
+pub struct Relayed<'a> {
     pub info_hash: InfoHash,
     pub peer_id: PeerId,
     pub offer_id: OfferId,
-    pub offer: &'a RawValue,
+    pub sdp: Sdp<'a>,
 }
 
-impl Serialize for RelayedOffer<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (ih, pid, oid) = (&self.info_hash, &self.peer_id, &self.offer_id);
-        serialize_relayed(s, ih, pid, oid, ("offer", self.offer))
+/// What a relayed message carries, as the sending peer wrote it.
+#[derive(Debug, Clone, Copy)]
+pub enum Sdp<'a> {
+    Offer(&'a RawValue),
+    Answer(&'a RawValue),
+}
+
+impl<'a> Sdp<'a> {
+    /// The message's key for it and its JSON.
+    pub fn entry(self) -> (&'static str, &'a RawValue) {
+        match self {
+            Sdp::Offer(v) => ("offer", v),
+            Sdp::Answer(v) => ("answer", v),
+        }
     }
 }
 
-/// An answer relayed from `peer_id` (the answering peer) to the peer that made the offer.
-#[derive(Debug)]
-pub struct RelayedAnswer<'a> {
-    pub info_hash: InfoHash,
-    pub peer_id: PeerId,
-    pub offer_id: OfferId,
-    pub answer: &'a RawValue,
-}
-
-impl Serialize for RelayedAnswer<'_> {
+impl Serialize for Relayed<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (ih, pid, oid) = (&self.info_hash, &self.peer_id, &self.offer_id);
-        serialize_relayed(s, ih, pid, oid, ("answer", self.answer))
+        let (key, sdp) = self.sdp.entry();
+        let mut m = s.serialize_map(Some(5))?;
+        m.serialize_entry("action", "announce")?;
+        m.serialize_entry("info_hash", &Binary(&self.info_hash.0))?;
+        m.serialize_entry("peer_id", &Binary(&self.peer_id.0))?;
+        m.serialize_entry("offer_id", &Binary(self.offer_id.as_bytes()))?;
+        m.serialize_entry(key, sdp)?;
+        m.end()
     }
-}
-
-/// The message both relays send: an `announce` naming the torrent, the peer and the
-/// offer, and carrying the SDP under `sdp.0` (`offer` or `answer`).
-fn serialize_relayed<S: Serializer>(
-    s: S,
-    info_hash: &InfoHash,
-    peer_id: &PeerId,
-    offer_id: &OfferId,
-    sdp: (&str, &RawValue),
-) -> Result<S::Ok, S::Error> {
-    let mut m = s.serialize_map(Some(5))?;
-    m.serialize_entry("action", "announce")?;
-    m.serialize_entry("info_hash", &Binary(&info_hash.0))?;
-    m.serialize_entry("peer_id", &Binary(&peer_id.0))?;
-    m.serialize_entry("offer_id", &Binary(offer_id.as_bytes()))?;
-    m.serialize_entry(sdp.0, sdp.1)?;
-    m.end()
 }
 
 /// Figures of one torrent in a scrape reply.

@@ -7,65 +7,33 @@
 use super::{Error, GazelleDb, Widths};
 
 /// Every table shoal reads or writes, with the columns it names (as Ocelot names them).
-pub const NEEDED: &[(&str, &[&str])] = &[
-    (
-        "users_main",
-        &[
-            "id",
-            "torrent_pass",
-            "can_leech",
-            "visible",
-            "ip",
-            "enabled",
-        ],
-    ),
-    ("torrents", &["id", "info_hash", "freetorrent"]),
+pub const NEEDED: &[(&str, &str)] = &[
+    ("users_main", "id torrent_pass can_leech visible ip enabled"),
+    ("torrents", "id info_hash freetorrent"),
     (
         "torrents_leech_stats",
-        &[
-            "torrentid",
-            "seeders",
-            "leechers",
-            "snatched",
-            "balance",
-            "last_action",
-        ],
+        "torrentid seeders leechers snatched balance last_action",
     ),
-    ("users_leech_stats", &["userid", "uploaded", "downloaded"]),
+    ("users_leech_stats", "userid uploaded downloaded"),
     (
         "users_freeleeches",
-        &["userid", "torrentid", "time", "expired", "downloaded"],
+        "userid torrentid time expired downloaded",
     ),
-    ("xbt_client_whitelist", &["peer_id"]),
+    ("xbt_client_whitelist", "peer_id"),
     (
         "xbt_files_users",
-        &[
-            "uid",
-            "fid",
-            "peer_id",
-            "active",
-            "uploaded",
-            "downloaded",
-            "upspeed",
-            "downspeed",
-            "remaining",
-            "corrupt",
-            "timespent",
-            "announced",
-            "ip",
-            "useragent",
-            "mtime",
-        ],
+        "uid fid peer_id active uploaded downloaded upspeed downspeed remaining corrupt timespent \
+        announced ip useragent mtime",
     ),
-    ("xbt_snatched", &["uid", "fid", "tstamp", "ip"]),
+    ("xbt_snatched", "uid fid tstamp ip"),
 ];
 
 /// The unique keys the upserts rely on (`ON DUPLICATE KEY UPDATE`).
-pub const KEYS: &[(&str, &[&str])] = &[
-    ("xbt_files_users", &["peer_id", "fid", "uid"]),
-    ("users_leech_stats", &["userid"]),
-    ("torrents_leech_stats", &["torrentid"]),
-    ("users_freeleeches", &["userid", "torrentid"]),
+pub const KEYS: &[(&str, &str)] = &[
+    ("xbt_files_users", "peer_id fid uid"),
+    ("users_leech_stats", "userid"),
+    ("torrents_leech_stats", "torrentid"),
+    ("users_freeleeches", "userid torrentid"),
 ];
 
 impl GazelleDb {

@@ -11,7 +11,7 @@
 
 use serde_json::value::RawValue;
 
-use super::{AnnounceResponse, OfferId, RelayedAnswer, RelayedOffer};
+use super::{AnnounceResponse, OfferId, Relayed};
 use crate::common::{InfoHash, PeerId};
 
 /// How serde_json writes a byte of a binary string: as itself (the byte is printable
@@ -97,60 +97,33 @@ impl AnnounceResponse {
     }
 }
 
-/// The relayed `announce` both relays write, with the SDP under `key`.
-fn relayed(
-    info_hash: &InfoHash,
-    peer_id: &PeerId,
-    offer_id: &OfferId,
-    key: &str,
-    sdp: &RawValue,
-) -> String {
-    let sdp = sdp.get();
-    let ids = binary_max(20) * 2 + binary_max(offer_id.as_bytes().len());
-    let mut out = String::with_capacity(64 + ids + sdp.len());
-    out.push_str(r#"{"action":"announce","info_hash":"#);
-    push_binary(&mut out, &info_hash.0);
-    out.push_str(r#","peer_id":"#);
-    push_binary(&mut out, &peer_id.0);
-    out.push_str(r#","offer_id":"#);
-    push_binary(&mut out, offer_id.as_bytes());
-    out.push_str(",\"");
-    out.push_str(key);
-    out.push_str("\":");
-    out.push_str(sdp);
-    out.push('}');
-    out
-}
-
-impl RelayedOffer<'_> {
+impl Relayed<'_> {
     /// The message as JSON text (what `serde_json::to_string` of it gives).
     pub fn to_json(&self) -> String {
-        relayed(
-            &self.info_hash,
-            &self.peer_id,
-            &self.offer_id,
-            "offer",
-            self.offer,
-        )
-    }
-}
-
-impl RelayedAnswer<'_> {
-    /// The message as JSON text (what `serde_json::to_string` of it gives).
-    pub fn to_json(&self) -> String {
-        relayed(
-            &self.info_hash,
-            &self.peer_id,
-            &self.offer_id,
-            "answer",
-            self.answer,
-        )
+        let (info_hash, peer_id, offer_id) = (&self.info_hash, &self.peer_id, &self.offer_id);
+        let (key, sdp) = self.sdp.entry();
+        let sdp = sdp.get();
+        let ids = binary_max(20) * 2 + binary_max(offer_id.as_bytes().len());
+        let mut out = String::with_capacity(64 + ids + sdp.len());
+        out.push_str(r#"{"action":"announce","info_hash":"#);
+        push_binary(&mut out, &info_hash.0);
+        out.push_str(r#","peer_id":"#);
+        push_binary(&mut out, &peer_id.0);
+        out.push_str(r#","offer_id":"#);
+        push_binary(&mut out, offer_id.as_bytes());
+        out.push_str(",\"");
+        out.push_str(key);
+        out.push_str("\":");
+        out.push_str(sdp);
+        out.push('}');
+        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ws::Sdp;
     use proptest::prelude::*;
 
     fn bytes20() -> impl Strategy<Value = [u8; 20]> {
@@ -187,10 +160,10 @@ mod tests {
             let raw = serde_json::to_string(&serde_json::json!({"type": "offer", "sdp": sdp})).unwrap();
             let raw = RawValue::from_string(raw).unwrap();
             let offer_id = OfferId::new(&o).unwrap();
-            let offer = RelayedOffer { info_hash: InfoHash(h), peer_id: PeerId(p), offer_id, offer: &raw };
-            prop_assert_eq!(offer.to_json(), serde_json::to_string(&offer).unwrap());
-            let answer = RelayedAnswer { info_hash: InfoHash(h), peer_id: PeerId(p), offer_id, answer: &raw };
-            prop_assert_eq!(answer.to_json(), serde_json::to_string(&answer).unwrap());
+            for sdp in [Sdp::Offer(&raw), Sdp::Answer(&raw)] {
+                let relayed = Relayed { info_hash: InfoHash(h), peer_id: PeerId(p), offer_id, sdp };
+                prop_assert_eq!(relayed.to_json(), serde_json::to_string(&relayed).unwrap());
+            }
         }
     }
 }

@@ -218,11 +218,11 @@ fn responses_have_the_shapes_clients_read() {
     );
 
     let raw = RawValue::from_string(r#"{"type":"offer","sdp":"s"}"#.into()).unwrap();
-    let o = RelayedOffer {
+    let o = Relayed {
         info_hash: InfoHash([1; 20]),
         peer_id: PeerId([2; 20]),
         offer_id: OfferId::new(&[3; 20]).unwrap(),
-        offer: &raw,
+        sdp: Sdp::Offer(&raw),
     };
     let v: Value = serde_json::from_str(&to_json(&o)).unwrap();
     assert_eq!(
@@ -230,11 +230,11 @@ fn responses_have_the_shapes_clients_read() {
         json!({"action": "announce", "info_hash": bin(&[1; 20]), "peer_id": bin(&[2; 20]), "offer_id": bin(&[3; 20]), "offer": {"type": "offer", "sdp": "s"}})
     );
 
-    let a = RelayedAnswer {
+    let a = Relayed {
         info_hash: InfoHash([1; 20]),
         peer_id: PeerId([2; 20]),
         offer_id: OfferId::new(b"x").unwrap(),
-        answer: &raw,
+        sdp: Sdp::Answer(&raw),
     };
     let v: Value = serde_json::from_str(&to_json(&a)).unwrap();
     assert_eq!(v["answer"], json!({"type": "offer", "sdp": "s"}));
@@ -293,7 +293,7 @@ proptest! {
         prop_assert_eq!(a.left, left);
         let offer = a.offers[0].read().unwrap();
         prop_assert_eq!(offer.offer_id.as_bytes(), &oid[..]);
-        let relayed = to_json(&RelayedOffer { info_hash: a.info_hash, peer_id: a.peer_id, offer_id: offer.offer_id, offer: offer.offer });
+        let relayed = to_json(&Relayed { info_hash: a.info_hash, peer_id: a.peer_id, offer_id: offer.offer_id, sdp: Sdp::Offer(offer.offer) });
         let back: Value = serde_json::from_str(&relayed).unwrap();
         prop_assert_eq!(decode_binary(back["info_hash"].as_str().unwrap()).unwrap(), ih.to_vec());
         prop_assert_eq!(decode_binary(back["peer_id"].as_str().unwrap()).unwrap(), pid.to_vec());

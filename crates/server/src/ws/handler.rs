@@ -13,8 +13,8 @@
 //! blocked, has its connection closed ([`Verdict::Limited`], [`Verdict::Blocked`]).
 
 use shoal_proto::ws::{
-    self, AnnounceResponse, FailureContext, Notice, OfferId, RelayedAnswer, RelayedOffer, Request,
-    RequestError, ScrapeResponse, ScrapeStats,
+    self, AnnounceResponse, FailureContext, Notice, OfferId, Relayed, Request, RequestError,
+    ScrapeResponse, ScrapeStats, Sdp,
 };
 use std::net::IpAddr;
 
@@ -319,11 +319,11 @@ fn announce(
     let mut not_queued = 0;
     for t in &conn.targets {
         let o = &offers.read[t.offer];
-        let relayed = RelayedOffer {
+        let relayed = Relayed {
             info_hash: a.info_hash,
             peer_id: a.peer_id,
             offer_id: o.offer_id,
-            offer: o.offer,
+            sdp: Sdp::Offer(o.offer),
         }
         .to_json();
         let delivery = match &ctx.cluster {
@@ -458,11 +458,11 @@ fn answer(
         now,
     ) {
         Ok(to) => {
-            let relayed = RelayedAnswer {
+            let relayed = Relayed {
                 info_hash: a.info_hash,
                 peer_id: a.peer_id,
                 offer_id: a.offer_id,
-                answer: a.answer,
+                sdp: Sdp::Answer(a.answer),
             }
             .to_json();
             let delivery = match &ctx.cluster {

@@ -19,8 +19,8 @@ const UNIQUE_KEYS: &str = "SELECT CAST(LOWER(TABLE_NAME) AS CHAR) AS t, \
      FROM information_schema.STATISTICS \
      WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0";
 
-/// `(table, columns)` pairs.
-pub type Tables = &'static [(&'static str, &'static [&'static str])];
+/// `(table, columns)` pairs, the columns' names apart by white space (`"id passkey"`).
+pub type Tables = &'static [(&'static str, &'static str)];
 
 /// What a site needs: `(table, columns)` and the unique keys `(table, columns)` its
 /// upserts rely on.
@@ -73,7 +73,7 @@ impl Catalog {
             }
             out.extend(
                 columns
-                    .iter()
+                    .split_whitespace()
                     .filter(|c| {
                         !self
                             .columns
@@ -83,9 +83,10 @@ impl Catalog {
             );
         }
         for (table, columns) in needs.unique_keys {
-            let wanted: BTreeSet<String> = columns.iter().map(|c| c.to_string()).collect();
+            let wanted: BTreeSet<String> = columns.split_whitespace().map(String::from).collect();
             let found = (self.unique_keys.get(*table)).is_some_and(|keys| keys.contains(&wanted));
             if self.has_table(table) && !found {
+                let columns: Vec<&str> = columns.split_whitespace().collect();
                 out.push(format!("unique key {table} ({})", columns.join(", ")));
             }
         }
@@ -120,8 +121,8 @@ mod tests {
     use super::{Catalog, Needs};
 
     const NEEDS: Needs = Needs {
-        tables: &[("peers", &["peer_id", "ip"]), ("users", &["id"])],
-        unique_keys: &[("peers", &["peer_id", "torrent_id"])],
+        tables: &[("peers", "peer_id ip"), ("users", "id")],
+        unique_keys: &[("peers", "peer_id torrent_id")],
     };
 
     #[test]

@@ -11,103 +11,45 @@ use shoal_site::mysql::catalog::Catalog;
 use super::{Error, Unit3dDb, Widths};
 
 /// Every table shoal reads or writes, with every column it names.
-const TABLES: &[(&str, &[&str])] = &[
+const TABLES: &[(&str, &str)] = &[
     (
         "groups",
-        &[
-            "id",
-            "slug",
-            "download_slots",
-            "is_immune",
-            "is_freeleech",
-            "is_double_upload",
-        ],
+        "id slug download_slots is_immune is_freeleech is_double_upload",
     ),
     (
         "users",
-        &[
-            "id",
-            "group_id",
-            "passkey",
-            "can_download",
-            "is_donor",
-            "is_lifetime",
-            "uploaded",
-            "downloaded",
-            "deleted_at",
-        ],
+        "id group_id passkey can_download is_donor is_lifetime uploaded downloaded deleted_at",
     ),
     (
         "torrents",
-        &[
-            "id",
-            "info_hash",
-            "status",
-            "free",
-            "doubleup",
-            "seeders",
-            "leechers",
-            "times_completed",
-            "balance",
-            "deleted_at",
-        ],
+        "id info_hash status free doubleup seeders leechers times_completed balance deleted_at",
     ),
     (
         "peers",
-        &[
-            "peer_id",
-            "ip",
-            "port",
-            "agent",
-            "uploaded",
-            "downloaded",
-            "left",
-            "seeder",
-            "active",
-            "visible",
-            "connectable",
-            "created_at",
-            "updated_at",
-            "torrent_id",
-            "user_id",
-        ],
+        "peer_id ip port agent uploaded downloaded left seeder active visible connectable \
+        created_at updated_at torrent_id user_id",
     ),
     (
         "history",
-        &[
-            "user_id",
-            "torrent_id",
-            "agent",
-            "uploaded",
-            "actual_uploaded",
-            "client_uploaded",
-            "downloaded",
-            "actual_downloaded",
-            "client_downloaded",
-            "seeder",
-            "active",
-            "seedtime",
-            "immune",
-            "created_at",
-            "updated_at",
-            "completed_at",
-        ],
+        "user_id torrent_id agent uploaded actual_uploaded client_uploaded downloaded \
+        actual_downloaded client_downloaded seeder active seedtime immune created_at updated_at \
+        completed_at",
     ),
-    ("blacklist_clients", &["peer_id_prefix"]),
-    ("freeleech_tokens", &["user_id", "torrent_id"]),
-    ("personal_freeleeches", &["user_id"]),
-    ("featured_torrents", &["torrent_id"]),
+    ("blacklist_clients", "peer_id_prefix"),
+    ("freeleech_tokens", "user_id torrent_id"),
+    ("personal_freeleeches", "user_id"),
+    ("featured_torrents", "torrent_id"),
     (
         "unregistered_info_hashes",
-        &["user_id", "info_hash", "created_at", "updated_at"],
+        "user_id info_hash created_at updated_at",
     ),
 ];
 
 /// The unique keys the upserts rely on (`ON DUPLICATE KEY UPDATE`), by their columns.
-const UNIQUE_KEYS: &[(&str, &[&str])] = &[
-    ("peers", &["user_id", "torrent_id", "peer_id"]),
-    ("history", &["user_id", "torrent_id"]),
-    ("unregistered_info_hashes", &["info_hash", "user_id"]),
+const UNIQUE_KEYS: &[(&str, &str)] = &[
+    ("peers", "user_id torrent_id peer_id"),
+    ("history", "user_id torrent_id"),
+    ("unregistered_info_hashes", "info_hash user_id"),
 ];
 
 impl Unit3dDb {
@@ -147,14 +89,14 @@ mod tests {
     fn everything() -> Catalog {
         let mut catalog = Catalog::default();
         for (table, columns) in TABLES {
-            for column in *columns {
+            for column in columns.split_whitespace() {
                 catalog
                     .columns
                     .insert((table.to_string(), column.to_string()), 0);
             }
         }
         for (table, columns) in UNIQUE_KEYS {
-            let key: BTreeSet<String> = columns.iter().map(|c| c.to_string()).collect();
+            let key: BTreeSet<String> = columns.split_whitespace().map(String::from).collect();
             catalog.unique_keys.insert(table.to_string(), vec![key]);
         }
         catalog
