@@ -9,10 +9,7 @@
 //! output is the same text byte for byte (a property test checks it against serde_json
 //! for every byte value), so clients see no difference.
 
-use serde_json::value::RawValue;
-
-use super::{AnnounceResponse, OfferId, Relayed};
-use crate::common::{InfoHash, PeerId};
+use super::{AnnounceResponse, Relayed};
 
 /// How serde_json writes a byte of a binary string: as itself (the byte is printable
 /// ASCII or at least 0x80, which becomes a two-byte UTF-8 sequence), as a two-character
@@ -123,8 +120,10 @@ impl Relayed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ws::Sdp;
+    use crate::common::{InfoHash, PeerId};
+    use crate::ws::{OfferId, Sdp};
     use proptest::prelude::*;
+    use serde_json::value::RawValue;
 
     fn bytes20() -> impl Strategy<Value = [u8; 20]> {
         proptest::array::uniform20(any::<u8>())
