@@ -1,4 +1,5 @@
-//! `[nexusphp]`: what a NexusPHP site keeps outside its tables (its PHP time zone) and how
+//! `[nexusphp]`: what a NexusPHP site keeps outside its tables (its PHP time zone, its
+//! Redis) and how
 //! shoal serves it (how often it writes, how often it reads the site's changes, how many
 //! peers it sends). Everything NexusPHP keeps in its `settings` table (intervals, the wait
 //! and slot systems, promotions, hit and run) is read from there, not configured here.
@@ -23,6 +24,11 @@ pub struct NexusphpConfig {
     pub numwant_default: usize,
     /// Peers sent at most (NexusPHP sets no ceiling).
     pub numwant_max: usize,
+    /// The site's Redis (`.env` `REDIS_HOST`, `REDIS_PORT`, `REDIS_PASSWORD`, `REDIS_DB`),
+    /// as `redis://:PASSWORD@HOST:PORT/DB`, where shoal adds the cleanup's records
+    /// ([`crate::cleanup`]). Empty: none are written, and the site's cleanup computes no
+    /// seeding bonus nor members' seed and leech time for the announces shoal serves.
+    pub redis_url: String,
 }
 
 impl Default for NexusphpConfig {
@@ -33,6 +39,7 @@ impl Default for NexusphpConfig {
             time_zone: "+00:00".into(),
             numwant_default: 50,
             numwant_max: 200,
+            redis_url: String::new(),
         }
     }
 }
@@ -64,6 +71,15 @@ impl shoal_site::SiteConfig for NexusphpConfig {
         }
         if self.numwant_default == 0 || self.numwant_max < self.numwant_default {
             anyhow::bail!("nexusphp.numwant_default must be 1 to nexusphp.numwant_max");
+        }
+        if !self.redis_url.is_empty() {
+            if let Err(e) = redis::Client::open(self.redis_url.as_str()) {
+                // Not echoed: it may hold the password where it does not parse.
+                anyhow::bail!(
+                    "nexusphp.redis_url must be a Redis URL such as \
+                     \"redis://:PASSWORD@127.0.0.1:6379/0\": {e}"
+                );
+            }
         }
         Ok(())
     }
@@ -112,10 +128,29 @@ mod tests {
                 },
                 "flush_interval",
             ),
+            (
+                NexusphpConfig {
+                    redis_url: "redis//:secret@127.0.0.1:6379".into(),
+                    ..NexusphpConfig::default()
+                },
+                "redis_url",
+            ),
+            (
+                NexusphpConfig {
+                    redis_url: "http://:secret@127.0.0.1:6379/0".into(),
+                    ..NexusphpConfig::default()
+                },
+                "redis_url",
+            ),
         ] {
             let e = c.validate(&keys).unwrap_err().to_string();
-            assert!(e.contains(key), "{e}");
+            assert!(e.contains(key) && !e.contains("secret"), "{e}");
         }
+        let with_redis = NexusphpConfig {
+            redis_url: "redis://:pw@127.0.0.1:6379/2".into(),
+            ..NexusphpConfig::default()
+        };
+        assert!(with_redis.validate(&keys).is_ok());
         assert!(is_offset("+08:00") && is_offset("-03:30") && !is_offset("+8:00"));
         assert_eq!(NexusphpConfig::default().settings().min_interval, 300);
     }

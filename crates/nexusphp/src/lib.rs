@@ -16,20 +16,23 @@
 //! - [`sync`]: the site in memory kept in step with the tables (polls, failed writes,
 //!   silent clients).
 //! - [`db`]: the site's tables (the start's check, the load, the batched writes).
+//! - [`cleanup`]: the records NexusPHP's cleanup reads from the site's Redis (seeding
+//!   bonus, seed and leech time), written after each batch's rows.
 //! - [`schema`], [`seam`]: the site on the seam of `shoal-site` ([`open`]), its config
 //!   section ([`NexusphpConfig`]), the poll of the site's changes.
 //!
-//! Not here yet (they need what the site seam of `shoal-site` does not carry, or Redis):
-//! the Redis records for the cleanup; the tracker URL check (`public/announce.php:137-143`)
-//! and the allow list's `allowhttps`, which need the request's scheme and host; the `Cookie` /
-//! `Accept-Language` rule, which needs the request's headers; the seed-box rules (their
-//! `seed_box_records` ranges); the paid-torrent purchase, a job of the site's queue.
+//! Not here yet: the tracker URL check (`public/announce.php:137-143`) and the allow
+//! list's `allowhttps`, which need the request's scheme and host, and the `Cookie` /
+//! `Accept-Language` rule, which needs the request's headers (the site seam of
+//! `shoal-site` carries neither); the seed-box rules (their `seed_box_records` ranges); the
+//! paid-torrent purchase, a job of the site's queue.
 //!
 //! The arrows point down: `shoal-server` -> this crate -> `shoal-site` -> `shoal-tracker`.
 
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod cleanup;
 pub mod config;
 pub mod db;
 pub mod error;

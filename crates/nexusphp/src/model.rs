@@ -54,6 +54,10 @@ pub struct Settings {
     pub waitsystem: bool,
     pub maxdlsystem: bool,
     pub autoclean_interval_one: u32,
+    /// `main.autoclean_interval_three` and `_four`: with `_one`, the lifetime of the
+    /// cleanup's Redis batches (`app/Repositories/CleanupRepository.php:233-239`).
+    pub autoclean_interval_three: u32,
+    pub autoclean_interval_four: u32,
     /// `torrent.uploaderdouble`.
     pub uploader_double: f64,
     /// Indexed by promotion state 1..=7 (index 0 unused).
@@ -93,6 +97,8 @@ impl Default for Settings {
             waitsystem: false,
             maxdlsystem: false,
             autoclean_interval_one: 3600,
+            autoclean_interval_three: 7200,
+            autoclean_interval_four: 86400,
             uploader_double: 1.0,
             expiry,
             approval_status_none_visible: true,
@@ -131,6 +137,8 @@ pub fn setting_names() -> Vec<String> {
         "main.waitsystem",
         "main.maxdlsystem",
         "main.autoclean_interval_one",
+        "main.autoclean_interval_three",
+        "main.autoclean_interval_four",
         "torrent.uploaderdouble",
         "torrent.approval_status_none_visible",
         "torrent.paid_torrent_enabled",
@@ -191,6 +199,9 @@ impl Settings {
         s.waitsystem = yes("main.waitsystem", s.waitsystem);
         s.maxdlsystem = yes("main.maxdlsystem", s.maxdlsystem);
         s.autoclean_interval_one = num("main.autoclean_interval_one", s.autoclean_interval_one);
+        s.autoclean_interval_three =
+            num("main.autoclean_interval_three", s.autoclean_interval_three);
+        s.autoclean_interval_four = num("main.autoclean_interval_four", s.autoclean_interval_four);
         if let Some(v) = get("torrent.uploaderdouble") {
             s.uploader_double = php_number(v);
         }

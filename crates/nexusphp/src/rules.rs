@@ -489,7 +489,7 @@ impl SiteRules for Site {
         let mut windows = self.windows.entry((uid, tid)).or_default();
         if now >= windows.recorded_until {
             windows.recorded_until = now + i64::from(s.autoclean_interval_one);
-            pending.recorded.insert((uid, tid));
+            pending.recorded.insert((uid, tid), now);
         }
         drop(windows);
         drop(pending);
@@ -508,7 +508,9 @@ impl SiteRules for Site {
         Ok(Admission {
             download_factor,
             upload_factor,
-            listed: !stopped,
+            // A stop too: the core's store removes the client from the swarm only when it
+            // is given the announce (`A:476` deletes its `peers` row, so no one is sent it).
+            listed: true,
             gets_peers: !stopped,
             warning: None,
             interval: Some(interval),

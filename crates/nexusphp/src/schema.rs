@@ -5,6 +5,10 @@
 //! [`Schema::load`] (SIGUSR1, the admin API's reload) reads the site's tables again as a
 //! poll does.
 //!
+//! After the rows, the batch's records for the cleanup go to the site's Redis
+//! ([`crate::cleanup`], when `[nexusphp] redis_url` is set); those that fail go back for the
+//! next batch, and a failure there fails nothing else.
+//!
 //! NexusPHP's tables keep no record of which batches were written and shoal creates
 //! nothing there: a batch whose COMMIT succeeded but whose answer was lost is written
 //! again (as NexusPHP's own announce would, on the client's retry).
@@ -18,6 +22,7 @@ use shoal_accounts::{
 };
 use shoal_tracker::private::members::Members;
 
+use crate::cleanup::Cleanup;
 use crate::db::{NexusDb, Sums};
 use crate::site::Site;
 
@@ -26,11 +31,23 @@ pub struct NexusSchema {
     db: NexusDb,
     site: Arc<Site>,
     members: Arc<Members>,
+    /// The site's Redis, for the cleanup's records (`None`: not configured).
+    cleanup: Option<Cleanup>,
 }
 
 impl NexusSchema {
-    pub fn new(db: NexusDb, site: Arc<Site>, members: Arc<Members>) -> Self {
-        Self { db, site, members }
+    pub fn new(
+        db: NexusDb,
+        site: Arc<Site>,
+        members: Arc<Members>,
+        cleanup: Option<Cleanup>,
+    ) -> Self {
+        Self {
+            db,
+            site,
+            members,
+            cleanup,
+        }
     }
 
     /// Reads what the site may have changed and puts it in force.
@@ -48,13 +65,17 @@ impl NexusSchema {
             let s = sums.entry(uid).or_default();
             (s.0, s.1) = (s.0 + d.uploaded, s.1 + d.downloaded);
         }
-        let batch = self.site.take_batch();
+        let mut batch = self.site.take_batch();
         let passkeys: HashMap<u32, String> = (batch.peers.iter())
             .filter_map(|(_, p)| Some((p.user_id, self.site.user(p.user_id)?.passkey)))
             .collect();
         match self.db.write(&batch, &sums, &passkeys).await {
             Ok(w) => {
                 tracing::debug!(?w, "NexusPHP batch written");
+                if let Some(cleanup) = &self.cleanup {
+                    let records = std::mem::take(&mut batch.recorded);
+                    cleanup.flush(&self.site, records).await;
+                }
                 Ok(Written {
                     applied: accounting.sums.len(),
                     ..Written::default()

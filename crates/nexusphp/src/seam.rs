@@ -2,8 +2,8 @@
 //! the site's database (checked, read into memory, nothing created), the clients its
 //! `peers` table lists (the swarms resume, the ledger counts from their last reports), the
 //! poll that brings the site's changes in (a task of its own on the accounts runtime,
-//! every `poll_interval` seconds, stopped at shutdown), and the sweep of silent clients
-//! before each write.
+//! every `poll_interval` seconds, stopped at shutdown), the site's Redis for the cleanup's
+//! records, and the sweep of silent clients before each write.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use shoal_site::{
 };
 use shoal_tracker::private::ledger::SavedPeer;
 
+use crate::cleanup::Cleanup;
 use crate::config::NexusphpConfig;
 use crate::db::NexusDb;
 use crate::schema::NexusSchema;
@@ -48,10 +49,11 @@ pub fn open(config: &NexusphpConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn 
             (data.families.len(), "client families"),
         ],
     );
+    let cleanup = cleanup_redis(config, o)?;
     let members = site_members();
     let site = Arc::new(Site::new(data));
     site.register(&members);
-    let schema = Arc::new(NexusSchema::new(db, site.clone(), members.clone()));
+    let schema = Arc::new(NexusSchema::new(db, site.clone(), members.clone(), cleanup));
     let every = Duration::from_secs(config.poll_interval);
     let polled = schema.clone();
     let poller = o.runtime.handle().spawn(async move {
@@ -80,6 +82,31 @@ pub fn open(config: &NexusphpConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn 
         site,
         poller: Mutex::new(Some(poller)),
     }))
+}
+
+/// The site's Redis for the cleanup's records (`[nexusphp] redis_url`), asked for a `PING`
+/// at start: one that does not answer is logged, not fatal (the records wait for it).
+/// Unset: a warning that the cleanup will not compute what it computes from them.
+fn cleanup_redis(config: &NexusphpConfig, o: &Opening<'_>) -> anyhow::Result<Option<Cleanup>> {
+    if config.redis_url.is_empty() {
+        tracing::warn!(
+            "[nexusphp] redis_url is not set: the site's cleanup will compute no seeding \
+             bonus and no members' seed and leech time for the announces shoal serves \
+             (set it to the site's Redis, docs/nexusphp.md)"
+        );
+        return Ok(None);
+    }
+    let cleanup = Cleanup::new(&config.redis_url, &config.time_zone)
+        .map_err(|e| anyhow::anyhow!("nexusphp.redis_url: {e}"))?;
+    match o.runtime.block_on(cleanup.ping()) {
+        Ok(()) => tracing::info!("NexusPHP cleanup records go to Redis at {}", cleanup.url()),
+        Err(e) => tracing::error!(
+            "the NexusPHP site's Redis ({}) does not answer: {e}; the cleanup's records wait \
+             in memory until it does",
+            cleanup.url()
+        ),
+    }
+    Ok(Some(cleanup))
 }
 
 impl shoal_site::Site for Nexusphp {

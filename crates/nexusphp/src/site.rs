@@ -121,7 +121,8 @@ pub(crate) struct Pending {
     pub(crate) users: HashMap<u32, UserWrite>,
     pub(crate) cheaters: Vec<CheaterWrite>,
     pub(crate) hit_and_runs: Vec<(u32, u32)>,
-    pub(crate) recorded: HashSet<(u32, u32)>,
+    /// (member, torrent) -> the time of the announce that asked for the cleanup's record.
+    pub(crate) recorded: HashMap<(u32, u32), i64>,
 }
 
 impl Pending {
@@ -146,8 +147,9 @@ pub struct Batch {
     pub cheaters: Vec<CheaterWrite>,
     /// (member, torrent): `hit_and_runs` rows to insert (then `snatched.hit_and_run_id`).
     pub hit_and_runs: Vec<(u32, u32)>,
-    /// (member, torrent) to add to the cleanup's Redis batches.
-    pub recorded: Vec<(u32, u32)>,
+    /// (member, torrent, announce time): to add to the cleanup's Redis batches
+    /// ([`crate::cleanup`]), oldest first.
+    pub recorded: Vec<(u32, u32, i64)>,
 }
 
 impl Batch {
@@ -287,6 +289,10 @@ impl Site {
                 (w.seeders, w.leechers) = (t.torrent.seeders, t.torrent.leechers);
             }
         }
+        let mut recorded: Vec<(u32, u32, i64)> = (pending.recorded.into_iter())
+            .map(|((uid, tid), at)| (uid, tid, at))
+            .collect();
+        recorded.sort_unstable_by_key(|&(uid, tid, at)| (at, uid, tid));
         Batch {
             peers,
             peer_deletions: pending.gone.into_iter().collect(),
@@ -295,7 +301,7 @@ impl Site {
             users: pending.users.into_values().collect(),
             cheaters: pending.cheaters,
             hit_and_runs: pending.hit_and_runs,
-            recorded: pending.recorded.into_iter().collect(),
+            recorded,
         }
     }
 }

@@ -171,7 +171,19 @@ impl Site {
         let mut hrs = b.hit_and_runs;
         hrs.append(&mut p.hit_and_runs);
         p.hit_and_runs = hrs;
-        p.recorded.extend(b.recorded);
+        drop(p);
+        self.put_back_records(b.recorded);
+    }
+
+    /// Puts back the cleanup's records that were not written (the database's or Redis's
+    /// write failed): the next batch writes them. A newer record of the same (member,
+    /// torrent) stands for both.
+    pub fn put_back_records(&self, records: Vec<(u32, u32, i64)>) {
+        let mut p = self.pending.lock();
+        for (uid, tid, at) in records {
+            let e = p.recorded.entry((uid, tid)).or_insert(at);
+            *e = (*e).max(at);
+        }
     }
 
     /// Drops the clients silent for longer than NexusPHP's cleanup keeps them (1.3 x
@@ -341,6 +353,7 @@ mod tests {
                 ..UserWrite::default()
             }],
             hit_and_runs: vec![(1, 10)],
+            recorded: vec![(1, 11, 90), (1, 10, 100)],
             ..Batch::default()
         };
         {
@@ -358,6 +371,7 @@ mod tests {
                 },
             );
             p.user(1).last_announce_at = Some(200);
+            p.recorded.insert((1, 10), 200);
         }
         site.put_back(failed);
         let b = site.take_batch();
@@ -372,6 +386,11 @@ mod tests {
         assert_eq!(b.users[0].last_announce_at, Some(200), "the newer");
         assert_eq!(b.users[0].client_select, Some(3));
         assert_eq!(b.hit_and_runs, [(1, 10)]);
+        assert_eq!(
+            b.recorded,
+            [(1, 11, 90), (1, 10, 200)],
+            "one record per pair, the newer; oldest first"
+        );
     }
 
     #[test]

@@ -436,7 +436,7 @@ fn the_rows_written() {
     assert_eq!(b.torrents[0].leechers, 1);
     assert_eq!(
         b.recorded,
-        vec![(1, 10)],
+        vec![(1, 10, T0)],
         "`A:631-635`: the cleanup's batches"
     );
     advance(600);
@@ -474,6 +474,17 @@ fn the_rows_written() {
         "`A:481`"
     );
     assert_eq!(b.torrents[0].seeders, 0);
+}
+
+/// `A:474-483`: a known client's `stopped` deletes its `peers` row, so no other client is
+/// sent it again: the stop is given to the core's store (`listed`), which removes the client
+/// from shoal's swarm; unlisted, it stayed there and was handed out until it expired.
+#[test]
+fn a_stopped_client_leaves_the_swarm() {
+    let site = started(600);
+    let stop = seeding(&site, AnnounceEvent::Stopped, 10).unwrap();
+    assert!(stop.listed, "the store must see the stop");
+    assert!(!stop.gets_peers, "`A:215`: a stop gets no peers");
 }
 
 /// `A:546-593`: a hit-and-run row once the snatch downloaded the torrent's size.

@@ -6,7 +6,8 @@
 //! URL data and as a WebSocket URL), NexusPHP's refusals, the promotion factors, the rows
 //! written in `users`, `snatched`, `torrents` and `peers`, and a member, a torrent and a
 //! passkey changed in the tables while shoal runs, in force within the poll's bound; the
-//! faults (the database stopped, the shutdown, a restart).
+//! faults (the database stopped, the shutdown, a restart); the cleanup's records in the
+//! site's Redis (a real `redis-server`), through a Redis outage too.
 //!
 //! NexusPHP's windows run on the wall clock: a second announce of one member on one torrent
 //! within 5 s is a re-announce (nothing written), within 30 s too frequent unless it is a
@@ -31,6 +32,10 @@ mod servers;
 #[allow(dead_code)]
 #[path = "../../accounts/tests/servers/site_db.rs"]
 mod site_db;
+
+#[allow(dead_code)]
+#[path = "../../accounts/tests/servers/redis.rs"]
+mod redis_server;
 
 const TOKEN: &str = "nexusphp-test-admin-token";
 /// Held by each test: the fault test stops the one MariaDB the tests share.
@@ -594,4 +599,214 @@ fn a_nexusphp_site_loses_nothing_and_counts_nothing_twice_through_an_outage_and_
     assert_eq!(n("select seeders from torrents where id = 10"), 1, "bob");
     drop(tracker);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The cleanup's batch keys (`app/Repositories/CleanupRepository.php:15-17`).
+const BONUS: &str = "batch_key:user_seed_bonus";
+const TIME: &str = "batch_key:user_seeding_leeching_time";
+const SEEDERS: &str = "batch_key:torrent_seeders_etc";
+
+/// A Redis hash's fields and values.
+fn redis_hash(
+    r: &redis_server::Redis,
+    db: u8,
+    key: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let out = r.cli(db, &["hgetall", key]);
+    let lines: Vec<&str> = out.lines().collect();
+    (lines.chunks(2))
+        .filter(|p| p.len() == 2)
+        .map(|p| (p[0].to_owned(), p[1].to_owned()))
+        .collect()
+}
+
+fn redis_ttl(r: &redis_server::Redis, db: u8, key: &str) -> i64 {
+    r.cli(db, &["ttl", key]).parse().unwrap()
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// `public/announce.php:631-635`: each (member, torrent) that announces is added to the
+/// cleanup's three Redis batches at most once per `main.autoclean_interval_one`, under the
+/// shared lock `record_batch_lock:<uid>:<tid>`; the batches' keys, fields, values and
+/// expiries as NexusPHP's script leaves them (`CleanupRepository.php:42-54`, `:163-193`),
+/// a batch the cleanup left reused, a pair PHP recorded (its lock held) not recorded again.
+#[test]
+fn a_nexusphp_site_gets_the_cleanups_redis_records() {
+    let Some((_turn, rt, db)) = nexusphp_db("nexusphp_redis", true) else {
+        return;
+    };
+    let Some(r) = redis_server::redis() else {
+        return;
+    };
+    // The site's cleanup intervals (NexusPHP's settings page): one 900, three 3600, four
+    // 43200; the batches live 47,700 s.
+    rt.block_on(db.run(
+        "insert into settings (name, value, autoload) values \
+         ('main.autoclean_interval_one', '900', 'yes'), \
+         ('main.autoclean_interval_three', '3600', 'yes'), \
+         ('main.autoclean_interval_four', '43200', 'yes')",
+    ));
+    let life = 900 + 3600 + 43_200;
+    let rdb = 5;
+    r.cli(rdb, &["flushdb"]);
+    // The cleanup's last run renewed the second batch (`CleanupRepository.php:89-95`);
+    // PHP served alice (1) on torrent 11 a minute ago (its lock holds).
+    let renewed = format!("{TIME}:20241020_230000");
+    for cmd in [
+        vec!["set", TIME, renewed.as_str(), "ex", "5000"],
+        vec!["hset", renewed.as_str(), "-1", "1"],
+        vec!["expire", renewed.as_str(), "5000"],
+        vec!["set", "record_batch_lock:1:11", "1729439260", "ex", "840"],
+    ] {
+        r.cli(rdb, &cmd);
+    }
+    let dir = temp_dir("nexusphp-redis");
+    let mut c = nexusphp_config(&dir, &db);
+    c.sites.nexusphp.flush_interval = 3600;
+    c.sites.nexusphp.time_zone = "+08:00".into();
+    c.sites.nexusphp.redis_url = r.url(rdb);
+    let tracker = Tracker::start(c).unwrap();
+    let http = tracker.http_addrs()[0];
+
+    let before = unix_now();
+    for (user, torrent) in [(1, 10), (1, 11), (6, 12)] {
+        let a = announce(http, user, torrent, (0, 0, SIZE), "started");
+        assert!(a.contains("8:intervali"), "{a}");
+    }
+    let after = unix_now();
+    flush(&tracker);
+    let flushed = unix_now();
+
+    // The torrents' batch: 10 and 12; not 11, whose lock PHP holds.
+    let seeders = r.cli(rdb, &["get", SEEDERS]);
+    let torrents = redis_hash(r, rdb, &seeders);
+    assert_eq!(
+        torrents.keys().collect::<Vec<_>>(),
+        ["10", "12"],
+        "{torrents:?}"
+    );
+    let at = |v: &String| -> i64 { v.parse().unwrap() };
+    let first = at(&torrents["10"]);
+    assert!((before..=after).contains(&first), "the announce's time");
+    assert!(first <= at(&torrents["12"]) && at(&torrents["12"]) <= after);
+    // A batch made by this write is named by its first record's time in the site's zone.
+    let suffix = shoal_nexusphp::cleanup::ymd_his(first + 8 * 3600);
+    assert_eq!(seeders, format!("{SEEDERS}:{suffix}"));
+    let bonus = r.cli(rdb, &["get", BONUS]);
+    assert_eq!(bonus, format!("{BONUS}:{suffix}"));
+    // The members' batches: alice (1) and frank (6), each at their latest recorded announce;
+    // the second one the batch the cleanup left.
+    let members = redis_hash(r, rdb, &bonus);
+    assert_eq!(members.keys().collect::<Vec<_>>(), ["1", "6"]);
+    assert_eq!(members["1"], torrents["10"], "alice's record on 10");
+    assert_eq!(members["6"], torrents["12"]);
+    assert_eq!(r.cli(rdb, &["get", TIME]), renewed);
+    let mut time = redis_hash(r, rdb, &renewed);
+    assert_eq!(time.remove("-1").as_deref(), Some("1"));
+    assert_eq!(time, members);
+    // Expiries: none on the seeding bonus batch; the torrents' made here, four + three +
+    // one; the renewed one's left as they were.
+    assert_eq!(redis_ttl(r, rdb, BONUS), -1);
+    assert_eq!(redis_ttl(r, rdb, &bonus), -1);
+    for key in [SEEDERS, seeders.as_str()] {
+        let t = redis_ttl(r, rdb, key);
+        assert!((life - 10..=life).contains(&t), "{key}: {t}");
+    }
+    assert!(redis_ttl(r, rdb, TIME) <= 5000 && redis_ttl(r, rdb, &renewed) <= 5000);
+    // The locks: the announce's time, gone `autoclean_interval_one` after the announce.
+    assert_eq!(
+        r.cli(rdb, &["get", "record_batch_lock:1:10"]),
+        first.to_string()
+    );
+    let t = redis_ttl(r, rdb, "record_batch_lock:1:10");
+    assert!(
+        (900 - (flushed - first) - 1..=900).contains(&t),
+        "{t}, {} s after",
+        flushed - first
+    );
+    assert_eq!(
+        r.cli(rdb, &["get", "record_batch_lock:1:11"]),
+        "1729439260",
+        "PHP's"
+    );
+
+    // alice completes torrent 10 within the interval: no new record.
+    std::thread::sleep(REPEAT);
+    let a = announce(http, 1, 10, (0, SIZE, 0), "completed");
+    assert!(a.contains("8:intervali"), "{a}");
+    flush(&tracker);
+    assert_eq!(redis_hash(r, rdb, &seeders), torrents);
+    assert_eq!(redis_hash(r, rdb, &bonus), members);
+    drop(tracker);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// The site's Redis stopped while shoal serves: announces are served as before, the rows
+/// are written, and the records wait in memory (merged per member and torrent) until a
+/// batch finds Redis back, then arrive as they would have. (Records waiting when shoal
+/// stops are not kept: the members' next announces record them again.)
+#[test]
+fn the_cleanups_records_wait_for_redis_through_an_outage() {
+    let Some((_turn, rt, db)) = nexusphp_db("nexusphp_redis_outage", true) else {
+        return;
+    };
+    let Some(r) = redis_server::redis() else {
+        return;
+    };
+    let rdb = 6;
+    r.cli(rdb, &["flushdb"]);
+    let dir = temp_dir("nexusphp-redis-outage");
+    let mut c = nexusphp_config(&dir, &db);
+    c.sites.nexusphp.flush_interval = 3600;
+    c.sites.nexusphp.redis_url = r.url(rdb);
+    let tracker = Tracker::start(c).unwrap();
+    let http = tracker.http_addrs()[0];
+
+    r.stop();
+    let began = Instant::now();
+    let a = announce(http, 1, 10, (0, 0, SIZE), "started");
+    assert!(a.contains("8:intervali"), "{a}");
+    assert!(began.elapsed() < Duration::from_secs(1), "not held up");
+    let at = unix_now();
+    // The rows are written; the records are not, and stay.
+    let began = Instant::now();
+    flush(&tracker);
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    let n = |sql: &str| rt.block_on(db.number(&format!("select cast(({sql}) as signed)")));
+    assert_eq!(
+        n("select count(*) from peers where userid = 1 and torrent = 10"),
+        1
+    );
+
+    r.start().unwrap();
+    assert_eq!(r.cli(rdb, &["dbsize"]), "0", "an empty Redis");
+    flush(&tracker);
+    let seeders = r.cli(rdb, &["get", SEEDERS]);
+    let torrents = redis_hash(r, rdb, &seeders);
+    assert_eq!(torrents.keys().collect::<Vec<_>>(), ["10"]);
+    let recorded: i64 = torrents["10"].parse().unwrap();
+    assert!((at - 2..=at).contains(&recorded), "the announce's time");
+    assert_eq!(
+        redis_hash(r, rdb, &r.cli(rdb, &["get", BONUS]))
+            .keys()
+            .collect::<Vec<_>>(),
+        ["1"]
+    );
+    assert_eq!(r.cli(rdb, &["exists", "record_batch_lock:1:10"]), "1");
+    // Written once: the next batch has nothing for Redis.
+    r.cli(rdb, &["hdel", &seeders, "10"]);
+    flush(&tracker);
+    assert!(redis_hash(r, rdb, &seeders).is_empty());
+    drop(tracker);
+    std::fs::remove_dir_all(dir).ok();
 }
