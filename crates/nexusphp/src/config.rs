@@ -106,40 +106,21 @@ mod tests {
     fn the_defaults_serve_and_bad_values_are_named() {
         let keys = shoal_site::Keys::default();
         assert!(NexusphpConfig::default().validate(&keys).is_ok());
+        let with = |change: fn(&mut NexusphpConfig)| {
+            let mut c = NexusphpConfig::default();
+            change(&mut c);
+            c
+        };
         for (c, key) in [
+            (with(|c| c.poll_interval = 16), "poll_interval"),
+            (with(|c| c.time_zone = "Asia/Shanghai".into()), "time_zone"),
+            (with(|c| c.flush_interval = 0), "flush_interval"),
             (
-                NexusphpConfig {
-                    poll_interval: 16,
-                    ..NexusphpConfig::default()
-                },
-                "poll_interval",
-            ),
-            (
-                NexusphpConfig {
-                    time_zone: "Asia/Shanghai".into(),
-                    ..NexusphpConfig::default()
-                },
-                "time_zone",
-            ),
-            (
-                NexusphpConfig {
-                    flush_interval: 0,
-                    ..NexusphpConfig::default()
-                },
-                "flush_interval",
-            ),
-            (
-                NexusphpConfig {
-                    redis_url: "redis//:secret@127.0.0.1:6379".into(),
-                    ..NexusphpConfig::default()
-                },
+                with(|c| c.redis_url = "redis//:secret@127.0.0.1:6379".into()),
                 "redis_url",
             ),
             (
-                NexusphpConfig {
-                    redis_url: "http://:secret@127.0.0.1:6379/0".into(),
-                    ..NexusphpConfig::default()
-                },
+                with(|c| c.redis_url = "http://:secret@127.0.0.1:6379/0".into()),
                 "redis_url",
             ),
         ] {

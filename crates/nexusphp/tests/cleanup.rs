@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use shoal_nexusphp::cleanup::{Cleanup, Lifetimes, BATCH_KEYS, TIMEOUT};
 
 #[allow(dead_code)]
-#[path = "../../accounts/tests/servers/redis.rs"]
-mod redis_server;
+#[path = "../../accounts/tests/servers/mod.rs"]
+mod servers;
+use servers::redis as redis_server;
 
 /// 2024-10-20 15:47:40 UTC: 23:47:40 in the site's zone (+08:00).
 const T: i64 = 1_729_439_260;
@@ -46,11 +47,10 @@ fn fields(pairs: &[(&str, i64)]) -> BTreeMap<String, String> {
 
 #[tokio::test]
 async fn records_leave_the_keys_nexusphps_announce_leaves() {
-    let Some(r) = redis_server::redis() else {
+    let db = 1;
+    let Some(r) = redis_server::redis_db(db) else {
         return;
     };
-    let db = 1;
-    r.cli(db, &["flushdb"]);
     let c = Cleanup::new(&r.url(db), "+08:00").unwrap();
     // alice (1) on torrents 10 and 11, bob (2) on 10; written 3 s after the first.
     let added = c
@@ -106,11 +106,10 @@ async fn records_leave_the_keys_nexusphps_announce_leaves() {
 
 #[tokio::test]
 async fn the_batches_the_cleanup_left_are_added_to_as_they_are() {
-    let Some(r) = redis_server::redis() else {
+    let db = 2;
+    let Some(r) = redis_server::redis_db(db) else {
         return;
     };
-    let db = 2;
-    r.cli(db, &["flushdb"]);
     // The cleanup's run renews the keys of the second and third batches
     // (`CleanupRepository.php:89-95`): a key naming a new hash that holds -1, both
     // expiring. Here the third key names a hash that has gone.

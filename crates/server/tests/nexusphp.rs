@@ -33,9 +33,7 @@ mod servers;
 #[path = "../../accounts/tests/servers/site_db.rs"]
 mod site_db;
 
-#[allow(dead_code)]
-#[path = "../../accounts/tests/servers/redis.rs"]
-mod redis_server;
+use servers::redis as redis_server;
 
 const TOKEN: &str = "nexusphp-test-admin-token";
 /// Held by each test: the fault test stops the one MariaDB the tests share.
@@ -209,6 +207,21 @@ fn nexusphp_db(
         rt.block_on(insert_site_rows(&db));
     }
     Some((turn, rt, db))
+}
+
+/// [`nexusphp_db`] with the site's rows, and the test's own database `rdb` of a Redis,
+/// emptied.
+fn nexusphp_db_and_redis(
+    name: &str,
+    rdb: u8,
+) -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    tokio::runtime::Runtime,
+    site_db::SiteDb,
+    &'static redis_server::Redis,
+)> {
+    let (turn, rt, db) = nexusphp_db(name, true)?;
+    Some((turn, rt, db, redis_server::redis_db(rdb)?))
 }
 
 /// shoal's config with `[private] schema = "nexusphp"` on the site's database.
@@ -638,10 +651,8 @@ fn unix_now() -> i64 {
 /// a batch the cleanup left reused, a pair PHP recorded (its lock held) not recorded again.
 #[test]
 fn a_nexusphp_site_gets_the_cleanups_redis_records() {
-    let Some((_turn, rt, db)) = nexusphp_db("nexusphp_redis", true) else {
-        return;
-    };
-    let Some(r) = redis_server::redis() else {
+    let rdb = 5;
+    let Some((_turn, rt, db, r)) = nexusphp_db_and_redis("nexusphp_redis", rdb) else {
         return;
     };
     // The site's cleanup intervals (NexusPHP's settings page): one 900, three 3600, four
@@ -653,8 +664,6 @@ fn a_nexusphp_site_gets_the_cleanups_redis_records() {
          ('main.autoclean_interval_four', '43200', 'yes')",
     ));
     let life = 900 + 3600 + 43_200;
-    let rdb = 5;
-    r.cli(rdb, &["flushdb"]);
     // The cleanup's last run renewed the second batch (`CleanupRepository.php:89-95`);
     // PHP served alice (1) on torrent 11 a minute ago (its lock holds).
     let renewed = format!("{TIME}:20241020_230000");
@@ -753,14 +762,10 @@ fn a_nexusphp_site_gets_the_cleanups_redis_records() {
 /// stops are not kept: the members' next announces record them again.)
 #[test]
 fn the_cleanups_records_wait_for_redis_through_an_outage() {
-    let Some((_turn, rt, db)) = nexusphp_db("nexusphp_redis_outage", true) else {
-        return;
-    };
-    let Some(r) = redis_server::redis() else {
-        return;
-    };
     let rdb = 6;
-    r.cli(rdb, &["flushdb"]);
+    let Some((_turn, rt, db, r)) = nexusphp_db_and_redis("nexusphp_redis_outage", rdb) else {
+        return;
+    };
     let dir = temp_dir("nexusphp-redis-outage");
     let mut c = nexusphp_config(&dir, &db);
     c.sites.nexusphp.flush_interval = 3600;

@@ -7,7 +7,8 @@
 //! cannot leave a server behind. Each test gets its own database on the shared server.
 //!
 //! A server that cannot be installed or started fails the test with the reason, unless
-//! `SHOAL_SKIP_DB_SERVERS=1` is set: then the test says it skipped and passes.
+//! `SHOAL_SKIP_DB_SERVERS=1` (or `SHOAL_SKIP_REAL_SERVERS=1`) is set: then the test says it
+//! skipped and passes. [`redis`] holds the one Redis the NexusPHP tests use.
 
 use std::fs::File;
 use std::net::TcpListener;
@@ -23,6 +24,9 @@ pub struct Server {
     /// PostgreSQL's bin directory; `None` for MariaDB.
     pg_bin: Option<PathBuf>,
 }
+
+#[allow(dead_code)]
+pub mod redis;
 
 static POSTGRES: OnceLock<Result<Server, String>> = OnceLock::new();
 static MARIADB: OnceLock<Result<Server, String>> = OnceLock::new();
@@ -42,11 +46,12 @@ pub fn mariadb() -> Option<&'static Server> {
     ready(MARIADB.get_or_init(launch_mariadb), "MariaDB")
 }
 
-fn ready(started: &'static Result<Server, String>, what: &str) -> Option<&'static Server> {
+fn ready<T>(started: &'static Result<T, String>, what: &str) -> Option<&'static T> {
+    let skip = |k: &str| std::env::var(k).as_deref() == Ok("1");
     match started {
         Ok(server) => Some(server),
-        Err(reason) if std::env::var("SHOAL_SKIP_DB_SERVERS").as_deref() == Ok("1") => {
-            eprintln!("SKIPPED the {what} test (SHOAL_SKIP_DB_SERVERS=1): {reason}");
+        Err(reason) if skip("SHOAL_SKIP_DB_SERVERS") || skip("SHOAL_SKIP_REAL_SERVERS") => {
+            eprintln!("SKIPPED the {what} test: {reason}");
             None
         }
         Err(reason) => panic!(

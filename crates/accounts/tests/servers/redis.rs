@@ -9,7 +9,6 @@
 //! `SHOAL_SKIP_DB_SERVERS=1` or `SHOAL_SKIP_REAL_SERVERS=1` is set: then the test says it
 //! skipped and passes.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -29,21 +28,14 @@ static REDIS: OnceLock<Result<Redis, String>> = OnceLock::new();
 
 /// The Redis of this test binary, started on first use; `None` when skipped.
 pub fn redis() -> Option<&'static Redis> {
-    match REDIS.get_or_init(launch) {
-        Ok(r) => Some(r),
-        Err(reason)
-            if ["SHOAL_SKIP_DB_SERVERS", "SHOAL_SKIP_REAL_SERVERS"]
-                .iter()
-                .any(|k| std::env::var(k).as_deref() == Ok("1")) =>
-        {
-            eprintln!("SKIPPED the Redis test: {reason}");
-            None
-        }
-        Err(reason) => panic!(
-            "Redis could not be installed or started: {reason}\n\
-             (set SHOAL_SKIP_REAL_SERVERS=1 to skip the real-server tests on this machine)"
-        ),
-    }
+    super::ready(REDIS.get_or_init(launch), "Redis")
+}
+
+/// [`redis`], with its database `db` emptied first (each test takes a database of its own).
+pub fn redis_db(db: u8) -> Option<&'static Redis> {
+    let r = redis()?;
+    r.cli(db, &["flushdb"]);
+    Some(r)
 }
 
 impl Redis {
@@ -92,31 +84,18 @@ impl Redis {
 }
 
 fn launch() -> Result<Redis, String> {
-    installed()?;
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .subsec_nanos();
-    let dir = std::env::temp_dir().join(format!("shoal-redis-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !super::on_path("redis-server") || !super::on_path("redis-cli") {
+        super::install("redis-server")?;
+    }
+    let port = super::free_port()?;
+    let dir = super::private_dir("redis")?;
     // Once this process has gone: the server's PID (changed by a restart) from its file.
-    let watcher = format!(
-        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; [ -e {dir}/pid ] && kill -9 $(cat {dir}/pid); \
-         rm -rf {dir}",
-        me = std::process::id(),
-        dir = dir.display()
+    let pid = dir.join("pid");
+    let stop = format!(
+        "[ -e {p} ] && kill -9 $(cat {p}); rm -f {p}",
+        p = pid.display()
     );
-    Command::new("sh")
-        .args(["-c", &watcher])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("watcher: {e}"))?;
+    super::watch(&dir, &stop)?;
     let redis = Redis {
         dir,
         port,
@@ -147,32 +126,4 @@ fn spawn(dir: &std::path::Path, port: u16) -> Result<Child, String> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("redis-server: {e}"))
-}
-
-/// `redis-server` and `redis-cli`, installed with apt-get if missing.
-fn installed() -> Result<(), String> {
-    let present = |p: &str| {
-        Command::new(p)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if present("redis-server") && present("redis-cli") {
-        return Ok(());
-    }
-    let apt = |args: &[&str]| {
-        Command::new("apt-get")
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    let install = ["install", "-y", "--no-install-recommends", "redis-server"];
-    if apt(&install) || (apt(&["update"]) && apt(&install)) {
-        Ok(())
-    } else {
-        Err("apt-get install redis-server failed".into())
-    }
 }
