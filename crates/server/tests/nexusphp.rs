@@ -185,17 +185,18 @@ async fn insert_site_rows(db: &site_db::SiteDb) {
     .await;
 }
 
-/// A test's turn on the one MariaDB the tests share (held while the test runs), a
-/// runtime, and a fresh database `name` holding NexusPHP's schema and, with `rows`, the
-/// site's rows; `None` where MariaDB is not available here (the test is skipped).
-fn nexusphp_db(
-    name: &str,
-    rows: bool,
-) -> Option<(
+/// What a test holds: its turn (the tests share one MariaDB, which one of them stops), a
+/// runtime, and the site's database.
+type Held = (
     std::sync::MutexGuard<'static, ()>,
     tokio::runtime::Runtime,
     site_db::SiteDb,
-)> {
+);
+
+/// A test's turn on the one MariaDB the tests share (held while the test runs), a
+/// runtime, and a fresh database `name` holding NexusPHP's schema and, with `rows`, the
+/// site's rows; `None` where MariaDB is not available here (the test is skipped).
+fn nexusphp_db(name: &str, rows: bool) -> Option<Held> {
     let turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let Some(db) = rt.block_on(site_db::SiteDb::create(name)) else {
@@ -211,17 +212,9 @@ fn nexusphp_db(
 
 /// [`nexusphp_db`] with the site's rows, and the test's own database `rdb` of a Redis,
 /// emptied.
-fn nexusphp_db_and_redis(
-    name: &str,
-    rdb: u8,
-) -> Option<(
-    std::sync::MutexGuard<'static, ()>,
-    tokio::runtime::Runtime,
-    site_db::SiteDb,
-    &'static redis_server::Redis,
-)> {
-    let (turn, rt, db) = nexusphp_db(name, true)?;
-    Some((turn, rt, db, redis_server::redis_db(rdb)?))
+fn nexusphp_db_and_redis(name: &str, rdb: u8) -> Option<(Held, &'static redis_server::Redis)> {
+    let held = nexusphp_db(name, true)?;
+    Some((held, redis_server::redis_db(rdb)?))
 }
 
 /// shoal's config with `[private] schema = "nexusphp"` on the site's database.
@@ -652,7 +645,7 @@ fn unix_now() -> i64 {
 #[test]
 fn a_nexusphp_site_gets_the_cleanups_redis_records() {
     let rdb = 5;
-    let Some((_turn, rt, db, r)) = nexusphp_db_and_redis("nexusphp_redis", rdb) else {
+    let Some(((_turn, rt, db), r)) = nexusphp_db_and_redis("nexusphp_redis", rdb) else {
         return;
     };
     // The site's cleanup intervals (NexusPHP's settings page): one 900, three 3600, four
@@ -763,7 +756,7 @@ fn a_nexusphp_site_gets_the_cleanups_redis_records() {
 #[test]
 fn the_cleanups_records_wait_for_redis_through_an_outage() {
     let rdb = 6;
-    let Some((_turn, rt, db, r)) = nexusphp_db_and_redis("nexusphp_redis_outage", rdb) else {
+    let Some(((_turn, rt, db), r)) = nexusphp_db_and_redis("nexusphp_redis_outage", rdb) else {
         return;
     };
     let dir = temp_dir("nexusphp-redis-outage");
