@@ -40,8 +40,10 @@ pub struct Fill {
     pub per_second: f64,
     /// Whether every peer was announced and answered or timed out before `--fill-timeout`.
     pub complete: bool,
-    pub generator_cpu_seconds: f64,
-    pub tracker_cpu_seconds: Option<f64>,
+    /// CPU over the fill, as a run reports it: the generator's, the tracker's where its PID
+    /// was given, and the rest of the machine's (a fill beside other work is slower).
+    #[serde(default)]
+    pub cpu: CpuUse,
     pub responses_per_tracker_cpu_second: Option<f64>,
     /// The tracker's resident memory right after the fill (`VmRSS`), KiB.
     pub tracker_rss_kib: Option<u64>,
@@ -224,13 +226,23 @@ pub fn fill_text(f: &Fill) -> String {
     if let Some(a) = &f.announce {
         let _ = write!(out, "; p50 {}, p99 {}", latency(a.p50), latency(a.p99));
     }
-    let _ = write!(out, "\nfill cpu: generator {:.1}s", f.generator_cpu_seconds);
-    if let (Some(t), Some(per)) = (f.tracker_cpu_seconds, f.responses_per_tracker_cpu_second) {
+    let _ = write!(
+        out,
+        "\nfill cpu: generator {:.1}s",
+        f.cpu.generator_cpu_seconds
+    );
+    if let (Some(t), Some(per)) = (
+        f.cpu.tracker_cpu_seconds,
+        f.responses_per_tracker_cpu_second,
+    ) {
         let _ = write!(
             out,
             ", tracker {t:.1}s ({} answers per tracker CPU-second)",
             thousands(per as u64)
         );
+    }
+    if let Some(o) = f.cpu.others_percent {
+        let _ = write!(out, ", other processes {o:.0}% of a CPU");
     }
     if let Some(r) = f.tracker_rss_kib {
         let _ = write!(out, "; tracker RSS after the fill {}", mib(r));

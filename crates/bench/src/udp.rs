@@ -255,12 +255,11 @@ fn supervise_fill(
         seconds,
         per_second: answers as f64 / seconds.max(1e-9),
         complete,
-        generator_cpu_seconds: cpu.generator_cpu_seconds,
-        tracker_cpu_seconds: cpu.tracker_cpu_seconds,
         responses_per_tracker_cpu_second: cpu
             .tracker_cpu_seconds
             .filter(|&t| t > 0.0)
             .map(|t| answers as f64 / t),
+        cpu,
         tracker_rss_kib: args.run.tracker_pid.and_then(crate::cpu::rss_kib),
         generator_rss_kib: crate::cpu::own_memory_kib().0,
         announce: summary.ops.get("announce").cloned(),
