@@ -120,6 +120,9 @@ pub struct PeerRow {
 /// One write: the accounts' sums, and for schemas that keep them the clients' rows.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Accounting<'a> {
+    /// Names the batch: a batch written again under the same id (its first answer was
+    /// lost) is applied at most once, where the schema keeps ids (shoal's own does).
+    pub id: Option<&'a str>,
     pub sums: &'a [Delta],
     pub peers: &'a [PeerRow],
 }

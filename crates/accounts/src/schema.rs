@@ -32,13 +32,8 @@ pub trait Schema: Send + Sync {
     /// Everything the announce path needs: users, torrents, client prefixes.
     fn load(&self) -> BoxFuture<'_, Result<Loaded, Error>>;
 
-    /// Writes one batch in one transaction, or nothing. `id` names the batch: a batch
-    /// written again under the same id (its first answer was lost) is applied at most once.
-    fn write<'a>(
-        &'a self,
-        id: Option<&'a str>,
-        batch: Accounting<'a>,
-    ) -> BoxFuture<'a, Result<Written, Error>>;
+    /// Writes one batch in one transaction, or nothing (see [`Accounting::id`]).
+    fn write<'a>(&'a self, batch: Accounting<'a>) -> BoxFuture<'a, Result<Written, Error>>;
 }
 
 impl Schema for Database {
@@ -50,11 +45,7 @@ impl Schema for Database {
         Box::pin(Database::load(self))
     }
 
-    fn write<'a>(
-        &'a self,
-        id: Option<&'a str>,
-        batch: Accounting<'a>,
-    ) -> BoxFuture<'a, Result<Written, Error>> {
-        Box::pin(self.write_batch(id, batch.sums))
+    fn write<'a>(&'a self, batch: Accounting<'a>) -> BoxFuture<'a, Result<Written, Error>> {
+        Box::pin(self.write_batch(batch.id, batch.sums))
     }
 }

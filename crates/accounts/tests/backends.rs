@@ -266,14 +266,15 @@ async fn shoal_schema_through_the_seam() {
         ..PeerRow::default()
     }];
     let batch = Accounting {
+        id: Some("seam-1"),
         sums: &sums,
         peers: &peers,
     };
-    let w = schema.write(Some("seam-1"), batch).await.unwrap();
+    let w = schema.write(batch).await.unwrap();
     assert_eq!((w.applied, w.new_snatches), (1, 1));
     let stats = db.user_stats(5).await.unwrap().unwrap();
     assert_eq!(stats.uploaded, 200);
-    let w = schema.write(Some("seam-1"), batch).await.unwrap();
+    let w = schema.write(batch).await.unwrap();
     assert!(w.already_written);
 }
 

@@ -74,11 +74,7 @@ impl Schema for GazelleSchema {
         })
     }
 
-    fn write<'a>(
-        &'a self,
-        _id: Option<&'a str>,
-        batch: Accounting<'a>,
-    ) -> BoxFuture<'a, Result<Written, Error>> {
+    fn write<'a>(&'a self, batch: Accounting<'a>) -> BoxFuture<'a, Result<Written, Error>> {
         Box::pin(self.write_sums(batch.sums))
     }
 

@@ -102,11 +102,7 @@ impl Schema for NexusSchema {
         })
     }
 
-    fn write<'a>(
-        &'a self,
-        _id: Option<&'a str>,
-        batch: Accounting<'a>,
-    ) -> BoxFuture<'a, Result<Written, Error>> {
+    fn write<'a>(&'a self, batch: Accounting<'a>) -> BoxFuture<'a, Result<Written, Error>> {
         Box::pin(self.write_sums(batch))
     }
 }

@@ -53,11 +53,7 @@ impl Schema for Unit3dSchema {
         Box::pin(async move { Ok(loaded) })
     }
 
-    fn write<'a>(
-        &'a self,
-        _id: Option<&'a str>,
-        batch: Accounting<'a>,
-    ) -> BoxFuture<'a, Result<Written, Error>> {
+    fn write<'a>(&'a self, batch: Accounting<'a>) -> BoxFuture<'a, Result<Written, Error>> {
         Box::pin(async move {
             let b = self.site.take_batch(batch.sums);
             match self.db.write(&b).await {

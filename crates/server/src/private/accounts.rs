@@ -420,10 +420,11 @@ impl Accounts {
         let (schema, id, peers) = (self.schema.clone(), id.to_string(), peers.to_vec());
         let result = self.run(async move {
             let batch = Accounting {
+                id: Some(&id),
                 sums: &sums,
                 peers: &peers,
             };
-            schema.write(Some(&id), batch).await
+            schema.write(batch).await
         });
         let label = if result.is_ok() { "ok" } else { "error" };
         metrics::counter!("shoal_private_flushes_total", "result" => label).increment(1);
