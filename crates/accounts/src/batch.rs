@@ -140,23 +140,33 @@ mod tests {
         plan(batch, &users, &torrents)
     }
 
-    #[test]
-    fn deltas_are_summed_per_user_and_row_and_missing_keys_counted() {
-        let batch = [
+    /// Two users: 1 on torrents 11 and 12 and on 19, which is gone (completed there too);
+    /// 2 on 11.
+    fn two_users() -> [Delta; 6] {
+        [
             d(1, 1, 10, false),
             d(1, 1, 5, true),
             d(1, 1, 1, true),
             d(1, 2, 7, false),
-            d(1, 9, 100, false),
+            d(1, 9, 100, true),
             d(2, 1, 50, false),
-        ];
+        ]
+    }
+
+    #[test]
+    fn deltas_are_summed_per_user_and_row_and_missing_keys_counted() {
+        let batch = two_users();
         let p = plan_for(&batch, &[1]);
         assert_eq!(p.totals, vec![(1, [123, 5, 10, 15])]);
         assert_eq!(
             p.rows,
             vec![((1, 11), [16, 3, 6, 9]), ((1, 12), [7, 1, 2, 3])]
         );
-        assert_eq!(p.snatches, vec![(1, 11)], "one snatch per row");
+        assert_eq!(
+            p.snatches,
+            vec![(1, 11)],
+            "one snatch per row, none of a torrent that is gone"
+        );
         assert_eq!(
             (
                 p.written.applied,
@@ -169,31 +179,37 @@ mod tests {
         assert_eq!((hashes.len(), ids.len()), (3, 2));
     }
 
+    /// Every order of the batch (all 720) gives the same plan, its lists ascending.
     #[test]
     fn sums_come_out_ascending_whatever_the_batch_order() {
-        let batch = [
-            d(3, 2, 1, true),
-            d(1, 9, 2, true),
-            d(3, 1, 4, false),
-            d(1, 2, 8, false),
-            d(3, 2, 16, true),
-            d(1, 9, 32, false),
-        ];
-        let p = plan_for(&batch, &[1, 3]);
-        assert_eq!(p.totals, vec![(1, [42, 3, 6, 9]), (3, [21, 3, 6, 9])]);
+        let batch = two_users();
+        let expected = plan_for(&batch, &[1, 2]);
         assert_eq!(
-            p.rows,
+            expected.totals,
+            vec![(1, [123, 5, 10, 15]), (2, [50, 1, 2, 3])]
+        );
+        assert_eq!(
+            expected.rows,
             vec![
-                ((1, 12), [8, 1, 2, 3]),
-                ((3, 11), [4, 1, 2, 3]),
-                ((3, 12), [17, 2, 4, 6])
+                ((1, 11), [16, 3, 6, 9]),
+                ((1, 12), [7, 1, 2, 3]),
+                ((2, 11), [50, 1, 2, 3])
             ]
         );
-        assert_eq!(
-            p.snatches,
-            vec![(3, 12)],
-            "no snatch of a torrent that is gone"
-        );
-        assert_eq!((p.written.applied, p.written.without_torrent), (6, 2));
+        // Heap's algorithm: each swap makes the next of the 6! orders.
+        let (mut order, mut c, mut i, mut seen) = (batch, [0usize; 6], 1, 1);
+        while i < order.len() {
+            if c[i] < i {
+                order.swap(if i % 2 == 0 { 0 } else { c[i] }, i);
+                assert_eq!(plan_for(&order, &[1, 2]), expected, "{order:?}");
+                seen += 1;
+                c[i] += 1;
+                i = 1;
+            } else {
+                c[i] = 0;
+                i += 1;
+            }
+        }
+        assert_eq!(seen, 720);
     }
 }
