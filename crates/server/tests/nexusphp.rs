@@ -44,6 +44,9 @@ const BASE: &str = "https://pt.example.org";
 const FIXTURE: &str = include_str!("../../../tests/fixtures/nexusphp.sql");
 /// Longer than NexusPHP's re-announce window (5 s).
 const REPEAT: Duration = Duration::from_secs(6);
+/// A torrent in each of NexusPHP's promotion states (`sp_state` 1 to 7, in that order but
+/// for 5 before 4).
+const PROMOTED: [u8; 7] = [10, 11, 12, 13, 17, 18, 19];
 /// The torrents' size: a client's `left` never above it.
 const SIZE: u64 = 10_000;
 
@@ -160,6 +163,9 @@ async fn insert_site_rows(db: &site_db::SiteDb) {
         (14, 1, "yes"),
         (15, 1, "no"),
         (16, 1, "no"),
+        (17, 4, "no"),
+        (18, 6, "no"),
+        (19, 7, "no"),
     ] {
         torrents.push(format!(
             "({id}, 0x{}, 'Torrent {id}', 'torrent-{id}.torrent', 401, {SIZE}, \
@@ -238,9 +244,10 @@ fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
     let tracker = Tracker::start(c).unwrap();
     let http = tracker.http_addrs()[0];
 
-    // alice (1) starts leeching torrents 10 (normal), 11 (free), 12 (2x), 13 (50%); on 10
-    // she is sent bob's seeder, resumed from the site's `peers`.
-    for t in [10, 11, 12, 13] {
+    // alice (1) starts leeching a torrent in each promotion state: 10 normal, 11 free, 12
+    // 2x, 13 50%, 17 2x free, 18 2x 50%, 19 30%; on 10 she is sent bob's seeder, resumed
+    // from the site's `peers`.
+    for t in PROMOTED {
         let a = announce(http, 1, t, (0, 0, SIZE), "started");
         assert!(a.contains("8:intervali"), "{a}");
         if t == 10 {
@@ -338,19 +345,21 @@ fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
     let path = format!("/announce.php?passkey={}", passkey(2));
     browser_seeds(&rt, http, &path, info_hash(16), 22);
 
-    // alice completes the four torrents, each 10,000 bytes down and 2,000 up.
+    // alice completes the seven torrents, each 10,000 bytes down and 2,000 up.
     std::thread::sleep(REPEAT);
-    for t in [10, 11, 12, 13] {
+    for t in PROMOTED {
         let a = announce(http, 1, t, (2_000, SIZE, 0), "completed");
         assert!(a.contains("8:intervali"), "{t}: {a}");
     }
     flush(&tracker);
 
     let n = |sql: &str| rt.block_on(db.number(&format!("select cast(({sql}) as signed)")));
-    // users: the credit, promotion factors applied (`include/globalfunctions.php:1032-1139`):
-    // down 10,000 + 0 (free) + 10,000 (2x) + 5,000 (50%); up 2,000 + 2,000 + 4,000 + 2,000.
-    assert_eq!(n("select downloaded from users where id = 1"), 25_000);
-    assert_eq!(n("select uploaded from users where id = 1"), 10_000);
+    // users: the credit, promotion factors applied (`include/globalfunctions.php:1032-1139`,
+    // `app/Models/Torrent.php:85-125`): down 10,000 (normal) + 0 (free) + 10,000 (2x) +
+    // 5,000 (50%) + 0 (2x free) + 5,000 (2x 50%) + 3,000 (30%); up 2,000 each, 4,000 on
+    // the three 2x.
+    assert_eq!(n("select downloaded from users where id = 1"), 33_000);
+    assert_eq!(n("select uploaded from users where id = 1"), 20_000);
     assert_eq!(
         n("select clientselect from users where id = 1"),
         1,
@@ -361,7 +370,7 @@ fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
         1
     );
     // snatched: the actual bytes, finished (`public/announce.php:496-507`).
-    for t in [10, 11, 12, 13] {
+    for t in PROMOTED {
         let row = |col: &str| {
             n(&format!(
                 "select {col} from snatched where userid = 1 and torrentid = {t}"
@@ -388,7 +397,7 @@ fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
         1,
         "frank, over UDP"
     );
-    for t in [10, 11, 12, 13] {
+    for t in PROMOTED {
         assert_eq!(
             n(&format!(
                 "select times_completed from torrents where id = {t}"
