@@ -70,7 +70,8 @@ pub struct Args {
     /// (config `[private] database`).
     #[arg(long, value_name = "URL")]
     pub database: Option<String>,
-    /// Whose tables the database holds: shoal, unit3d or gazelle (config `[private] schema`).
+    /// Whose tables the database holds: shoal, unit3d, gazelle or nexusphp (config
+    /// `[private] schema`).
     #[arg(long, value_name = "NAME")]
     pub schema: Option<String>,
     /// Share swarms with other nodes through Redis: comma-separated redis://host:port seed
