@@ -7,6 +7,7 @@ Only the standard library: SQL goes through the `mariadb` command-line client (w
 repo's tests use too), one process per batch of statements.
 """
 
+import copy
 import os
 import shutil
 import signal
@@ -119,14 +120,27 @@ class MariaDB:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"MariaDB did not start; see {self.root}/mariadb.log")
             time.sleep(0.2)
-        self.sql(f"create database {self.database} character set utf8mb4 "
-                 "collate utf8mb4_unicode_ci; "
-                 f"create user '{self.database}'@'127.0.0.1' identified by 'pw'; "
-                 f"grant all on {self.database}.* to '{self.database}'@'127.0.0.1';",
-                 database=None)
+        self._create(self.database)
         if self.sql_mode:
             self.sql(f"set global sql_mode = '{self.sql_mode}'", database=None)
         return self
+
+    def _create(self, name):
+        """Database `name` and its user `name`, password `pw`."""
+        self.sql(f"create database {name} character set utf8mb4 collate utf8mb4_unicode_ci; "
+                 f"create user '{name}'@'127.0.0.1' identified by 'pw'; "
+                 f"grant all on {name}.* to '{name}'@'127.0.0.1';",
+                 database=None)
+
+    def add_database(self, name):
+        """Another database `name` on this (started) server, with its user `name`: this
+        server seen through it (`sql`, `load_ddl`, `url` name it; `status` and `proc` are
+        the server's). Stop the server through the object `start` returned."""
+        self._create(name)
+        other = copy.copy(self)
+        other.database = name
+        other.url = f"mysql://{name}:pw@127.0.0.1:{self.port}/{name}"
+        return other
 
     def stop(self):
         stop(self.proc, 60)

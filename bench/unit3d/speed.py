@@ -29,6 +29,13 @@ import site_db as site  # noqa: E402
 # A run where other processes used more than this % of a core is marked noisy.
 NOISY = 10.0
 
+# shoal's `[unit3d]` lines: the same rules as UNIT3D-Announce's, its defaults, except the
+# minimum announce interval (a load's peers announce every few seconds, not every 30
+# minutes: at 1800 s nearly every answer would be the rate-limit warning without peers)
+# and, for shoal, the per-user peer-list rate limits this UNIT3D-Announce does not have.
+SHOAL_UNIT3D = ("announce_min = 1\nannounce_max = 3600\n"
+                "seed_list_rate_limits = []\nleech_list_rate_limits = []\n")
+
 
 def is_noisy(r):
     """Whether processes other than the tracker, the load and MariaDB (which works for the
@@ -37,14 +44,15 @@ def is_noisy(r):
 
 
 def run_bench(args, protocol, port, tracker_pid, json_path, passkeys,
-              passkey_path="/announce/{passkey}", keep_alive=True):
+              passkey_path="/announce/{passkey}", keep_alive=True, extra=()):
     """One shoal-bench load against 127.0.0.1:port, pinned to the load CPU, announcing on
-    `passkey_path`; over HTTP without keep-alive unless `keep_alive`."""
+    `passkey_path`, with the workload flags `extra`; over HTTP without keep-alive unless
+    `keep_alive`."""
     common = ["--duration", args.duration, "--warmup", args.warmup,
               "--tracker-pid", str(tracker_pid), "--json", json_path, "--quiet",
               "--torrents", str(args.torrents), "--peers", str(args.peers),
               "--weight-scrape", "0", "--passkeys", passkeys,
-              "--passkey-path", passkey_path]
+              "--passkey-path", passkey_path, *extra]
     if protocol == "http":
         cmd = [args.bench, "http", "--target", f"http://127.0.0.1:{port}/announce",
                "--connections", str(args.connections), "--user-agent", args.user_agent]
@@ -62,11 +70,12 @@ def run_bench(args, protocol, port, tracker_pid, json_path, passkeys,
         return json.load(f)
 
 
-def one_run(args, db, tracker, protocol, passkeys, out, round_no, bench=None):
+def one_run(args, db, tracker, protocol, passkeys, out, round_no, bench=None, reset=None):
     """One run of `tracker` under `bench` (run_bench's arguments; default run_bench):
-    the site's activity emptied first, the database's write counters read around it."""
+    the site's activity emptied first (`reset(db)`, default the site's reset_activity),
+    the database's write counters read around it."""
     bench = bench or run_bench
-    site.reset_activity(db)
+    (reset or site.reset_activity)(db)
     tracker.start()
     try:
         db_cpu0 = site.proc_cpu_seconds(db.proc.pid)
@@ -146,6 +155,15 @@ def contenders_table(runs):
     return names, by, lines
 
 
+def round_ratios(by, name, base):
+    """`name`'s responses per tracker CPU-second over `base`'s, round by round (the rounds
+    both ran with a figure)."""
+    pairs = [(a, b) for a in by[name] for b in by[base] if a["round"] == b["round"]]
+    return [a["responses_per_tracker_cpu_second"] / b["responses_per_tracker_cpu_second"]
+            for a, b in pairs if a["responses_per_tracker_cpu_second"]
+            and b["responses_per_tracker_cpu_second"]]
+
+
 def ratio_lines(names, by, base):
     """Each contender's responses per tracker CPU-second against `base`'s, round by round
     and as a ratio of medians (nothing where `base` did not run)."""
@@ -155,10 +173,7 @@ def ratio_lines(names, by, base):
     for n in names:
         if n == base:
             continue
-        pairs = [(a, b) for a in by[n] for b in by[base] if a["round"] == b["round"]]
-        ratios = [a["responses_per_tracker_cpu_second"] / b["responses_per_tracker_cpu_second"]
-                  for a, b in pairs if a["responses_per_tracker_cpu_second"]
-                  and b["responses_per_tracker_cpu_second"]]
+        ratios = round_ratios(by, n, base)
         med_a = statistics.median([a["responses_per_tracker_cpu_second"] or 0 for a in by[n]])
         med_b = statistics.median([b["responses_per_tracker_cpu_second"] or 0 for b in by[base]])
         lines.append(f"- **{n} / {base}**, per tracker CPU-second: round by round "
@@ -213,17 +228,22 @@ def report(args, runs, out, meta):
     return write_report(lines, runs, out, meta)
 
 
-def options(description, site_tables, rival, rival_name, keep_alive_help=None):
-    """Both speed scripts' command line: `rival` is the other tracker's option (its binary;
-    `--RIVAL-version` names its version for the report); `--keep-alive` where
-    `keep_alive_help` is given. Exits where neither shoal nor the rival is given."""
+def options(description, site_tables, rival=None, rival_name=None, keep_alive_help=None,
+            more=None):
+    """The speed scripts' command line: `rival` is the other tracker's option (its binary;
+    `--RIVAL-version` names its version for the report), none where shoal runs alone;
+    `--keep-alive` where `keep_alive_help` is given; `more(parser)` adds a script's own.
+    Exits where neither shoal nor the rival is given."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", required=True)
     p.add_argument("--ddl", required=True, help=f"{site_tables} tables (the test fixture's DDL)")
     p.add_argument("--bench", required=True, help="the shoal-bench binary")
-    p.add_argument("--shoal", help=f"the shoal binary (left out: {rival_name} alone)")
-    p.add_argument(f"--{rival}", help=f"the {rival_name} binary")
-    p.add_argument(f"--{rival}-version", default="unknown")
+    if rival:
+        p.add_argument("--shoal", help=f"the shoal binary (left out: {rival_name} alone)")
+        p.add_argument(f"--{rival}", help=f"the {rival_name} binary")
+        p.add_argument(f"--{rival}-version", default="unknown")
+    else:
+        p.add_argument("--shoal", required=True, help="the shoal binary")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--duration", default="20s")
     p.add_argument("--warmup", default="5s")
@@ -239,8 +259,10 @@ def options(description, site_tables, rival, rival_name, keep_alive_help=None):
     p.add_argument("--db-cpus", default="1")
     p.add_argument("--no-udp", action="store_true")
     p.add_argument("--commit", default="unknown")
+    if more:
+        more(p)
     args = p.parse_args()
-    if not args.shoal and not getattr(args, rival):
+    if rival and not args.shoal and not getattr(args, rival):
         sys.exit(f"nothing to run: give --shoal, --{rival} or both")
     return args
 
@@ -293,16 +315,9 @@ def main():
         site.insert_users(db, keys, groups["user"])
         site.insert_torrents(db, hashes, uploader=1)
         port = site.free_low_port()
-        # The same rules for both: UNIT3D-Announce's defaults, except the minimum
-        # announce interval (a load's peers announce every few seconds, not every 30
-        # minutes: at 1800 s nearly every answer would be the rate-limit warning without
-        # peers) and, for shoal, the per-user peer-list rate limits this UNIT3D-Announce
-        # does not have.
-        shoal_unit3d = ("announce_min = 1\nannounce_max = 3600\n"
-                        "seed_list_rate_limits = []\nleech_list_rate_limits = []\n")
         if args.shoal:
             shoal = site.Shoal(args.shoal, os.path.join(work, "shoal"), db.url, port,
-                               unit3d=shoal_unit3d, cpus=args.tracker_cpus)
+                               unit3d=SHOAL_UNIT3D, cpus=args.tracker_cpus)
             trackers.append((shoal, "http"))
         if args.u3a:
             u3a = site.Unit3dAnnounce(args.u3a, os.path.join(work, "u3a"), db.url, port,

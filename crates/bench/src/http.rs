@@ -74,6 +74,7 @@ pub fn run(args: &HttpArgs) -> Result<RunResult> {
         passkeys: Passkeys::from_args(&args.workload)?.map(|k| PasskeyPaths {
             announce: k.paths(Action::Announce),
             scrape: k.paths(Action::Scrape),
+            separator: k.path().separator(),
         }),
         args: args.clone(),
     };
@@ -122,10 +123,12 @@ struct Shared {
     args: HttpArgs,
 }
 
-/// Every passkey's paths, written once: announce and scrape.
+/// Every passkey's paths, written once: announce and scrape, and what joins the request's
+/// parameters to them (`&` after a query of their own: `/announce.php?passkey=<key>`).
 struct PasskeyPaths {
     announce: Vec<String>,
     scrape: Vec<String>,
+    separator: char,
 }
 
 /// What the answer to a request must look like.
@@ -138,7 +141,8 @@ enum Expect {
 async fn connection(sh: Arc<Shared>, mut c: ConnectionRun) -> Stats {
     let args = &sh.args;
     let (k, n) = (c.k, c.n);
-    let mut workload = Workload::new(&args.workload, k, n);
+    let keys = sh.passkeys.as_ref().map_or(1, |p| p.announce.len());
+    let mut workload = Workload::new(&args.workload, k, n).with_keys(keys);
     let mut stream: Option<Box<dyn Stream>> = None;
     let mut buf = Vec::with_capacity(4096);
     let mut req = String::with_capacity(512);
@@ -251,7 +255,7 @@ fn next_request(
             )
         }
         _ => {
-            let p = workload.random_peer();
+            let p = workload.next_peer();
             let a = workload.announce(p);
             write_announce(req, sh, &a);
             (Op::Announce, Expect::Announce { numwant: a.numwant })
@@ -303,8 +307,9 @@ fn write_announce(req: &mut String, sh: &Shared, a: &crate::workload::AnnounceSp
     use std::fmt::Write;
     req.clear();
     req.push_str("GET ");
-    push_path(req, sh, Action::Announce, a.peer);
-    req.push_str("?info_hash=");
+    let separator = push_path(req, sh, Action::Announce, a.peer);
+    req.push(separator);
+    req.push_str("info_hash=");
     net::percent_encode(&a.info_hash.0, req);
     req.push_str("&peer_id=");
     net::percent_encode(&a.peer_id.0, req);
@@ -325,23 +330,26 @@ fn write_announce(req: &mut String, sh: &Shared, a: &crate::workload::AnnounceSp
 fn write_scrape(req: &mut String, sh: &Shared, peer: u32, hashes: &[InfoHash]) {
     req.clear();
     req.push_str("GET ");
-    push_path(req, sh, Action::Scrape, peer);
+    let separator = push_path(req, sh, Action::Scrape, peer);
     for (i, h) in hashes.iter().enumerate() {
-        req.push_str(if i == 0 { "?info_hash=" } else { "&info_hash=" });
+        req.push(if i == 0 { separator } else { '&' });
+        req.push_str("info_hash=");
         net::percent_encode(&h.0, req);
     }
     finish_request(req, sh);
 }
 
 /// The path of a request of `action`: the target's, or with `--passkeys` the one that
-/// carries the passkey of simulated peer `peer`.
-fn push_path(req: &mut String, sh: &Shared, action: Action, peer: u32) {
+/// carries the passkey of simulated peer `peer`. Returns what joins the request's
+/// parameters to it (`?`, or `&` after the passkey path's own query).
+fn push_path(req: &mut String, sh: &Shared, action: Action, peer: u32) -> char {
     match (&sh.passkeys, action) {
         (Some(keys), Action::Announce) => req.push_str(of_peer(&keys.announce, peer)),
         (Some(keys), Action::Scrape) => req.push_str(of_peer(&keys.scrape, peer)),
         (None, Action::Announce) => req.push_str(&sh.announce_path),
         (None, Action::Scrape) => req.push_str(&sh.scrape_path),
     }
+    sh.passkeys.as_ref().map_or('?', |k| k.separator)
 }
 
 fn finish_request(req: &mut String, sh: &Shared) {

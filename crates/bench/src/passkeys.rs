@@ -8,9 +8,11 @@
 //! key i mod n), which is also what makes the tracker's per-user accounting work as it
 //! would in service. The key goes where sites put it: in the path, `/<passkey>/announce`
 //! by default (Gazelle's form, read by shoal as well), or wherever `--passkey-path` puts it
-//! (`/announce/{passkey}` for UNIT3D's sites). A scrape's path is the announce path with its
-//! last `announce` turned into `scrape` (BEP 48). UDP carries the announce path as BEP 41
-//! URL data after the announce; WebTorrent as the WebSocket URL's path.
+//! (`/announce/{passkey}` for UNIT3D's sites), the query included
+//! (`/announce.php?passkey={passkey}` for NexusPHP's: the request's own parameters then
+//! follow with `&`). A scrape's path is the announce path with the last `announce` of its
+//! path turned into `scrape` (BEP 48). UDP carries the announce path, query and all, as
+//! BEP 41 URL data after the announce; WebTorrent as the WebSocket URL's path and query.
 //!
 //! The file and the path are read once per run, before any worker starts, and shared; a
 //! missing, empty or malformed file, or a path without its `{passkey}`, is an error that
@@ -49,10 +51,11 @@ impl Default for PasskeyPath {
 }
 
 impl PasskeyPath {
-    /// Reads a path with `{passkey}` in it once (`/announce/{passkey}`): it starts with `/`,
-    /// has an `announce` outside the key (turned into `scrape` for scrapes), and is made of
-    /// the characters a URL path takes unescaped (`A-Z a-z 0-9 - . _ ~ ! $ & ' ( ) * + , ;
-    /// = : @ /`), with no query.
+    /// Reads a path with `{passkey}` in it once (`/announce/{passkey}`), or a path and a
+    /// query with the key in either (`/announce.php?passkey={passkey}`, NexusPHP's): it
+    /// starts with `/`, its path (before the `?`) has an `announce` outside the key (turned
+    /// into `scrape` for scrapes), and it is made of the characters a URL takes unescaped
+    /// (`A-Z a-z 0-9 - . _ ~ ! $ & ' ( ) * + , ; = : @ /`) and at most one `?`.
     pub fn parse(template: &str) -> Result<Self> {
         let Some((before, after)) = template.split_once(PLACEHOLDER) else {
             bail!("{template:?} has no {PLACEHOLDER} (e.g. /announce/{PLACEHOLDER})");
@@ -66,21 +69,29 @@ impl PasskeyPath {
         if template.len() > MAX_PASSKEY_PATH_LEN {
             bail!("{template:?} is longer than {MAX_PASSKEY_PATH_LEN} bytes");
         }
-        let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=:@/".contains(c);
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=:@/?".contains(c);
         if let Some(c) = before.chars().chain(after.chars()).find(|&c| !allowed(c)) {
             bail!(
                 "{template:?} has {c:?}: a passkey path is made of A-Z, a-z, 0-9 and \
-                 -._~!$&'()*+,;=:@/ around one {PLACEHOLDER}, with no query"
+                 -._~!$&'()*+,;=:@/ around one {PLACEHOLDER}, and at most one '?' before \
+                 a query"
             );
         }
-        // BEP 48: the scrape URL is the announce URL with its last `announce` turned into
-        // `scrape`; the key itself is never rewritten.
-        let scrape = match (after.rfind("announce"), before.rfind("announce")) {
+        if template.matches('?').count() > 1 {
+            bail!("{template:?} has more than one '?'");
+        }
+        // BEP 48: the scrape URL is the announce URL with the last `announce` of its path
+        // turned into `scrape`; the key itself and the query are never rewritten.
+        let (before_path, after_path) = match (before.find('?'), after.find('?')) {
+            (Some(q), _) => (&before[..q], ""),
+            (None, q) => (before, &after[..q.unwrap_or(after.len())]),
+        };
+        let scrape = match (after_path.rfind("announce"), before_path.rfind("announce")) {
             (Some(i), _) => (before.to_string(), replace_at(after, i)),
             (None, Some(i)) => (replace_at(before, i), after.to_string()),
             (None, None) => bail!(
-                "{template:?} has no 'announce' outside {PLACEHOLDER} to turn into 'scrape' \
-                 for scrapes"
+                "{template:?} has no 'announce' outside {PLACEHOLDER} in its path (before \
+                 any '?') to turn into 'scrape' for scrapes"
             ),
         };
         Ok(Self {
@@ -93,6 +104,16 @@ impl PasskeyPath {
     /// The path as given (`/announce/{passkey}`).
     pub fn template(&self) -> &str {
         &self.template
+    }
+
+    /// What joins a request's own parameters to this path: `&` where it has a query of its
+    /// own (`/announce.php?passkey=<key>&info_hash=...`), else `?`.
+    pub fn separator(&self) -> char {
+        if self.template.contains('?') {
+            '&'
+        } else {
+            '?'
+        }
     }
 
     fn parts(&self, action: Action) -> &(String, String) {
@@ -259,7 +280,7 @@ pub fn of_peer(per_key: &[String], peer: u32) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_proto::path::{parse_path, MAX_PASSKEY_LEN};
+    use shoal_proto::path::{parse_path, parse_target_path, MAX_PASSKEY_LEN};
 
     const HEX32: &str = "0123456789abcdef0123456789abcdef";
     use shoal_proto::udp::{url_data_path, URL_PATH_BUFFER};
@@ -352,12 +373,48 @@ mod tests {
     }
 
     #[test]
+    fn a_passkey_in_the_query_is_nexusphps_form_and_scrapes_follow_bep48() {
+        let php = PasskeyPath::parse("/announce.php?passkey={passkey}").unwrap();
+        assert_eq!(php.separator(), '&');
+        assert_eq!(
+            php.path(HEX32, Action::Announce),
+            format!("/announce.php?passkey={HEX32}")
+        );
+        assert_eq!(
+            php.path(HEX32, Action::Scrape),
+            format!("/scrape.php?passkey={HEX32}")
+        );
+        // The tracker's own parser reads the key back from the query, for both actions.
+        for action in [Action::Announce, Action::Scrape] {
+            let target = format!("{}&info_hash=x", php.path(HEX32, action));
+            let parsed = parse_target_path(target.as_bytes()).unwrap();
+            assert_eq!((parsed.action, parsed.passkey), (action, Some(HEX32)));
+        }
+        // A key in the path with a query after it: only the path's `announce` turns.
+        let both = PasskeyPath::parse("/announce/{passkey}?site=announce").unwrap();
+        assert_eq!(both.path("k", Action::Scrape), "/scrape/k?site=announce");
+        assert_eq!(both.separator(), '&');
+        let before = PasskeyPath::parse("/{passkey}/announce?x=1").unwrap();
+        assert_eq!(before.path("k", Action::Scrape), "/k/scrape?x=1");
+        assert_eq!(PasskeyPath::default().separator(), '?');
+    }
+
+    #[test]
     fn a_bad_passkey_path_is_a_clear_error() {
         for (path, says) in [
             ("/announce", "has no {passkey}"),
             ("/{passkey}/{passkey}/announce", "more than once"),
             ("announce/{passkey}", "does not start with '/'"),
-            ("/announce/{passkey}?x=1", "'?'"),
+            ("/announce.php?x=1?passkey={passkey}", "more than one '?'"),
+            ("/announce.php?passkey={passkey}#", "'#'"),
+            (
+                "/tracker.php?announce=1&passkey={passkey}",
+                "no 'announce' outside {passkey} in its path",
+            ),
+            (
+                "/tracker/{passkey}?announce",
+                "no 'announce' outside {passkey} in its path",
+            ),
             ("/announce/{passkey} ", "' '"),
             ("/announce/{passkey}%20", "'%'"),
             ("/tracker/{passkey}", "no 'announce' outside {passkey}"),
@@ -426,7 +483,11 @@ mod tests {
         assert_eq!(out.len() - 8, keys.udp_url_data_len());
         // The tracker's own reader finds the key, for every length it accepts, in both
         // places.
-        for template in [DEFAULT_PASSKEY_PATH, "/announce/{passkey}"] {
+        for template in [
+            DEFAULT_PASSKEY_PATH,
+            "/announce/{passkey}",
+            "/announce.php?passkey={passkey}",
+        ] {
             for len in [1, 32, MAX_PASSKEY_LEN] {
                 let key = "k".repeat(len);
                 let keys = Passkeys::parse(&key)

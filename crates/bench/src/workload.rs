@@ -69,11 +69,25 @@ pub struct WorkloadArgs {
     pub passkeys: Option<PathBuf>,
     /// With --passkeys: where each request's path puts the key, a path with `{passkey}`
     /// in it once (default `/{passkey}/announce`; UNIT3D's sites hand out
-    /// `/announce/{passkey}`). Scrapes use it with its last `announce` turned into
-    /// `scrape` (BEP 48); UDP carries it as BEP 41 URL data, WebTorrent as the URL's path.
+    /// `/announce/{passkey}`), or a path and a query (NexusPHP's
+    /// `/announce.php?passkey={passkey}`: the request's parameters follow with `&`).
+    /// Scrapes use it with the last `announce` of its path turned into `scrape` (BEP 48:
+    /// `/scrape.php?passkey=...`); UDP carries it, query and all, as BEP 41 URL data,
+    /// WebTorrent as the URL's path and query.
     #[arg(long, value_name = "PATH")]
     #[serde(default)]
     pub passkey_path: Option<String>,
+    /// Announce the simulated peers in turn (each connection's or socket's share in order,
+    /// from its first again after its last) instead of at random, each on a torrent of
+    /// its own among its key's peers: peer i, of key i mod k (k keys: --passkeys, else 1),
+    /// on torrent (i mod k + i / k) mod --torrents, popularity even, for as long as it has
+    /// not stopped. While --peers is at most k × --torrents no two peers of a key share a
+    /// torrent, and while it is above the announces of the run every announce is a peer's
+    /// first (`started`): the load of sites that refuse a member a second announce on a
+    /// torrent within seconds (NexusPHP: 30 s, `Request too frequent`). HTTP and UDP.
+    #[arg(long)]
+    #[serde(default)]
+    pub sweep: bool,
 }
 
 /// The kind of request a generator sends next.
@@ -201,6 +215,11 @@ pub struct Workload {
     state: Vec<u8>,
     weights: [u32; 3],
     weight_total: u32,
+    /// The keys its peers' keys are taken from (`--sweep` spreads each key's peers over
+    /// the torrents); 1 without passkeys.
+    keys: u32,
+    /// `--sweep`: the next of its peers to announce.
+    cursor: usize,
 }
 
 impl Workload {
@@ -223,7 +242,16 @@ impl Workload {
             state: vec![0; mine],
             weights,
             weight_total,
+            keys: 1,
+            cursor: 0,
         }
+    }
+
+    /// The same workload for peers whose keys are `keys` many (peer i has key i mod
+    /// `keys`): what `--sweep` spreads over the torrents.
+    pub fn with_keys(mut self, keys: usize) -> Self {
+        self.keys = u32::try_from(keys.max(1)).unwrap_or(u32::MAX);
+        self
     }
 
     /// How many simulated peers this worker holds.
@@ -243,11 +271,17 @@ impl Workload {
         let index = (self.worker + p * self.workers) as u32;
         let state = self.state[p];
         let life = state & LIVES;
-        let torrent = pareto_from_uniform(
-            unit(self.hash(index, life, 1)),
-            self.args.pareto_shape,
-            self.args.torrents,
-        ) as u32;
+        let torrents = self.args.torrents.max(1) as u64;
+        let torrent = if self.args.sweep && life == 0 {
+            let (key, round) = (index % self.keys, index / self.keys);
+            ((u64::from(key) + u64::from(round)) % torrents) as u32
+        } else {
+            pareto_from_uniform(
+                unit(self.hash(index, life, 1)),
+                self.args.pareto_shape,
+                self.args.torrents,
+            ) as u32
+        };
         let seeder = state & COMPLETED != 0
             || unit(self.hash(index, life, 2)) < self.args.seeder_probability;
         Peer {
@@ -322,9 +356,16 @@ impl Workload {
         }
     }
 
-    /// A random peer index.
-    pub fn random_peer(&mut self) -> usize {
-        self.rng.usize(..self.peer_count())
+    /// The peer (an index into this worker's share) to announce next: at random, or with
+    /// `--sweep` the next in turn.
+    pub fn next_peer(&mut self) -> usize {
+        if self.args.sweep {
+            let p = self.cursor;
+            self.cursor = (p + 1) % self.peer_count().max(1);
+            p
+        } else {
+            self.rng.usize(..self.peer_count())
+        }
     }
 
     /// Fills `out` with `scrape_hashes` popular info hashes.
@@ -491,6 +532,39 @@ mod tests {
         // (fraction 0.01, Pareto x up to 2) get 1 - 2^-2 = 75% of the peers.
         let top = peers.iter().filter(|p| p.torrent < 10).count() as f64 / 100_000.0;
         assert!((top - 0.75).abs() < 0.01, "{top}");
+    }
+
+    #[test]
+    fn a_sweep_announces_each_peer_once_in_turn_each_key_once_per_torrent() {
+        // 3 keys, 10 torrents: 30 peers make every (key, torrent) pair once.
+        let a = args(&["--peers", "30", "--torrents", "10", "--sweep"]);
+        let mut pairs = std::collections::HashSet::new();
+        let mut per_torrent = [0; 10];
+        for worker in 0..4 {
+            let mut w = Workload::new(&a, worker, 4).with_keys(3);
+            let n = w.peer_count();
+            for turn in 0..n {
+                let p = w.next_peer();
+                assert_eq!(p, turn, "in turn");
+                let s = w.announce(p);
+                assert_eq!(s.event, AnnounceEvent::Started, "each peer's first");
+                let torrent = u32::from_be_bytes(s.info_hash.0[..4].try_into().unwrap());
+                assert!(
+                    pairs.insert((s.peer % 3, torrent)),
+                    "{} on {torrent}",
+                    s.peer
+                );
+                per_torrent[torrent as usize] += 1;
+            }
+            // Then from the first again: its second announce.
+            assert_eq!(w.next_peer(), 0);
+            assert_ne!(w.announce(0).event, AnnounceEvent::Started);
+        }
+        assert_eq!(pairs.len(), 30);
+        assert_eq!(per_torrent, [3; 10], "popularity even");
+        // Without --sweep, peers are drawn at random.
+        let mut w = Workload::new(&args(&["--peers", "1000"]), 0, 1);
+        assert!((0..10).map(|_| w.next_peer()).any(|p| p > 10));
     }
 
     #[test]

@@ -48,8 +48,10 @@ enum Framing {
 /// The whole answer to a request whose head is `head`.
 fn answer(head: &str, framing: Framing) -> Vec<u8> {
     let path = request_path(head);
-    // `/<passkey>/scrape`, `/scrape`, or UNIT3D's form `/scrape/<passkey>`.
-    let body: &[u8] = if path.ends_with("/scrape") || path.starts_with("/scrape/") {
+    // `/<passkey>/scrape`, `/scrape`, UNIT3D's form `/scrape/<passkey>`, or NexusPHP's
+    // `/scrape.php` (the key in the query).
+    let scrape = path.ends_with("/scrape") || path.starts_with("/scrape/");
+    let body: &[u8] = if scrape || path == "/scrape.php" {
         b"d5:filesdee"
     } else {
         b"d8:intervali1800e5:peers6:\x7f\0\0\x01\x1a\xe1e"
@@ -265,7 +267,8 @@ fn ws_tracker(
                 // The callback's type is tungstenite's, large error and all.
                 #[allow(clippy::result_large_err)]
                 let record = |req: &tokio_tungstenite::tungstenite::handshake::server::Request, resp| {
-                    p.lock().unwrap().push(req.uri().path().to_string());
+                    let target = req.uri().path_and_query().map_or("", |t| t.as_str());
+                    p.lock().unwrap().push(target.to_string());
                     Ok(resp)
                 };
                 let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(s, record).await else { return };
@@ -411,6 +414,30 @@ fn http_passkey_path_and_user_agent_go_where_the_flags_say() {
 }
 
 #[test]
+fn http_passkey_in_the_query_is_followed_by_the_parameters() {
+    let extra = [
+        "--weight-scrape",
+        "1",
+        "--passkey-path",
+        "/announce.php?passkey={passkey}",
+    ];
+    let (summary, heads) = http_heads_with_keys("http-query", "/announce", &extra);
+    assert!(summary.ops["scrape"].responses > 0 && summary.ops["announce"].responses > 0);
+    for head in &heads {
+        let target = head.split(' ').nth(1).unwrap_or("");
+        let (path, query) = target.split_once('?').expect("a query");
+        assert!(matches!(path, "/announce.php" | "/scrape.php"), "{head}");
+        let (key, rest) = query
+            .strip_prefix("passkey=")
+            .and_then(|q| q.split_once('&'))
+            .expect("passkey=<key>&...");
+        assert!(KEYS.contains(&key), "{head}");
+        assert!(rest.starts_with("info_hash="), "{head}");
+        assert!(!rest.contains('?'), "{head}");
+    }
+}
+
+#[test]
 fn a_bad_user_agent_or_passkey_path_stops_before_the_run() {
     let flags = load_flags("http://127.0.0.1:1/", "1", &["--user-agent", ""]);
     let Err(e) = HttpCli::try_parse_from(flags) else {
@@ -466,12 +493,20 @@ fn ws_connections_carry_one_passkey_each_in_the_url() {
 
 #[test]
 fn ws_urls_follow_the_passkey_path() {
-    let extra = ["--passkey-path", "/announce/{passkey}"];
-    let (_, paths) = ws_paths_with_keys("ws-unit3d", "3", &extra);
-    let want = [
-        "/announce/key-zero",
-        "/announce/key.one",
-        "/announce/key_two",
-    ];
-    assert_eq!(paths, want);
+    // UNIT3D's form, and NexusPHP's: the key in the query.
+    for (name, template, before) in [
+        ("ws-unit3d", "/announce/{passkey}", "/announce/"),
+        (
+            "ws-query",
+            "/announce.php?passkey={passkey}",
+            "/announce.php?passkey=",
+        ),
+    ] {
+        let (_, paths) = ws_paths_with_keys(name, "3", &["--passkey-path", template]);
+        let want: Vec<String> = ["key-zero", "key.one", "key_two"]
+            .iter()
+            .map(|k| format!("{before}{k}"))
+            .collect();
+        assert_eq!(paths, want);
+    }
 }

@@ -377,6 +377,34 @@ fn the_passkey_path_rides_in_bep41_url_data() {
 }
 
 #[test]
+fn nexusphps_query_passkey_rides_whole_in_bep41_url_data() {
+    let _serial = serial();
+    let text = "key-zero\nkey.one\nkey_two\n";
+    let flags = "--passkey-path /announce.php?passkey={passkey}";
+    let sent = sent_with_passkeys("udp-query", text, flags);
+    for (peer_id, seen) in &sent.paths {
+        let i = peer_index(peer_id);
+        let want = BTreeSet::from([format!("/announce.php?passkey={}", KEYS[i % 3])]);
+        assert_eq!(seen, &want, "peer {i}");
+        // The tracker's reader takes the key from the query.
+        let want = BTreeSet::from([Some(KEYS[i % 3].to_string())]);
+        assert_eq!(sent.passkeys[peer_id], want, "peer {i}");
+    }
+    assert_eq!(sent.paths.len(), 30);
+}
+
+#[test]
+fn a_sweep_spreads_each_keys_peers_over_the_torrents() {
+    let _serial = serial();
+    let text = "key-zero\nkey.one\nkey_two\n";
+    // 30 peers of 3 keys on 10 torrents: each (key, torrent) once, every torrent three
+    // peers (at random, Pareto popularity would put most on the first).
+    let sent = sent_with_passkeys("udp-sweep", text, "--sweep --torrents 10");
+    assert_eq!(sent.started.len(), 30);
+    assert_eq!(sent.started_hashes.len(), 10);
+}
+
+#[test]
 fn a_fill_announces_every_peer_once_before_the_run() {
     let _serial = serial();
     let (addr, stop, sent) = fake_tracker(Duration::ZERO, &[0]);

@@ -50,6 +50,8 @@ pub(super) struct Sock {
     pub(super) connecting: bool,
     /// The worker's peers that live behind this socket.
     pub(super) peers: Share,
+    /// `--sweep`: the next of `peers` to announce.
+    cursor: u32,
     backoff_until_ns: u64,
 }
 
@@ -93,8 +95,16 @@ impl Sock {
             conn_expires_ns: 0,
             connecting: false,
             peers,
+            cursor: 0,
             backoff_until_ns: 0,
         })
+    }
+
+    /// `--sweep`: the position in `peers` of the next peer to announce, in turn.
+    pub(super) fn next_in_turn(&mut self) -> u32 {
+        let k = self.cursor;
+        self.cursor = (k + 1) % self.peers.count().max(1);
+        k
     }
 
     /// Whether a request of any kind may start now: a slot is free and no back-off runs.

@@ -70,7 +70,8 @@ impl Worker {
         slots_per_socket: &[usize],
         passkeys: Option<Arc<Passkeys>>,
     ) -> Result<Self> {
-        let mut workload = Workload::new(&args.workload, index, workers);
+        let keys = passkeys.as_ref().map_or(1, |p| p.keys().len());
+        let mut workload = Workload::new(&args.workload, index, workers).with_keys(keys);
         let nsock = slots_per_socket.len().max(1);
         let url_data = passkeys.as_ref().map_or(0, |p| p.udp_url_data_len());
         let buf_len = (16 + 20 * args.workload.scrape_hashes.max(1))
@@ -389,8 +390,14 @@ impl Worker {
                 }
             }
             RequestKind::Announce => {
-                let p = peer
-                    .unwrap_or_else(|| sock.peers.nth(self.workload.rng.u32(..sock.peers.count())));
+                let p = peer.unwrap_or_else(|| {
+                    let k = if self.workload.args.sweep {
+                        sock.next_in_turn()
+                    } else {
+                        self.workload.rng.u32(..sock.peers.count())
+                    };
+                    sock.peers.nth(k)
+                });
                 let a = self.workload.announce(p);
                 Request::Announce(AnnounceRequest {
                     connection_id: conn,

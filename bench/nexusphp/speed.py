@@ -1,0 +1,196 @@
+"""shoal with `--schema nexusphp` against shoal's own UNIT3D mode (`--schema unit3d`) on the
+same MariaDB server (NexusPHP's tables in database `nexusphp`, UNIT3D's in `unit3d`), the
+same members and torrents, under the same shoal-bench HTTP keep-alive load, each on its
+site's announce URL; shoal NexusPHP mode over UDP beside them. Run by bench/nexusphp.sh,
+which documents the environment and the load.
+
+Every round runs each contender once, in the same order (NexusPHP HTTP, UNIT3D HTTP,
+NexusPHP UDP), as bench/unit3d/speed.py runs its own (whose runs, rounds and report this
+reuses): the site's activity emptied, the tracker started pinned to the tracker CPU,
+shoal-bench loading it from the other CPU (`--tracker-pid`), MariaDB's write counters read
+around the load, the tracker stopped with SIGTERM. The report gives responses per tracker
+CPU-second (min / median / max over the rounds), the NexusPHP / UNIT3D ratio round by
+round, and whether the median of those ratios is at least TARGET.
+"""
+
+import datetime
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import sys
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# UNIT3D's speed script (its `import site_db` is UNIT3D's), then this site's tables.
+_u3 = _load("unit3d_speed", os.path.join(HERE, "..", "unit3d", "speed.py"))
+u3site = _u3.site
+nx = _load("nexusphp_site_db", os.path.join(HERE, "site_db.py"))
+
+# Where each site's clients put the passkey.
+PATHS = {"nexusphp": "/announce.php?passkey={passkey}", "unit3d": "/announce/{passkey}"}
+NEXUSPHP, BASE = "shoal-nexusphp http", "shoal-unit3d http"
+ADMIN_METRICS = "http://127.0.0.1:6970/metrics"
+# Issue 45: NexusPHP mode at least this fraction of UNIT3D mode per tracker CPU-second.
+TARGET = 0.9
+
+
+def one_run(args, _db, tracker, protocol, passkeys, out, round_no):
+    """UNIT3D's run (bench/unit3d/speed.py) on `tracker`'s own database, emptied by its
+    site's reset, under the load on its site's announce URL, each peer in turn
+    (`--sweep`); with the run's announces, warm-up included, from shoal-bench's JSON."""
+    schema = tracker.schema
+    refused = {}
+
+    def bench(a, proto, port, pid, json_path, keys):
+        result = _u3.run_bench(a, proto, port, pid, json_path, keys,
+                               passkey_path=PATHS[schema], extra=["--sweep"])
+        refused.update(refusals())
+        return result
+
+    reset = nx.reset_activity if schema == "nexusphp" else u3site.reset_activity
+    r = _u3.one_run(args, tracker.db, tracker, protocol, passkeys, out, round_no,
+                    bench=bench, reset=reset)
+    # What the tracker refused over the whole run (warm-up included), by its reason.
+    r["refusals"] = refused
+    with open(os.path.join(out, f"r{round_no}-{tracker.name}-{protocol}.json")) as f:
+        result = json.load(f)
+    # The measured window's requests, and the warm-up's at the same pace.
+    warmup, duration = seconds(args.warmup), seconds(args.duration)
+    r["announces_estimated"] = round(result["requests_sent"] * (warmup + duration) / duration)
+    return r
+
+
+def refusals():
+    """The running tracker's refusals so far, by protocol and reason (its admin listener's
+    `shoal_private_refused_total`, 127.0.0.1:6970 by default); empty where it cannot be
+    read."""
+    try:
+        with urllib.request.urlopen(ADMIN_METRICS, timeout=5) as f:
+            text = f.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("shoal_private_refused_total{"):
+            labels, value = line.rsplit(" ", 1)
+            if float(value):
+                out[labels[len("shoal_private_refused_total"):]] = int(float(value))
+    return out
+
+
+def seconds(text):
+    """A shoal-bench duration as the scripts give them (`20s`, `500ms`), in seconds."""
+    if text.endswith("ms"):
+        return float(text[:-2]) / 1000
+    return float(text.rstrip("s"))
+
+
+def verdict(by):
+    """NexusPHP HTTP over UNIT3D HTTP per tracker CPU-second, round by round: (ratios,
+    median, whether the median meets TARGET); None where either did not run."""
+    if NEXUSPHP not in by or BASE not in by:
+        return None
+    ratios = _u3.round_ratios(by, NEXUSPHP, BASE)
+    med = statistics.median(ratios) if ratios else 0.0
+    return ratios, med, med >= TARGET
+
+
+def report(args, runs, out, meta):
+    names, by, table = _u3.contenders_table(runs)
+    lines = [f"# shoal `--schema nexusphp` against shoal `--schema unit3d`, {meta['date']}",
+             ""]
+    lines += [f"shoal commit {meta['commit']}; {meta['rounds']} rounds, each contender once "
+              f"a round in the order below; {args.warmup} warm-up then {args.duration} "
+              f"measured; tracker on CPU {args.tracker_cpus} (one worker), shoal-bench on "
+              f"CPU {args.bench_cpus}, MariaDB on CPU {args.db_cpus}; one MariaDB server, "
+              f"NexusPHP's tables as shipped in one database and UNIT3D's in another, "
+              f"{args.users:,} members and {args.torrents:,} torrents in each; HTTP "
+              f"keep-alive over {args.connections} connections, `--user-agent "
+              f"{args.user_agent}`, the passkey where each site's clients send it "
+              f"(NexusPHP `{PATHS['nexusphp']}`, UNIT3D `{PATHS['unit3d']}`); "
+              f"`--sweep` over {args.peers:,} simulated peers: each announce is a "
+              "peer's first, each (member, torrent) announces once a run (NexusPHP's "
+              "30-s and 300-s limits, see bench/nexusphp.sh).", ""]
+    lines += table + _u3.ratio_lines(names, by, BASE)
+    v = verdict(by)
+    if v:
+        ratios, med, ok = v
+        lines += [f"**NexusPHP / UNIT3D over HTTP, per tracker CPU-second, median of the "
+                  f"per-round ratios: {med:.3f}x** (rounds: "
+                  + ", ".join(f"{r:.3f}" for r in ratios)
+                  + f"): the {TARGET}x asked for is {'met' if ok else 'NOT met'}.", ""]
+        meta["nexusphp_over_unit3d"] = {"round_ratios": ratios, "median": med,
+                                        "target": TARGET, "met": ok}
+    lines += ["Refused by the tracker over each run, warm-up included "
+              "(`shoal_private_refused_total`):", ""]
+    lines += [f"- round {r['round']} {r['contender']}: "
+              + (", ".join(f"{k} {v:,}" for k, v in r["refusals"].items()) or "none")
+              for r in runs] + [""]
+    most = max((r["announces_estimated"] for r in runs), default=0)
+    over = [r for r in runs if r["announces_estimated"] > args.peers]
+    lines += [f"Announces per run, warm-up included (the measured window's, and the "
+              f"warm-up's at the same pace): at most {most:,} for {args.peers:,} peers"
+              + (f"; {len(over)} runs more (some peers announced twice)." if over
+                 else ": no peer announced twice."), ""]
+    return _u3.write_report(lines, runs, out, meta, stops=True)
+
+
+def contenders(args, nxdb, u3db, work):
+    """(tracker, protocol) in the order each round runs them, each tracker with `db`, its
+    site's database."""
+    port = nx.site_common.free_low_port()
+    nexus = nx.Shoal(args.shoal, os.path.join(work, "nexusphp"), nxdb.url, port,
+                     cpus=args.tracker_cpus)
+    unit3d = u3site.Shoal(args.shoal, os.path.join(work, "unit3d"), u3db.url, port,
+                          unit3d=_u3.SHOAL_UNIT3D, cpus=args.tracker_cpus)
+    nexus.name, nexus.db = "shoal-nexusphp", nxdb
+    unit3d.name, unit3d.db = "shoal-unit3d", u3db
+    return [(nexus, "http"), (unit3d, "http")] + ([] if args.no_udp else [(nexus, "udp")])
+
+
+def main():
+    args = _u3.options(__doc__.split("\n")[0], "NexusPHP's",
+                       more=lambda p: p.add_argument(
+                           "--unit3d-ddl", required=True,
+                           help="UNIT3D's tables (the test fixture's DDL)"))
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    work = nx.site_common.tempdir("nexusphp-speed-")
+    nxdb = nx.MariaDB(os.path.join(work, "db"), cpus=args.db_cpus).start()
+    trackers = []
+    try:
+        passkeys, keys, hashes = _u3.load(args, nxdb, work)
+        nx.insert_site(nxdb)
+        nx.insert_users(nxdb, keys)
+        nx.insert_torrents(nxdb, hashes, owner=1)
+        u3db = nxdb.add_database("unit3d")
+        u3db.load_ddl(args.unit3d_ddl)
+        groups = u3site.insert_groups(u3db)
+        u3site.insert_users(u3db, keys, groups["user"])
+        u3site.insert_torrents(u3db, hashes, uploader=1)
+        trackers = contenders(args, nxdb, u3db, work)
+        runs = _u3.run_rounds(args, nxdb, trackers, passkeys, out, run=one_run)
+        meta = {"date": datetime.date.today().isoformat(), "commit": args.commit,
+                "rounds": args.rounds, "command": " ".join(sys.argv)}
+        print(report(args, runs, out, meta))
+    finally:
+        for tracker, _ in trackers:
+            tracker.stop()
+        nxdb.stop()
+        nx.site_common.copy_logs(work, out)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
