@@ -1,5 +1,6 @@
-"""What the two site tests share (libtorrent_unit3d.py and libtorrent_gazelle.py: shoal as a
-UNIT3D or a Gazelle site's announce server on a real MariaDB): the site's database read
+"""What the site tests share (libtorrent_unit3d.py, libtorrent_gazelle.py and
+libtorrent_nexusphp.py: shoal as a UNIT3D, a Gazelle or a NexusPHP site's announce server on
+a real MariaDB): the site's database read
 and written with the `mariadb` client, a scenario's two members and torrent inserted before
 shoal starts, the plain transfers, the refusals, the outage, the two halves of the restart
 scenario around what each site's tables show, and the test's frame (options, MariaDB

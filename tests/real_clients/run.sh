@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every tests/real_clients/libtorrent_*.py with /usr/bin/python3 (Debian's
 # python3-libtorrent imports only there) and fails if any of them fails. lt_swarm.py is the
-# module they share, and lt_site.py the one the two site tests (UNIT3D, Gazelle) share:
+# module they share, and lt_site.py the one the site tests (UNIT3D, Gazelle, NexusPHP) share:
 # modules, not tests. Each test is bounded by its own time
 # limit and, as a backstop, by `timeout` here.
 #
