@@ -63,6 +63,30 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A client's peer id: client `n` of [`pid`] (qBittorrent's), or one given whole.
+trait Client {
+    fn peer_id(self) -> [u8; 20];
+}
+
+impl Client for u8 {
+    fn peer_id(self) -> [u8; 20] {
+        pid(self).0
+    }
+}
+
+impl Client for [u8; 20] {
+    fn peer_id(self) -> [u8; 20] {
+        self
+    }
+}
+
+/// The peer id of client `n` of the build whose prefix is `prefix` (`-TR2940-`).
+fn peer_of(prefix: &[u8; 8], n: u8) -> [u8; 20] {
+    let mut p = [n; 20];
+    p[..8].copy_from_slice(prefix);
+    p
+}
+
 /// One announce of client `peer` on torrent `torrent` to `path` with `key` as the
 /// passkey in the query (none: no passkey); the body.
 #[allow(clippy::too_many_arguments)]
@@ -71,7 +95,7 @@ fn announce_to(
     path: &str,
     key: Option<&str>,
     torrent: u8,
-    peer: u8,
+    peer: impl Client,
     port: u16,
     (uploaded, downloaded, left): (u64, u64, u64),
     event: &str,
@@ -82,7 +106,7 @@ fn announce_to(
         "{path}?{key}info_hash={}&peer_id={}&port={port}&uploaded={uploaded}\
          &downloaded={downloaded}&left={left}&event={event}&compact=1",
         enc(&info_hash(torrent)),
-        enc(&pid(peer).0),
+        enc(&peer.peer_id()),
     );
     let (_, body) = http_with_headers(
         addr,
@@ -102,6 +126,18 @@ fn announce(
     transfer: (u64, u64, u64),
     event: &str,
 ) -> String {
+    announce_as(
+        addr,
+        (user, torrent, pid(user as u8).0, transfer, event, AGENT),
+    )
+}
+
+/// One announce at `/announce.php`: member, torrent, the client's peer id, (uploaded,
+/// downloaded, left), event, `User-Agent`.
+type Ask<'a> = (u32, u8, [u8; 20], (u64, u64, u64), &'a str, &'a str);
+
+/// Member `user`'s client `peer` (port 50,000 + `user`) as [`Ask`] says.
+fn announce_as(addr: SocketAddr, (user, torrent, peer, transfer, event, agent): Ask) -> String {
     let key = passkey(user);
     let port = 50_000 + user as u16;
     announce_to(
@@ -109,11 +145,11 @@ fn announce(
         "/announce.php",
         Some(&key),
         torrent,
-        user as u8,
+        peer,
         port,
         transfer,
         event,
-        AGENT,
+        agent,
     )
 }
 
@@ -508,6 +544,262 @@ fn a_nexusphp_site_announces_over_http_and_udp_and_its_rows_are_written() {
 
 fn flush(tracker: &Tracker) {
     common::site_schema::flush(tracker, TOKEN);
+}
+
+/// 20 GiB: above the 10 GiB from which the wait and slot rules apply (`A:396`).
+const DOWNLOADED_20_GIB: u64 = 20 << 30;
+
+/// The rows of [`every_nexusphp_refusal_on_a_real_mariadb_in_its_words`], beside
+/// [`insert_site_rows`]'s, as NexusPHP's pages and announces write them: the settings of its
+/// admin page (torrents not approved hidden, the wait and slot systems on, cheater
+/// detection at level 1 and 8000 Mbit/s); two client families (Transmission from 3.00;
+/// Deluge, with a banned build); members 21 ida to 34 vic (leo, 24, of class 12,
+/// `authority.seebanned`; sam, 31, and tina, 32, 20 GiB down and nothing up); torrents 30
+/// (not approved), 31 (100 bonus to buy, bought by olga, 27) and 32 (added a second ago);
+/// and the members' clients that NexusPHP's own announces left in `peers`.
+fn refusal_rows() -> String {
+    let mut sql = String::from(
+        "insert into settings (name, value, autoload) values \
+             ('torrent.approval_status_none_visible', 'no', 'yes'), \
+             ('main.waitsystem', 'yes', 'yes'), ('main.maxdlsystem', 'yes', 'yes'), \
+             ('security.cheaterdet', '1', 'yes'), \
+             ('system.maximum_upload_speed', '8000', 'yes'); \
+         insert into agent_allowed_family (id, family, start_name, peer_id_pattern, \
+             peer_id_match_num, peer_id_matchtype, peer_id_start, agent_pattern, \
+             agent_match_num, agent_matchtype, agent_start, exception, allowhttps) values \
+             (2, 'Transmission', 'Transmission 3.00', '/^-TR([0-9])([0-9])([0-9])([0-9])-/', \
+             4, 'dec', '-TR3000-', '/^Transmission.([0-9])[.]([0-9]+)/', 2, 'dec', \
+             'Transmission/3.00', 'no', 'yes'), \
+             (3, 'Deluge', 'Deluge 2.0.0', '/^-DE/', 0, 'dec', '-DE2000-', '', 0, 'dec', '', \
+             'yes', 'yes'); \
+         insert into agent_allowed_exception (id, family_id, name, peer_id, agent, comment) \
+             values (1, 3, 'Deluge 2.0.3', '-DE203s-', 'Deluge/2.0.3 libtorrent/2.0.5.0', \
+             'misreports its upload'); \
+         insert into torrent_buy_logs (uid, torrent_id, price, channel, created_at, \
+             updated_at) values (27, 31, 100, 'Web', NOW(), NOW()); ",
+    );
+    let mut users = Vec::new();
+    #[rustfmt::skip]
+    let members = [(21, "ida", 1, 0), (22, "jack", 1, 0), (23, "kate", 1, 0), (24, "leo", 12, 0), (25, "mia", 1, 0), (26, "ned", 1, 0), (27, "olga", 1, 0), (28, "pat", 1, 0), (29, "quinn", 1, 0), (30, "rose", 1, 0), (31, "sam", 1, DOWNLOADED_20_GIB), (32, "tina", 1, DOWNLOADED_20_GIB), (33, "uma", 1, 0), (34, "vic", 1, 0)];
+    for (id, name, class, downloaded) in members {
+        users.push(format!(
+            "({id}, '{name}', '{name}@example.org', 'confirmed', NOW(), {class}, {downloaded}, \
+             '{}')",
+            passkey(id)
+        ));
+    }
+    // Times as shoal reads them, in `[nexusphp] time_zone` (+00:00 here).
+    let mut torrents = Vec::new();
+    for (id, approval, price, age) in [(30, 0, 0, 86_400), (31, 1, 100, 86_400), (32, 1, 0, 1)] {
+        torrents.push(format!(
+            "({id}, 0x{}, 'Torrent {id}', 'torrent-{id}.torrent', 401, {SIZE}, \
+             UTC_TIMESTAMP() - INTERVAL {age} SECOND, 99, {approval}, {price})",
+            hex(&info_hash(id))
+        ));
+    }
+    // (torrent, member, client, address, seeder, its last announce and the one before, in
+    // seconds ago): mia's last two announces 100 s and 50 s ago; pat seeding from this
+    // address; quinn leeching; rose seeding from three places; tina leeching another
+    // torrent; uma's client, last seen a minute ago.
+    let mut peers = Vec::new();
+    #[rustfmt::skip]
+    let clients = [(15, 25, 25, "127.0.0.25", "yes", 50, Some(100)), (15, 28, 28, "127.0.0.1", "yes", 0, None), (15, 29, 29, "127.0.0.29", "no", 0, None), (15, 30, 200, "127.0.0.11", "yes", 0, None), (15, 30, 201, "127.0.0.12", "yes", 0, None), (15, 30, 202, "127.0.0.13", "yes", 0, None), (16, 32, 32, "127.0.0.32", "no", 0, None), (15, 33, 33, "127.0.0.33", "yes", 60, None)];
+    for (torrent, user, client, ip, seeder, last, before) in clients {
+        let to_go = if seeder == "yes" { 0 } else { SIZE };
+        let prev = before.map_or("NULL".to_owned(), |s| {
+            format!("UTC_TIMESTAMP() - INTERVAL {s} SECOND")
+        });
+        peers.push(format!(
+            "({torrent}, 0x{}, '{ip}', {}, {to_go}, '{seeder}', UTC_TIMESTAMP() - INTERVAL \
+             600 SECOND, UTC_TIMESTAMP() - INTERVAL {last} SECOND, {prev}, {user}, '{AGENT}', \
+             '{}', '{ip}')",
+            hex(&pid(client).0),
+            51_000 + u16::from(client),
+            passkey(user)
+        ));
+    }
+    sql.push_str(&format!(
+        "insert into users (id, username, email, status, added, class, downloaded, passkey) \
+             values {}; \
+         insert into torrents (id, info_hash, name, filename, category, size, added, owner, \
+             approval_status, price) values {}; \
+         insert into peers (torrent, peer_id, ip, port, to_go, seeder, started, last_action, \
+             prev_action, userid, agent, passkey, ipv4) values {}; \
+         update torrents t set \
+             seeders = (select count(*) from peers p where p.torrent = t.id and p.seeder = 'yes'), \
+             leechers = (select count(*) from peers p where p.torrent = t.id and p.seeder = 'no')",
+        users.join(", "),
+        torrents.join(", "),
+        peers.join(", ")
+    ));
+    sql
+}
+
+/// Every refusal of NexusPHP's announce that shoal applies, through the server on MariaDB,
+/// each set up in the site's rows as NexusPHP sets it up ([`refusal_rows`]) and answered in
+/// NexusPHP's words, with the source line of each (the rule table of `docs/nexusphp.md`:
+/// `A` is `public/announce.php`, `FA` `include/functions_announce.php`, `AR`
+/// `app/Repositories/AgentAllowRepository.php`, at 1.10.3 `dd27164`); then what they wrote:
+/// nothing of the announce (no `peers` row added or changed, no `snatched`, nothing credited,
+/// no `last_announce_at`), only the flags NexusPHP sets (`downloadpos` for a fake announce,
+/// `enabled` and a `cheaters` row for a cheater, `showclienterror` for a client refused).
+/// Where NexusPHP warns (`warn()`: rules 10, 22-25 and 28, nothing written, no peers) shoal
+/// answers a failure with the same text ("Where shoal differs").
+///
+/// Not here: rule 11's `invalid port` (`A:72-73`): shoal's request parser refuses port 0
+/// first, in its own words (`invalid port 0`), over HTTP and UDP alike.
+#[test]
+fn every_nexusphp_refusal_on_a_real_mariadb_in_its_words() {
+    let Some((_turn, rt, db)) = nexusphp_db("nexusphp_refusals", true) else {
+        return;
+    };
+    rt.block_on(db.run(&refusal_rows()));
+    let began = Instant::now();
+    let dir = temp_dir("nexusphp-refusals");
+    let tracker = {
+        let mut c = nexusphp_config(&dir, &db);
+        // Only the test's flush writes; the site's changes are read every second.
+        let site = &mut c.sites.nexusphp;
+        (site.flush_interval, site.poll_interval) = (3600, 1);
+        Tracker::start(c).unwrap()
+    };
+    let http = tracker.http_addrs()[0];
+    let n = |sql: &str| rt.block_on(db.number(&format!("select cast(({sql}) as signed)")));
+    let ask = |a: Ask| announce_as(http, a);
+    let failure = |text: &str| format!("d14:failure reason{}:{text}e", text.len());
+    let check = |asks: &[(&str, Ask, &str)]| {
+        for (source, a, text) in asks {
+            assert_eq!(ask(*a), failure(text), "{source}");
+        }
+    };
+
+    // Rule 28 (`A:397-411`): sam (31), 20 GiB down and nothing up, waits 24 hours for a new
+    // torrent; NexusPHP compares the torrent's age in seconds with that, so 32, added a
+    // second before shoal started, is refused for its first 23 seconds, the wait left written
+    // as `mkprettytime` writes it (`include/functions.php:2208-2231`).
+    let added = n("select timestampdiff(second, '1970-01-01', added) from torrents where id = 32");
+    let before = unix_now();
+    let body = ask((31, 32, pid(31).0, (0, 0, SIZE), "started", AGENT));
+    let ages = (before - added)..=(unix_now() - added);
+    assert!(
+        *ages.end() < 24,
+        "announced too late for the rule: {ages:?}"
+    );
+    let mut waits = ages.map(|age| {
+        failure(&format!(
+            "Your ratio is too low! You need to wait 23:59:{:02} to start, please read \
+             {BASE}/faq.php#id46 for details",
+            60 - age
+        ))
+    });
+    assert!(waits.any(|w| w == body), "{body}");
+
+    // Rule 10 (`A:60-66`), its first half: ida (21) starts on 15, served.
+    let first = Instant::now();
+    let a = ask((21, 15, pid(21).0, (0, 0, SIZE), "started", AGENT));
+    assert!(a.contains("8:intervali"), "{a}");
+    // Served: leo, of class `authority.seebanned`, on the banned 14 and the unapproved 30
+    // (`A:197-206`); olga on 31, which she bought (`torrent_buy_logs`, `A:341-378`).
+    for (user, torrent) in [(24, 14), (24, 30), (27, 31)] {
+        let a = ask((
+            user,
+            torrent,
+            pid(user as u8).0,
+            (0, 0, SIZE),
+            "started",
+            AGENT,
+        ));
+        assert!(a.contains("8:intervali"), "{user} on {torrent}: {a}");
+    }
+
+    let slots = format!(
+        "Your slot limit is reached! You may at most download 1 torrents at the same time, \
+         please read {BASE}/faq.php#id66 for details"
+    );
+    let (tr, de) = (peer_of(b"-TR2940-", 34), peer_of(b"-DE203s-", 34));
+    let deluge = "Deluge/2.0.3 libtorrent/2.0.5.0";
+    // Rule 22: jack's `left` above the torrent's size takes his download privileges, gone at
+    // once (rule 16); 21: kate on 30, not approved; 23: mia's third announce within 300 s
+    // (her `peers` row's `prev_action`), no event; 24: ned leeching 31, not bought; 25-27:
+    // pat's new client seeding where another seeds, quinn's leeching beside another, rose's
+    // fourth place; 29: tina's slot, 1 at her ratio below 0.5, taken by her client on 16;
+    // 31: uma's client uploading 1 TiB in a minute (over 1000 MiB/s at level 1) disables her
+    // (rule 14 at once); 18: vic's Transmission 2.94 below the family's 3.00, his Deluge
+    // build banned.
+    #[rustfmt::skip]
+    let refusals: [(&str, Ask, &str); 13] = [
+        ("A:208-213", (22, 15, pid(22).0, (0, 0, SIZE + 1), "started", AGENT), "fake announce"),
+        ("A:128-129", (22, 16, pid(22).0, (0, 0, SIZE), "started", AGENT), "Your downloading privileges have been disabled! (Read the rules)"),
+        ("A:202-206", (23, 30, pid(23).0, (0, 0, SIZE), "started", AGENT), "torrent review not approved"),
+        ("A:317-324", (25, 15, pid(25).0, (500, 0, 0), "", AGENT), "There is a minimum announce time of 300 seconds"),
+        ("A:341-378", (26, 31, pid(26).0, (0, 0, SIZE), "started", AGENT), "purchase started, please wait"),
+        ("A:385-388", (28, 15, pid(128).0, (0, 0, 0), "started", AGENT), "You cannot seed the same torrent in the same location from more than 1 client."),
+        ("A:389-390", (29, 15, pid(129).0, (0, 0, SIZE), "started", AGENT), "You already are downloading the same torrent. You may only leech from one location at a time."),
+        ("A:391", (30, 15, pid(130).0, (0, 0, 0), "started", AGENT), "You cannot seed the same torrent from more than 3 locations."),
+        ("A:412-426", (32, 15, pid(132).0, (0, 0, SIZE), "started", AGENT), &slots),
+        ("A:446-451, FA:112-190", (33, 15, pid(33).0, (1 << 40, 0, 0), "", AGENT), "We believe you're trying to cheat. And your account is disabled."),
+        ("A:124-125", (33, 16, pid(33).0, (0, 0, 0), "started", AGENT), "Your account is disabled!"),
+        ("AR:151-158", (34, 10, tr, (0, 0, SIZE), "started", "Transmission/2.94"), "Your Transmission 's version is too low, please update it after Transmission 3.00"),
+        ("AR:168-180", (34, 15, de, (0, 0, SIZE), "started", deluge), "[3-1]Client: Deluge 2.0.3 is banned due to: misreports its upload"),
+    ];
+    check(&refusals);
+
+    // The site adds a family whose rule does not match its own start (`AR:54-65`): in force
+    // at the next poll, judged for a client no family before it allows.
+    rt.block_on(db.run(
+        "insert into agent_allowed_family (id, family, start_name, peer_id_pattern, \
+         peer_id_start, exception, allowhttps) values \
+         (4, 'Aria', 'Aria 1.0', '/^-AR/', '-AB1000-', 'no', 'yes')",
+    ));
+    std::thread::sleep(REPEAT.saturating_sub(first.elapsed()));
+    // Rule 10, its second half: ida again on 15, past the 5-s repeat, within the 30 s.
+    #[rustfmt::skip]
+    let later: [(&str, Ask, &str); 2] = [
+        ("A:60-66", (21, 15, pid(21).0, (500, 0, SIZE), "", AGENT), "Request too frequent(h)"),
+        ("AR:54-65", (34, 16, peer_of(b"-XX1000-", 34), (0, 0, SIZE), "started", "Xx/1.0"), "regular expression err for peer_id: -AB1000-, please ask sysop to fix this"),
+    ];
+    check(&later);
+    flush(&tracker);
+
+    // What the refusals wrote: (member, its clients in `peers`, `enabled`, `downloadpos`,
+    // `showclienterror`): jack's download privileges taken (`A:208-213`), uma disabled
+    // (`FA:112-190`), vic's client error shown (`A:152-168`); nothing else.
+    #[rustfmt::skip]
+    let members = [(22, 0, "yes", "no", "no"), (23, 0, "yes", "yes", "no"), (25, 1, "yes", "yes", "no"), (26, 0, "yes", "yes", "no"), (28, 1, "yes", "yes", "no"), (29, 1, "yes", "yes", "no"), (30, 3, "yes", "yes", "no"), (31, 0, "yes", "yes", "no"), (32, 1, "yes", "yes", "no"), (33, 1, "no", "yes", "no"), (34, 0, "yes", "yes", "yes")];
+    for (user, clients, enabled, downloadpos, error) in members {
+        let row = format!(
+            "select count(*) from users where id = {user} and enabled = '{enabled}' and \
+             downloadpos = '{downloadpos}' and showclienterror = '{error}' and uploaded = 0 \
+             and last_announce_at is null"
+        );
+        assert_eq!(n(&row), 1, "{row}");
+        let peers = format!("select count(*) from peers where userid = {user}");
+        assert_eq!(n(&peers), clients, "{user}: none added");
+        let moved = format!(
+            "select count(*) as c from peers where userid = {user} and uploaded > 0 \
+             union all select count(*) from snatched where userid = {user}"
+        );
+        assert_eq!(n(&format!("select sum(c) from ({moved}) m")), 0, "{user}");
+    }
+    assert_eq!(
+        n("select count(*) from cheaters where userid = 33 and torrentid = 15 and \
+           uploaded = 1099511627776 and comment = 'User account was automatically disabled by system'"),
+        1
+    );
+    // ida's client as her start left it: the refused announce's 500 bytes not written.
+    assert_eq!(
+        n("select count(*) from peers where userid = 21 and torrent = 15 and uploaded = 0"),
+        1
+    );
+    assert_eq!(n("select uploaded from users where id = 21"), 0);
+    assert_eq!(
+        n("select count(*) from peers where userid in (24, 27)"),
+        3,
+        "served"
+    );
+    eprintln!("every refusal in {:?}", began.elapsed());
+    drop(tracker);
+    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
