@@ -14,6 +14,10 @@ impl PeerExt for Count {}
 
 // Open mode's slots stay as small as before the extension existed.
 const _: () = assert!(std::mem::size_of::<PeerMeta>() == 24);
+// What a torrent costs before its peers (docs/architecture.md, "What a torrent and a peer
+// cost"): 80 bytes, 104 with its info hash in the shard's table.
+const _: () = assert!(std::mem::size_of::<Torrent>() == 80);
+const _: () = assert!(std::mem::size_of::<(shoal_proto::InfoHash, Torrent)>() == 104);
 
 fn ann(peer: u32, id: u32, left: u64, event: AnnounceEvent) -> Announce<CompactPeerV4> {
     Announce {
@@ -223,3 +227,4 @@ fn remote_changes_hand_back_the_local_slots_they_displace_and_peers_are_found_by
     assert_eq!(removed.len(), 1);
     assert!(store.with_peer_ext(&ih(1), &v4(1), |e| e.is_none()));
 }
+
