@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sqlx::{MySqlConnection, Row};
 
-use super::Error;
+use super::error::Error;
 
 const COLUMNS: &str = "SELECT CAST(LOWER(TABLE_NAME) AS CHAR) AS t, \
      CAST(LOWER(COLUMN_NAME) AS CHAR) AS c, \

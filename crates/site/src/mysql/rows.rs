@@ -7,7 +7,7 @@ use futures_util::TryStreamExt;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
-use super::Error;
+use super::error::Error;
 
 /// Ids in one `IN (...)` look-up.
 const IDS_PER_LOOKUP: usize = 5000;
