@@ -14,8 +14,10 @@
 
 #![forbid(unsafe_code)]
 
-mod batch;
+// First, so that its `from_columns!` is in scope in the modules below it.
+#[macro_use]
 mod column;
+mod batch;
 mod database;
 mod dialect;
 mod error;

@@ -1,6 +1,6 @@
 //! The seam between the tracker and a site's database: [`Schema`], what every site schema
-//! implements (shoal's own, [`crate::Database`], today; UNIT3D's and Gazelle's tables
-//! beside it). The tracker reads its members through [`Schema::load`] and writes its
+//! implements (shoal's own, [`crate::Database`]; UNIT3D's, Gazelle's and NexusPHP's
+//! tables beside it). The tracker reads its members through [`Schema::load`] and writes its
 //! accounting through [`Schema::write`], and nothing else of it knows which schema is in
 //! force.
 //!
@@ -13,7 +13,9 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::{Accounting, Database, Error, Loaded, Written};
+use crate::database::Database;
+use crate::error::Error;
+use crate::model::{Accounting, Loaded, Written};
 
 /// A boxed future, so that [`Schema`] can be a trait object.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

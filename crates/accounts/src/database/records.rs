@@ -10,7 +10,6 @@ use sqlx::Row;
 use super::{decode_each, finish, Database, Pool};
 use crate::column::{check_factor, check_text, info_hash};
 use crate::error::Error;
-use crate::from_columns;
 use crate::model::{ClientPrefix, InfoHashBytes, Loaded, Torrent, User};
 
 /// The longest passkey and client prefix the schema holds (in bytes, ASCII).
