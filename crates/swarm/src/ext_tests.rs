@@ -227,4 +227,3 @@ fn remote_changes_hand_back_the_local_slots_they_displace_and_peers_are_found_by
     assert_eq!(removed.len(), 1);
     assert!(store.with_peer_ext(&ih(1), &v4(1), |e| e.is_none()));
 }
-
