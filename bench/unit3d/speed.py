@@ -199,7 +199,7 @@ def write_report(lines, runs, out, meta, stops=False):
             f"{(r['tracker_percent'] or 0):.0f} | {(r['others_percent'] or 0):.0f} | "
             f"{r['db_write_statements_per_second']:,.1f} | "
             f"{r['db_rows_written_per_second']:,.0f} | "
-            + (f"{r['stop_seconds']:.1f} ({r['sigterms']}) | " if stops else "")
+            + (f"{r['stop_seconds']:.1f} ({r.get('sigterms', 1)}) | " if stops else "")
             + f"{json.dumps(r['errors']) if r['errors'] else 0} |")
     if any(is_noisy(r) for r in runs):
         lines += ["", f"(noisy): processes other than the tracker, shoal-bench and MariaDB "
