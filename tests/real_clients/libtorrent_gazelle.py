@@ -60,9 +60,9 @@ import libtorrent_private  # noqa: E402
 import libtorrent_private_accounting  # noqa: E402
 import lt_site  # noqa: E402
 import lt_swarm  # noqa: E402
-from libtorrent_private import PIECE, TCP_AND_UDP, TOKEN, PrivateTracker, Swarm, finish  # noqa: E402
-from lt_site import CLIENTS, UPLOADER, SiteDb, SiteScenario, near  # noqa: E402
-from lt_swarm import REPO, free_port  # noqa: E402
+from libtorrent_private import PIECE, Swarm, finish  # noqa: E402
+from lt_site import CLIENTS, UPLOADER, SiteDb, SiteScenario, SiteTracker, near  # noqa: E402
+from lt_swarm import REPO  # noqa: E402
 
 FIXTURE = os.path.join(REPO, "tests/fixtures/gazelle.sql")
 # The sql_mode of Gazelle's development setup (its docker-compose.yml), set on the server
@@ -153,32 +153,16 @@ class GazelleDb(SiteDb):
         return rows[0] if rows else None
 
 
-class GazelleTracker(PrivateTracker):
+class GazelleTracker(SiteTracker):
     """shoal as the site's announce server: --schema gazelle on the site's database with the
     site's two passwords, on 127.0.0.1 and [::1], writing only when flushed, an interval of
     60 s without jitter (so a client announces when the test makes it). Its UDP connection
     ids are issued under a key file, so that they survive a restart."""
 
-    def __init__(self, res, directory, database):
-        super().__init__(res, directory, database=database)
-        self.port6 = free_port("::1", kinds=TCP_AND_UDP, first=self.port + 7 - os.getpid() % 5000)
-        with open(self.config, "w") as f:
-            f.write(f'log_level = "info"\n[admin]\ntoken = "{TOKEN}"\n'
-                    f'[private]\nenabled = true\nschema = "gazelle"\nsite_password = "{SITE_PASSWORD}"\n'
-                    f'report_password = "{REPORT_PASSWORD}"\n'
-                    f'[udp]\nconnection_id_key_file = "{os.path.join(directory, "udp.key")}"\n'
-                    "[gazelle]\nschedule_interval = 3600\nannounce_interval = 60\nannounce_jitter = 0\n")
-
-    def command(self):
-        return super().command() + ["--schema", "gazelle", "--udp", f"[::1]:{self.port6}",
-                                    "--http", f"[::1]:{self.port6}"]
-
-    def answers(self):
-        return self.api("GET", "/metrics", token=False)[0] == 200
-
-    def url(self, proto, passkey, v6=False):
-        host = f"[::1]:{self.port6}" if v6 else f"127.0.0.1:{self.port}"
-        return f"{proto}://{host}/{passkey}/announce"
+    schema = "gazelle"
+    private_lines = f'site_password = "{SITE_PASSWORD}"\nreport_password = "{REPORT_PASSWORD}"\n'
+    section = "[gazelle]\nschedule_interval = 3600\nannounce_interval = 60\nannounce_jitter = 0\n"
+    path = "/{passkey}/announce"
 
 
 class GazelleScenario(SiteScenario):

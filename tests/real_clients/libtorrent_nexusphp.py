@@ -63,10 +63,10 @@ import libtorrent_private  # noqa: E402
 import libtorrent_private_accounting  # noqa: E402
 import lt_site  # noqa: E402
 import lt_swarm  # noqa: E402
-from libtorrent_private import (PIECE, TCP_AND_UDP, TOKEN, PrivatePump, PrivateTracker, Swarm,  # noqa: E402
+from libtorrent_private import (PIECE, PrivatePump, Swarm,  # noqa: E402
                                 check_no_passkeys, finish, hashes, udp_announce)
-from lt_site import AGENT, UPLOADER, SiteDb, SiteScenario, near  # noqa: E402
-from lt_swarm import REPO, free_port, log  # noqa: E402
+from lt_site import AGENT, UPLOADER, SiteDb, SiteScenario, SiteTracker, near  # noqa: E402
+from lt_swarm import REPO, log  # noqa: E402
 
 FIXTURE = os.path.join(REPO, "tests/fixtures/nexusphp.sql")
 SCENARIOS = ["http", "udp", "ipv6", "freeleech", "refusals"]
@@ -197,30 +197,14 @@ class NexusDb(SiteDb):
         return rows[0] if rows else None
 
 
-class NexusTracker(PrivateTracker):
+class NexusTracker(SiteTracker):
     """shoal as the site's announce server: --schema nexusphp on the site's database, on
     127.0.0.1 and [::1], writing only when flushed. Its UDP connection ids are issued under
     a key file."""
 
-    def __init__(self, res, directory, database):
-        super().__init__(res, directory, database=database)
-        self.port6 = free_port("::1", kinds=TCP_AND_UDP, first=self.port + 7 - os.getpid() % 5000)
-        with open(self.config, "w") as f:
-            f.write(f'log_level = "info"\n[admin]\ntoken = "{TOKEN}"\n'
-                    '[private]\nenabled = true\nschema = "nexusphp"\n'
-                    f'[udp]\nconnection_id_key_file = "{os.path.join(directory, "udp.key")}"\n'
-                    '[nexusphp]\nflush_interval = 3600\npoll_interval = 10\ntime_zone = "+00:00"\n')
-
-    def command(self):
-        return super().command() + ["--schema", "nexusphp", "--udp", f"[::1]:{self.port6}",
-                                    "--http", f"[::1]:{self.port6}"]
-
-    def answers(self):
-        return self.api("GET", "/metrics", token=False)[0] == 200
-
-    def url(self, proto, passkey, v6=False):
-        host = f"[::1]:{self.port6}" if v6 else f"127.0.0.1:{self.port}"
-        return f"{proto}://{host}/announce.php?passkey={passkey}"
+    schema = "nexusphp"
+    section = '[nexusphp]\nflush_interval = 3600\npoll_interval = 10\ntime_zone = "+00:00"\n'
+    path = "/announce.php?passkey={passkey}"
 
 
 class NexusScenario(SiteScenario):

@@ -15,10 +15,11 @@ import subprocess
 import tempfile
 
 import db_servers
-from libtorrent_private import PIECE, Swarm, check_no_passkeys, hashes, make_torrent, reported
+from libtorrent_private import (PIECE, TCP_AND_UDP, TOKEN, PrivateTracker, Swarm, check_no_passkeys, hashes,
+                                make_torrent, reported)
 from libtorrent_private_accounting import Scenario, options
 from libtorrent_private_postgres import outage, start_server
-from lt_swarm import Results, log, write_payload
+from lt_swarm import Results, free_port, log, write_payload
 
 import libtorrent as lt  # lt_swarm explains when it cannot be imported
 
@@ -75,6 +76,38 @@ class SiteDb:
 
 def near(got, want, tolerance=PIECE):
     return got is not None and abs(int(got) - int(want)) <= tolerance
+
+
+class SiteTracker(PrivateTracker):
+    """shoal as a site's announce server on the site's database, on 127.0.0.1 and [::1],
+    its UDP connection ids issued under a key file (so that they survive a restart). A
+    subclass names its `schema`, the lines of `[private]` it adds (`private_lines`), its own
+    section (`section`) and the path of its announce URL (`path`, `{passkey}` in it)."""
+
+    schema = ""
+    private_lines = ""
+    section = ""
+    path = ""
+
+    def __init__(self, res, directory, database):
+        super().__init__(res, directory, database=database)
+        self.port6 = free_port("::1", kinds=TCP_AND_UDP, first=self.port + 7 - os.getpid() % 5000)
+        with open(self.config, "w") as f:
+            f.write(f'log_level = "info"\n[admin]\ntoken = "{TOKEN}"\n'
+                    f'[private]\nenabled = true\nschema = "{self.schema}"\n{self.private_lines}'
+                    f'[udp]\nconnection_id_key_file = "{os.path.join(directory, "udp.key")}"\n'
+                    + self.section)
+
+    def command(self):
+        return super().command() + ["--schema", self.schema, "--udp", f"[::1]:{self.port6}",
+                                    "--http", f"[::1]:{self.port6}"]
+
+    def answers(self):
+        return self.api("GET", "/metrics", token=False)[0] == 200
+
+    def url(self, proto, passkey, v6=False):
+        host = f"[::1]:{self.port6}" if v6 else f"127.0.0.1:{self.port}"
+        return f"{proto}://{host}" + self.path.format(passkey=passkey)
 
 
 class SiteScenario(Scenario):
