@@ -137,10 +137,19 @@ class Unit3dAnnounce(site_common.Tracker):
             "IS_CONNECTIVITY_CHECK_ENABLED": "false",
             "CONNECTIVITY_CHECK_INTERVAL": "1800",
             "IS_ANNOUNCE_LOGGING_ENABLED": "false",
-            # Newer releases' keys; this one ignores what it does not read.
-            "ANNOUNCE_MIN_ENFORCED": "0",
+            # v0.3's and v0.3.1's keys (946b6e7 ignores what it does not read): one batch
+            # per flush as `.env.example` has it, no connectivity requirement, and the
+            # peer-list limits shoal's `[unit3d]` has by default. The flush in
+            # milliseconds and the enforced minimum interval follow `FLUSH_INTERVAL` and
+            # `ANNOUNCE_MIN` below, so that both releases run the same rules as shoal.
+            "MAX_BATCHES_PER_FLUSH": "1",
+            "REQUIRE_PEER_CONNECTIVITY": "false",
+            "USER_RECEIVE_SEED_LIST_RATE_LIMITS": "60=10;3600=120",
+            "USER_RECEIVE_LEECH_LIST_RATE_LIMITS": "60=10;3600=120",
         }
         values.update(env or {})
+        values.setdefault("FLUSH_INTERVAL_MILLISECONDS", str(int(values["FLUSH_INTERVAL"]) * 1000))
+        values.setdefault("ANNOUNCE_MIN_ENFORCED", values["ANNOUNCE_MIN"])
         with open(os.path.join(workdir, ".env"), "w") as f:
             for k, v in values.items():
                 f.write(f"{k}={v}\n")

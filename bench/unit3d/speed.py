@@ -322,7 +322,10 @@ def main():
         if args.u3a:
             u3a = site.Unit3dAnnounce(args.u3a, os.path.join(work, "u3a"), db.url, port,
                                       apikey="b" * 32, cpus=args.tracker_cpus,
-                                      env={"ANNOUNCE_MIN": "1"})
+                                      env={"ANNOUNCE_MIN": "1",
+                                           # v0.2 on: no peer-list limits, as shoal's here
+                                           "USER_RECEIVE_SEED_LIST_RATE_LIMITS": "",
+                                           "USER_RECEIVE_LEECH_LIST_RATE_LIMITS": ""})
             trackers.append((u3a, "http"))
         if args.shoal and not args.no_udp:
             trackers.append((shoal, "udp"))
