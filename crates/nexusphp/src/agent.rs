@@ -230,14 +230,31 @@ impl Rule {
                 hex,
             } => (pattern, bench, *match_num, *hex),
         };
-        let Some(target) = pattern.captures(value) else {
+        if match_num == 0 || bench.is_empty() {
+            return Ok(if pattern.is_match(value) {
+                Side::Allowed
+            } else {
+                Side::NotAllowed
+            });
+        }
+        // The groups read in place, as `Pattern::captures` gives them (this runs for every
+        // family on every announce: no copy of each group).
+        let Some(target) = pattern.0.captures(value) else {
             return Ok(Side::NotAllowed);
         };
+        let last = (1..target.len())
+            .rev()
+            .find(|&i| target.get(i).is_some())
+            .unwrap_or(0);
         let number = |s: &[u8]| if hex { php_hexdec(s) } else { php_intval(s) };
         for i in 0..match_num {
-            let (Some(b), Some(t)) = (bench.get(i), target.get(i)) else {
+            let Some(b) = bench.get(i) else {
                 break;
             };
+            if i + 1 > last {
+                break;
+            }
+            let t = target.get(i + 1).map_or(&[][..], |m| m.as_bytes());
             match number(t).cmp(&number(b)) {
                 Ordering::Greater => return Ok(Side::Allowed),
                 Ordering::Less => return Ok(Side::TooLow),

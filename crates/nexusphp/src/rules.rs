@@ -78,9 +78,16 @@ impl Site {
     }
 
     /// The Redis windows of `public/announce.php:42-66`: whether this is a re-announce
-    /// (the same passkey and torrent within 5 s), or too frequent (again within 30 s).
-    fn windows(&self, key: (u32, u32), final_event: bool, now: i64) -> Result<bool, Refusal> {
+    /// (the same passkey and torrent within 5 s), or too frequent (again within 30 s); and
+    /// whether the cleanup's record is due (checked again when it is written).
+    fn windows(
+        &self,
+        key: (u32, u32),
+        final_event: bool,
+        now: i64,
+    ) -> Result<(bool, bool), Refusal> {
         let mut w = self.windows.entry(key).or_default();
+        let record_due = now >= w.recorded_until;
         let repeat = now < w.repeat_until;
         if !repeat {
             w.repeat_until = now + 5;
@@ -91,7 +98,7 @@ impl Site {
             }
             w.frequent_until = now + 30;
         }
-        Ok(repeat)
+        Ok((repeat, record_due))
     }
 
     /// The client check (`public/announce.php:152-172`): the family id, or the refusal
@@ -187,32 +194,93 @@ impl Site {
     }
 }
 
+/// What the rules read of a client's row before this announce (a copy without its agent,
+/// so that reading it allocates nothing).
+#[derive(Clone, Copy)]
+struct Before {
+    seeder: bool,
+    uploaded: u64,
+    downloaded: u64,
+    last_action: i64,
+    prev_action: Option<i64>,
+}
+
+impl Before {
+    fn of(p: &Peer) -> Before {
+        Before {
+            seeder: p.seeder,
+            uploaded: p.uploaded,
+            downloaded: p.downloaded,
+            last_action: p.last_action,
+            prev_action: p.prev_action,
+        }
+    }
+}
+
+/// The user agent as `peers.agent` keeps it: its first 60 characters.
+fn agent_of<'a>(a: &Asked<'a>) -> &'a str {
+    let agent = a.agent.unwrap_or_default();
+    match agent.char_indices().nth(60) {
+        Some((end, _)) => &agent[..end],
+        None => agent,
+    }
+}
+
 /// A client's new row from announce `a`.
 fn client_row(a: &Asked<'_>, now: i64) -> Peer {
-    let ip = a.addr.map_or(a.source, |s| s.ip());
-    Peer {
+    let mut p = Peer {
         user_id: a.user_id as u32,
         peer_id: a.peer_id.0,
-        ip,
-        ipv4: match ip {
-            IpAddr::V4(v4) => Some(v4),
-            IpAddr::V6(v6) => v6.to_ipv4_mapped(),
-        },
-        ipv6: match ip {
-            IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => Some(v6),
-            _ => None,
-        },
-        port: a.addr.map_or(0, |s| s.port()),
-        uploaded: a.uploaded,
-        downloaded: a.downloaded,
-        left: a.left.unwrap_or(0),
-        seeder: seeding(a),
+        ip: a.source,
+        ipv4: None,
+        ipv6: None,
+        port: 0,
+        uploaded: 0,
+        downloaded: 0,
+        left: 0,
+        seeder: false,
         started: now,
         last_action: now,
         prev_action: None,
-        agent: a.agent.unwrap_or_default().chars().take(60).collect(),
+        agent: agent_of(a).to_owned(),
         finished_at: 0,
+    };
+    report(&mut p, a);
+    p
+}
+
+/// A known client's row after announce `a`, changed in place (its agent copied only when it
+/// changed).
+fn refresh(p: &mut Peer, a: &Asked<'_>, now: i64, completed: bool) {
+    report(p, a);
+    p.prev_action = Some(p.last_action);
+    p.last_action = now;
+    if completed {
+        p.finished_at = now;
     }
+    let agent = agent_of(a);
+    if p.agent != agent {
+        agent.clone_into(&mut p.agent);
+    }
+}
+
+/// What announce `a` reports, into a client's row: address, port, bytes, what is left.
+fn report(p: &mut Peer, a: &Asked<'_>) {
+    let ip = a.addr.map_or(a.source, |s| s.ip());
+    p.ip = ip;
+    p.ipv4 = match ip {
+        IpAddr::V4(v4) => Some(v4),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped(),
+    };
+    p.ipv6 = match ip {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => Some(v6),
+        _ => None,
+    };
+    p.port = a.addr.map_or(0, |s| s.port());
+    p.uploaded = a.uploaded;
+    p.downloaded = a.downloaded;
+    p.left = a.left.unwrap_or(0);
+    p.seeder = seeding(a);
 }
 
 impl SiteRules for Site {
@@ -225,7 +293,7 @@ impl SiteRules for Site {
             return Err(BROWSER);
         }
         let (uid, tid) = (a.user_id as u32, a.torrent_id as u32);
-        let repeat = self.windows((uid, tid), stopped || completed, now)?;
+        let (repeat, record_due) = self.windows((uid, tid), stopped || completed, now)?;
         if let Some(addr) = a.addr {
             let port = addr.port();
             if port == 0 {
@@ -237,7 +305,7 @@ impl SiteRules for Site {
                 );
             }
         }
-        let user = self.user(uid).ok_or(NOT_REGISTERED)?;
+        let user = self.member(uid).ok_or(NOT_REGISTERED)?;
         check_member(&user)?;
         let family = self.check_client(a, &user, &s)?;
         let mut t = self.torrents.get_mut(&tid).ok_or(NOT_REGISTERED)?;
@@ -274,7 +342,7 @@ impl SiteRules for Site {
             });
         }
         let key = (uid, a.peer_id.0);
-        let old = t.clients.get(&key).cloned();
+        let old = t.clients.get(&key).map(Before::of);
         if let Some(o) = &old {
             let recent = o
                 .prev_action
@@ -379,10 +447,9 @@ impl SiteRules for Site {
                     t.clients.remove(&key);
                     (was, is) = (Some(o.seeder), None);
                 } else {
-                    let mut p = client_row(a, now);
-                    (p.started, p.prev_action) = (o.started, Some(o.last_action));
-                    p.finished_at = if completed { now } else { o.finished_at };
-                    t.clients.insert(key, p);
+                    if let Some(p) = t.clients.get_mut(&key) {
+                        refresh(p, a, now, completed);
+                    }
                     (was, is) = (Some(o.seeder), Some(seeder));
                     if completed {
                         completions = 1;
@@ -486,12 +553,13 @@ impl SiteRules for Site {
         if user.show_client_error {
             w.show_client_error = Some(false);
         }
-        let mut windows = self.windows.entry((uid, tid)).or_default();
-        if now >= windows.recorded_until {
-            windows.recorded_until = now + i64::from(s.autoclean_interval_one);
-            pending.recorded.insert((uid, tid), now);
+        if record_due {
+            let mut windows = self.windows.entry((uid, tid)).or_default();
+            if now >= windows.recorded_until {
+                windows.recorded_until = now + i64::from(s.autoclean_interval_one);
+                pending.recorded.insert((uid, tid), now);
+            }
         }
-        drop(windows);
         drop(pending);
         if family != user.client_select || user.show_client_error {
             if let Some(mut u) = self.users.get_mut(&uid) {

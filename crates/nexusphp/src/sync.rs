@@ -188,8 +188,12 @@ impl Site {
 
     /// Drops the clients silent for longer than NexusPHP's cleanup keeps them (1.3 x
     /// `main.anninterthree`, `include/cleanup.php:299`), their rows deleted with the next
-    /// batch and their torrents' counts written.
+    /// batch and their torrents' counts written; and the windows of (member, torrent) pairs
+    /// whose every deadline has passed, as NexusPHP's Redis keys expire (`A:42-66`,
+    /// `:631`), so that they hold the pairs of the last `main.autoclean_interval_one`.
     pub fn sweep(&self, now: i64) -> usize {
+        self.windows
+            .retain(|_, w| w.repeat_until.max(w.frequent_until).max(w.recorded_until) > now);
         let timeout = (f64::from(self.settings().anninterthree) * 1.3) as i64;
         let cutoff = now - timeout;
         let mut swept = Vec::new();
@@ -411,5 +415,23 @@ mod tests {
         assert_eq!(b.peer_deletions, [(10, 1, [1; 20])]);
         assert_eq!(b.torrents.len(), 1);
         assert_eq!(site.sweep(now), 0);
+    }
+
+    #[test]
+    fn expired_windows_are_dropped_by_the_sweep() {
+        let site = Site::new(SiteData::default());
+        let w = |until| crate::site::Windows {
+            repeat_until: until,
+            frequent_until: until,
+            recorded_until: until,
+        };
+        site.windows.insert((1, 10), w(100));
+        site.windows.insert((1, 11), w(200));
+        site.sweep(150);
+        assert!(
+            !site.windows.contains_key(&(1, 10)),
+            "every deadline passed"
+        );
+        assert!(site.windows.contains_key(&(1, 11)), "still in force");
     }
 }
