@@ -27,7 +27,11 @@
 # Environment: SHOAL_BIN (left out: UNIT3D-Announce alone), SHOAL_COMMIT (the commit its
 # binary was built from, for the report; default this checkout's), U3A_BIN, BENCH_BIN
 # (target/release/shoal-bench), DDL (UNIT3D's tables: the test fixture
-# tests/fixtures/unit3d.sql), ROUNDS, DURATION, WARMUP, CONNECTIONS (128).
+# tests/fixtures/unit3d.sql), ROUNDS, DURATION, WARMUP, CONNECTIONS (128), U3A_VERSION (what
+# the report calls it; default the commit of the checkout two folders above the binary),
+# U3A_BATCHES (v0.3's MAX_BATCHES_PER_FLUSH, 1 as in its .env.example: at this load one
+# batch a flush writes a quarter of the rows shoal writes and the rest waits in its queue;
+# 64 lets it write all of them).
 # Needs mariadb-server (installed when missing), taskset and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +41,8 @@ site_db unit3d
 speed_args "${1:-/tmp/unit3d-bench}"
 if [ -n "${U3A_BIN:-}" ]; then
     args+=(--u3a "$U3A_BIN")
-    v=$(git -C "$(dirname "$U3A_BIN")/../.." log -1 --format='%h (%cs)' 2>/dev/null || true)
+    v=${U3A_VERSION:-$(git -C "$(dirname "$U3A_BIN")/../.." log -1 --format='%h (%cs)' 2>/dev/null || true)}
     [ -z "$v" ] || args+=(--u3a-version "$v")
+    [ -z "${U3A_BATCHES:-}" ] || args+=(--u3a-batches "$U3A_BATCHES")
 fi
 exec python3 bench/unit3d/speed.py "${args[@]}"

@@ -303,7 +303,10 @@ def run_rounds(args, db, trackers, passkeys, out, run=None, stops=False):
 
 
 def main():
-    args = options(__doc__.split("\n")[0], "UNIT3D's", "u3a", "UNIT3D-Announce")
+    args = options(__doc__.split("\n")[0], "UNIT3D's", "u3a", "UNIT3D-Announce",
+                   more=lambda p: p.add_argument(
+                       "--u3a-batches", type=int, default=1,
+                       help="MAX_BATCHES_PER_FLUSH (v0.3 on; 1 as its .env.example has it)"))
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     work = site.tempdir("unit3d-speed-")
@@ -323,6 +326,7 @@ def main():
             u3a = site.Unit3dAnnounce(args.u3a, os.path.join(work, "u3a"), db.url, port,
                                       apikey="b" * 32, cpus=args.tracker_cpus,
                                       env={"ANNOUNCE_MIN": "1",
+                                           "MAX_BATCHES_PER_FLUSH": str(args.u3a_batches),
                                            # v0.2 on: no peer-list limits, as shoal's here
                                            "USER_RECEIVE_SEED_LIST_RATE_LIMITS": "",
                                            "USER_RECEIVE_LEECH_LIST_RATE_LIMITS": ""})
