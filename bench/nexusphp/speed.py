@@ -20,6 +20,8 @@ import os
 import shutil
 import statistics
 import sys
+import threading
+import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,11 +53,18 @@ def one_run(args, _db, tracker, protocol, passkeys, out, round_no):
     (`--sweep`); with the run's announces, warm-up included, from shoal-bench's JSON."""
     schema = tracker.schema
     refused = {}
+    work = {}
 
     def bench(a, proto, port, pid, json_path, keys):
+        work["cpu0"], work["answered0"] = u3site.proc_cpu_seconds(pid), answered()
         result = _u3.run_bench(a, proto, port, pid, json_path, keys,
                                passkey_path=PATHS[schema], extra=["--sweep"])
         refused.update(refusals())
+        work["answered1"] = answered()
+        # The tracker's CPU until it exits: the SIGTERM that follows makes it write what
+        # the load left pending.
+        work["sampler"] = threading.Thread(target=cpu_until_exit, args=(pid, work))
+        work["sampler"].start()
         return result
 
     reset = nx.reset_activity if schema == "nexusphp" else u3site.reset_activity
@@ -63,6 +72,15 @@ def one_run(args, _db, tracker, protocol, passkeys, out, round_no):
                     bench=bench, reset=reset)
     # What the tracker refused over the whole run (warm-up included), by its reason.
     r["refusals"] = refused
+    # All the work: the announces the tracker answered from the load's start (its own
+    # counter, warm-up included) per CPU-second it spent from then until it exited, its
+    # last writes of the site's tables included.
+    if "sampler" in work:
+        work["sampler"].join()
+        cpu = work.get("cpu_last", 0.0) - work["cpu0"]
+        n = work["answered1"] - work["answered0"]
+        r["answered"], r["tracker_cpu_all"] = n, cpu
+        r["answered_per_tracker_cpu_second_all"] = n / cpu if cpu > 0 and n > 0 else None
     with open(os.path.join(out, f"r{round_no}-{tracker.name}-{protocol}.json")) as f:
         result = json.load(f)
     # The measured window's requests, and the warm-up's at the same pace.
@@ -89,11 +107,47 @@ def refusals():
     return out
 
 
+def answered():
+    """The running tracker's announces answered so far, over every protocol and result
+    (`shoal_requests_total{action="announce"}` on its admin listener); 0 where it cannot be
+    read."""
+    try:
+        with urllib.request.urlopen(ADMIN_METRICS, timeout=5) as f:
+            text = f.read().decode()
+    except OSError:
+        return 0
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+               if line.startswith("shoal_requests_total{")
+               and 'action="announce"' in line)
+
+
+def cpu_until_exit(pid, work, every=0.02):
+    """Samples process `pid`'s CPU seconds into work["cpu_last"] until it is gone (at most
+    10 minutes)."""
+    end = time.monotonic() + 600
+    while time.monotonic() < end:
+        try:
+            work["cpu_last"] = u3site.proc_cpu_seconds(pid)
+        except (OSError, ValueError, IndexError):
+            return
+        time.sleep(every)
+
+
 def seconds(text):
     """A shoal-bench duration as the scripts give them (`20s`, `500ms`), in seconds."""
     if text.endswith("ms"):
         return float(text[:-2]) / 1000
     return float(text.rstrip("s"))
+
+
+def all_work_ratios(by):
+    """NexusPHP HTTP over UNIT3D HTTP in announces answered per tracker CPU-second, all the
+    work counted, round by round."""
+    pairs = [(a, b) for a in by.get(NEXUSPHP, []) for b in by.get(BASE, [])
+             if a["round"] == b["round"]]
+    return [a["answered_per_tracker_cpu_second_all"] / b["answered_per_tracker_cpu_second_all"]
+            for a, b in pairs if a.get("answered_per_tracker_cpu_second_all")
+            and b.get("answered_per_tracker_cpu_second_all")]
 
 
 def verdict(by):
@@ -132,6 +186,23 @@ def report(args, runs, out, meta):
                   + f"): the {TARGET}x asked for is {'met' if ok else 'NOT met'}.", ""]
         meta["nexusphp_over_unit3d"] = {"round_ratios": ratios, "median": med,
                                         "target": TARGET, "met": ok}
+    lines += ["All the work: the announces each tracker answered from the load's start "
+              "(its `shoal_requests_total`, warm-up included) per CPU-second it spent "
+              "from then until it exited after SIGTERM, so that the writes the load left "
+              "pending (the stop column) are counted as well:", "",
+              "| round | contender | answered | tracker CPU s | per tracker CPU-s |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {r['round']} | {r['contender']} | {r.get('answered', 0):,} | "
+              f"{r.get('tracker_cpu_all', 0):.1f} | "
+              f"{(r.get('answered_per_tracker_cpu_second_all') or 0):,.0f} |" for r in runs]
+    all_ratios = all_work_ratios(by)
+    if all_ratios:
+        med = statistics.median(all_ratios)
+        lines += ["", f"**All the work, NexusPHP / UNIT3D over HTTP, median of the per-round "
+                  f"ratios: {med:.3f}x** (rounds: "
+                  + ", ".join(f"{x:.3f}" for x in all_ratios) + ")."]
+        meta["nexusphp_over_unit3d_all_work"] = {"round_ratios": all_ratios, "median": med}
+    lines += [""]
     lines += ["Refused by the tracker over each run, warm-up included "
               "(`shoal_private_refused_total`):", ""]
     lines += [f"- round {r['round']} {r['contender']}: "
