@@ -12,7 +12,8 @@
 //! - [`limits`]: the interval bands, the wait and slot rules, the cheater checks.
 //! - [`site`]: the site in memory ([`Site`]) and what the announces leave to write
 //!   ([`site::Batch`]).
-//! - [`rules`]: NexusPHP's announce rules, as the core's `SiteRules`.
+//! - [`rules`]: NexusPHP's announce rules, as the core's `SiteRules`; `client`: the
+//!   `peers` row an announce leaves.
 //! - [`sync`]: the site in memory kept in step with the tables (polls, failed writes,
 //!   silent clients).
 //! - [`db`]: the site's tables (the start's check, the load, the batched writes).
@@ -33,6 +34,7 @@
 
 pub mod agent;
 pub mod cleanup;
+mod client;
 pub mod config;
 pub mod db;
 pub mod error;
