@@ -89,17 +89,21 @@ def one_run(args, _db, tracker, protocol, passkeys, out, round_no):
     return r
 
 
+def metrics_text():
+    """The running tracker's admin `/metrics` page; empty where it cannot be read."""
+    try:
+        with urllib.request.urlopen(ADMIN_METRICS, timeout=5) as f:
+            return f.read().decode()
+    except OSError:
+        return ""
+
+
 def refusals():
     """The running tracker's refusals so far, by protocol and reason (its admin listener's
     `shoal_private_refused_total`, 127.0.0.1:6970 by default); empty where it cannot be
     read."""
-    try:
-        with urllib.request.urlopen(ADMIN_METRICS, timeout=5) as f:
-            text = f.read().decode()
-    except OSError:
-        return {}
     out = {}
-    for line in text.splitlines():
+    for line in metrics_text().splitlines():
         if line.startswith("shoal_private_refused_total{"):
             labels, value = line.rsplit(" ", 1)
             if float(value):
@@ -111,12 +115,7 @@ def answered():
     """The running tracker's announces answered so far, over every protocol and result
     (`shoal_requests_total{action="announce"}` on its admin listener); 0 where it cannot be
     read."""
-    try:
-        with urllib.request.urlopen(ADMIN_METRICS, timeout=5) as f:
-            text = f.read().decode()
-    except OSError:
-        return 0
-    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in metrics_text().splitlines()
                if line.startswith("shoal_requests_total{")
                and 'action="announce"' in line)
 
