@@ -14,9 +14,9 @@ use parking_lot::{Mutex, RwLock};
 use crate::agent::AllowList;
 use crate::model::{GlobalPromotion, Peer, Settings, SiteData, SnatchState, Torrent, User};
 
-/// The hasher of the maps an announce touches: foldhash, several times faster than the
-/// standard SipHash on these small keys (ids the site gave and peer ids of its members'
-/// clients, which a stranger cannot choose), seeded per process.
+/// The hasher of the maps an announce touches: foldhash, as the accounts batch and the swarm
+/// store use. The keys are ids the site gave and peer ids of its members' clients, which a
+/// stranger cannot choose, so SipHash's slower resistance to chosen keys buys nothing.
 pub(crate) type Fast = foldhash::fast::RandomState;
 pub(crate) type FastMap<K, V> = HashMap<K, V, Fast>;
 pub(crate) type FastSet<K> = HashSet<K, Fast>;
