@@ -2,8 +2,8 @@
 # The whole test suite, from a fresh clone on Debian with a Rust toolchain:
 #   ./test.sh
 # Installs python3-libtorrent and a font if missing (apt-get, needs root or sudo), runs the
-# house checks (tests/house: no source file over 600 lines before its tests), builds the
-# release binaries, runs the Rust tests, then the real-client tests against the release
+# house checks (tests/house: no source file over 600 lines before its tests), runs the Rust
+# tests, builds the release binaries, then runs the real-client tests against the release
 # shoal binary (tests/real_clients/run.sh), and every fuzz target for a short time
 # (fuzz/run.sh; SHOAL_FUZZ_SECONDS each, 20 by default) where the nightly toolchain and
 # cargo-fuzz are installed: without them the fuzz step says it was skipped, there and in
@@ -29,11 +29,18 @@ fi
 step "tests/house/file_lengths.sh (no source file over 600 lines before its tests)"
 tests/house/file_lengths.sh
 
-step "cargo build --release --workspace"
-cargo build --release --workspace
-
 step "cargo test --workspace"
 cargo test --workspace
+
+# CI (.ci/run) sets SHOAL_PRUNE_DEBUG=1: nothing after this step uses the debug build, and
+# without it the release build below needs the disk that the test binaries hold.
+if [ "${SHOAL_PRUNE_DEBUG:-0}" = 1 ]; then
+    step "removing ${CARGO_TARGET_DIR:-target}/debug (SHOAL_PRUNE_DEBUG=1; $(du -sh "${CARGO_TARGET_DIR:-target}/debug" | cut -f1))"
+    rm -rf "${CARGO_TARGET_DIR:-target}/debug"
+fi
+
+step "cargo build --release --workspace"
+cargo build --release --workspace
 
 fuzz_seconds="${SHOAL_FUZZ_SECONDS:-20}"
 step "fuzz/run.sh $fuzz_seconds (every fuzz target for ${fuzz_seconds}s from the seed corpora)"
