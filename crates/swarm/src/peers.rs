@@ -17,6 +17,12 @@
 //! hash index of positions (4 bytes a slot) keeps lookups constant-time. The arrays grow by
 //! a quarter rather than doubling: they are the bulk of the store's memory, and amortised
 //! growth stays constant-time.
+//!
+//! The arrays are boxed slices as long as their capacity, with one peer count (`u32`) for
+//! both, rather than two `Vec`s: 16 bytes less in every torrent's slot of the shard tables
+//! (a `Vec` is pointer, capacity and length, 24 bytes; a boxed slice 16), which at 5
+//! million torrents is about 130 MB of resident memory. The slots past the count are spare
+//! capacity, holding defaults or peers that left.
 
 use std::hash::BuildHasher;
 
@@ -31,7 +37,7 @@ pub const INDEX_THRESHOLD: usize = 32;
 /// and what another host cannot claim (the UDP connection id and TCP prove the source IP).
 /// The peer id is kept as data: clients behind one NAT differ by port, and a client that
 /// restarts with a fresh peer id on the same port replaces its old entry.
-pub trait Address: Copy + Eq + std::hash::Hash + std::fmt::Debug {}
+pub trait Address: Copy + Default + Eq + std::hash::Hash + std::fmt::Debug {}
 
 impl Address for CompactPeerV4 {}
 impl Address for CompactPeerV6 {}
@@ -54,7 +60,7 @@ pub trait PeerExt: Copy + Default + std::fmt::Debug + Send + 'static {}
 impl PeerExt for () {}
 
 /// What is kept of a peer besides its address.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct PeerMeta<X = ()> {
     pub peer_id: PeerId,
     pub expires: u32,
@@ -87,8 +93,11 @@ sinks!(CompactPeerV4, CompactPeerV6);
 /// Peers of one family: leechers in `..leechers`, seeders after, in both arrays.
 #[derive(Debug)]
 pub struct Swarm<A, X = ()> {
-    addrs: Vec<A>,
-    meta: Vec<PeerMeta<X>>,
+    /// Addresses, as long as the capacity: the first `len` are the peers.
+    addrs: Box<[A]>,
+    /// The rest of each peer, at the same positions (and the same length) as `addrs`.
+    meta: Box<[PeerMeta<X>]>,
+    len: u32,
     leechers: u32,
     index: Option<Box<HashTable<u32>>>,
 }
@@ -96,8 +105,9 @@ pub struct Swarm<A, X = ()> {
 impl<A, X> Default for Swarm<A, X> {
     fn default() -> Self {
         Self {
-            addrs: Vec::new(),
-            meta: Vec::new(),
+            addrs: Box::default(),
+            meta: Box::default(),
+            len: 0,
             leechers: 0,
             index: None,
         }
@@ -106,11 +116,46 @@ impl<A, X> Default for Swarm<A, X> {
 
 impl<A: Address, X: PeerExt> Swarm<A, X> {
     pub fn len(&self) -> usize {
-        self.addrs.len()
+        self.len as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.addrs.is_empty()
+        self.len == 0
+    }
+
+    /// The peers' addresses, leechers first.
+    #[inline]
+    fn addrs(&self) -> &[A] {
+        &self.addrs[..self.len as usize]
+    }
+
+    /// The peers' ids, expiries and extensions, at the same positions.
+    #[inline]
+    fn meta(&self) -> &[PeerMeta<X>] {
+        &self.meta[..self.len as usize]
+    }
+
+    fn capacity(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// Gives both arrays `capacity` slots (at least the peer count). Through `Vec`, so that
+    /// the allocator can grow or shrink a block in place (a large one is remapped, not
+    /// copied).
+    fn reallocate(&mut self, capacity: usize) {
+        fn resize<T: Copy + Default>(slots: &mut Box<[T]>, capacity: usize) {
+            let mut v = std::mem::take(slots).into_vec();
+            if capacity > v.len() {
+                v.reserve_exact(capacity - v.len());
+                v.resize(capacity, T::default());
+            } else {
+                v.truncate(capacity);
+            }
+            *slots = v.into_boxed_slice();
+        }
+        debug_assert!(capacity >= self.len());
+        resize(&mut self.addrs, capacity);
+        resize(&mut self.meta, capacity);
     }
 
     pub fn leechers(&self) -> u32 {
@@ -118,7 +163,7 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
     }
 
     pub fn seeders(&self) -> u32 {
-        self.addrs.len() as u32 - self.leechers
+        self.len - self.leechers
     }
 
     /// The peer at position `i`.
@@ -141,7 +186,7 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
             Some(index) => index
                 .find(hasher.hash_one(addr), |&i| self.addrs[i as usize] == *addr)
                 .map(|&i| i as usize),
-            None => self.addrs.iter().position(|a| a == addr),
+            None => self.addrs().iter().position(|a| a == addr),
         }
     }
 
@@ -171,11 +216,11 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
     }
 
     fn rebuild_index(&mut self, hasher: &impl BuildHasher) {
-        if self.addrs.len() <= INDEX_THRESHOLD {
+        if self.len() <= INDEX_THRESHOLD {
             self.index = None;
             return;
         }
-        let addrs = &self.addrs;
+        let addrs = self.addrs();
         let mut table = HashTable::with_capacity(addrs.len());
         for (i, a) in addrs.iter().enumerate() {
             table.insert_unique(hasher.hash_one(a), i as u32, |&j| {
@@ -186,17 +231,15 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
     }
 
     fn shrink_if_sparse(&mut self) {
-        let len = self.addrs.len();
-        if self.addrs.capacity() > 2 * len + 8 {
-            let keep = len + len / 4 + 2;
-            self.addrs.shrink_to(keep);
-            self.meta.shrink_to(keep);
+        let len = self.len();
+        if self.capacity() > 2 * len + 8 {
+            self.reallocate(len + len / 4 + 2);
         }
     }
 
     /// Removes the peer at `pos`, keeping the partition.
     fn remove_at(&mut self, pos: usize, hasher: &impl BuildHasher) {
-        let last = self.addrs.len() - 1;
+        let last = self.len() - 1;
         let mut pos = pos;
         if pos < self.leechers as usize {
             // Move it to the end of the leechers, then swap the last seeder into its place.
@@ -212,33 +255,34 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
                 entry.remove();
             }
         }
-        self.addrs.pop();
-        self.meta.pop();
-        if self.index.is_some() && self.addrs.len() <= INDEX_THRESHOLD / 2 {
+        self.len -= 1;
+        if self.index.is_some() && self.len() <= INDEX_THRESHOLD / 2 {
             self.index = None;
         }
         self.shrink_if_sparse();
     }
 
     fn push(&mut self, peer: Peer<A>, hasher: &impl BuildHasher) -> usize {
-        if self.addrs.len() == self.addrs.capacity() {
-            let more = (self.addrs.len() / 4).max(2);
-            self.addrs.reserve_exact(more);
-            self.meta.reserve_exact(more);
+        let pos = self.len();
+        if pos == self.capacity() {
+            // One slot for a torrent's first peer (most torrents have one or two), then
+            // two, then a quarter more.
+            let more = if pos == 0 { 1 } else { (pos / 4).max(2) };
+            self.reallocate(pos + more);
         }
-        let pos = self.addrs.len();
-        self.addrs.push(peer.addr);
-        self.meta.push(PeerMeta {
+        self.addrs[pos] = peer.addr;
+        self.meta[pos] = PeerMeta {
             peer_id: peer.peer_id,
             expires: peer.expires,
             ext: X::default(),
-        });
+        };
+        self.len += 1;
         if let Some(index) = &mut self.index {
             let addrs = &self.addrs;
             index.insert_unique(hasher.hash_one(peer.addr), pos as u32, |&j| {
                 hasher.hash_one(addrs[j as usize])
             });
-        } else if self.addrs.len() > INDEX_THRESHOLD {
+        } else if self.len() > INDEX_THRESHOLD {
             self.rebuild_index(hasher);
         }
         if !peer.seeder {
@@ -356,7 +400,7 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         let range = if asker_is_seeder {
             self.leechers as usize
         } else {
-            self.addrs.len()
+            self.len()
         };
         let me = me.filter(|&m| m < range);
         let available = range - usize::from(me.is_some());
@@ -410,9 +454,27 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         hasher: &impl BuildHasher,
         mut gone: impl FnMut(A, PeerId, X),
     ) -> usize {
-        let before = self.addrs.len();
-        if self.meta.iter().all(|m| m.expires >= now) {
+        let before = self.len();
+        let expired = self.meta().iter().filter(|m| m.expires < now).count();
+        if expired == 0 {
             return 0;
+        }
+        if self.index.is_some() && expired * 4 < before {
+            // A few peers of a large swarm: remove them one by one, each a couple of swaps
+            // and index updates, rather than rebuild the index of every peer (at 12
+            // million peers a rebuild held the shard's lock for most of a second). A
+            // removal brings a peer not yet looked at into `i`, so `i` is looked at again.
+            let mut i = 0;
+            while i < self.len() {
+                let meta = self.meta[i];
+                if meta.expires < now {
+                    gone(self.addrs[i], meta.peer_id, meta.ext);
+                    self.remove_at(i, hasher);
+                } else {
+                    i += 1;
+                }
+            }
+            return expired;
         }
         // Compact both arrays in place, keeping order (and so the partition).
         let leechers = self.leechers as usize;
@@ -430,8 +492,7 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
                 gone(self.addrs[i], self.meta[i].peer_id, self.meta[i].ext);
             }
         }
-        self.addrs.truncate(kept);
-        self.meta.truncate(kept);
+        self.len = kept as u32;
         self.leechers = kept_leechers;
         self.shrink_if_sparse();
         if self.index.is_some() || kept > INDEX_THRESHOLD {
@@ -450,7 +511,8 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
     /// Every peer's id and extension, to read or change in place (a walk that does not
     /// move peers).
     pub fn exts_mut(&mut self) -> impl Iterator<Item = (PeerId, &mut X)> + '_ {
-        self.meta.iter_mut().map(|m| (m.peer_id, &mut m.ext))
+        let len = self.len();
+        self.meta[..len].iter_mut().map(|m| (m.peer_id, &mut m.ext))
     }
 
     /// Inserts a peer as restored from a snapshot (no event semantics).
@@ -465,15 +527,16 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
     #[cfg(test)]
     pub(crate) fn check_invariants(&self, hasher: &impl BuildHasher) {
         assert_eq!(self.addrs.len(), self.meta.len());
-        assert!(self.leechers as usize <= self.addrs.len());
+        assert!(self.len() <= self.capacity());
+        assert!(self.leechers as usize <= self.len());
         if let Some(index) = &self.index {
-            assert_eq!(index.len(), self.addrs.len());
-            for (i, a) in self.addrs.iter().enumerate() {
+            assert_eq!(index.len(), self.len());
+            for (i, a) in self.addrs().iter().enumerate() {
                 let h = hasher.hash_one(a);
                 assert!(index.find(h, |&j| j as usize == i).is_some(), "index {i}");
             }
         } else {
-            assert!(self.addrs.len() <= INDEX_THRESHOLD);
+            assert!(self.len() <= INDEX_THRESHOLD);
         }
     }
 }
