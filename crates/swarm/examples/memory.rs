@@ -1,8 +1,10 @@
 //! Measures the store's memory per peer: RSS before and after filling it with a number
 //! of IPv4 peers spread over a number of torrents, divided by the peer count.
 //!
-//! `cargo run --release -p shoal-swarm --example memory -- [PEERS] [TORRENTS] [uniform|pareto]`
-//! (defaults: 1,000,000 peers over 100,000 torrents, uniform).
+//! `cargo run --release -p shoal-swarm --example memory -- [PEERS] [TORRENTS] [uniform|pareto|bench]`
+//! (defaults: 1,000,000 peers over 100,000 torrents, uniform). `bench` draws torrents as
+//! `shoal-bench --pareto-shape 0.2` does (issue 43's setting): 30 million peers over 10
+//! million torrents name about 5 million of them, and 40% of the peers the last one.
 //!
 //! RSS is read from /proc/self/statm, so the figure includes allocator overhead and
 //! slack: what an operator would see.
@@ -31,14 +33,21 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
     let torrents: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
-    let pareto = args.get(3).is_some_and(|s| s == "pareto");
+    let mode = args.get(3).map_or("uniform", String::as_str);
+    let pareto = mode == "pareto";
 
     let store = Store::new(StoreConfig::default());
     let mut out: Vec<CompactPeerV4> = Vec::with_capacity(200);
     let before = rss_bytes();
     let mut rng = fastrand::Rng::with_seed(42);
     for n in 0..peers {
-        let t = if pareto {
+        let t = if mode == "bench" {
+            // shoal-bench's mapping (crates/bench/src/workload.rs, pareto_from_uniform):
+            // x = (1 - u)^(-1/shape), its excess over 1 capped at 100, scaled to the range.
+            let x = (1.0 - rng.f64()).powf(-1.0 / 0.2);
+            let fraction = (x - 1.0).min(100.0) / 100.0;
+            ((fraction * torrents as f64) as u64).min(torrents - 1)
+        } else if pareto {
             // Pareto-like popularity (shape 1.0 over the torrent range).
             let u = rng.f64().max(1e-12);
             ((1.0 / u - 1.0) as u64).min(torrents - 1)
@@ -72,7 +81,7 @@ fn main() {
         "{} peers over {} torrents ({}): RSS +{:.1} MiB, {:.1} bytes per peer",
         peers,
         report.torrents,
-        if pareto { "pareto" } else { "uniform" },
+        mode,
         (after - before) as f64 / (1 << 20) as f64,
         (after - before) as f64 / peers as f64
     );
