@@ -31,7 +31,7 @@ use std::io::{self, Read, Write};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 use thiserror::Error;
 
-use crate::{Peer, PeerExt, Store};
+use crate::{Peer, PeerExt, Store, Torrent};
 
 /// The first bytes of every snapshot.
 pub const MAGIC: [u8; 8] = *b"SHOALSNP";
@@ -44,6 +44,12 @@ const MAX_BLOCK: u32 = 1 << 30;
 const MAX_KEY: u16 = 1024;
 /// Peers inserted per shard lock when restoring.
 const RESTORE_CHUNK: usize = 1024;
+/// Peers encoded per shard lock when writing a large torrent: a torrent over this many is
+/// saved as one record per chunk, its shard's lock taken again for each, so that workers
+/// serving its announces wait for one chunk (a few milliseconds) rather than the whole
+/// swarm (12 million peers held the lock for seconds). The records after the first carry
+/// a completed count of 0, and restoring merges them (see `restore_snapshot_with`).
+const WRITE_CHUNK: usize = 1 << 16;
 const PEER4_LEN: usize = 20 + 6 + 4 + 1;
 const PEER6_LEN: usize = 20 + 18 + 4 + 1;
 
@@ -85,6 +91,8 @@ const FLAG_FINAL: u16 = 1;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SnapshotSummary {
     pub header: SnapshotHeader,
+    /// Torrent records: one a torrent, or one for each chunk of a torrent of more than
+    /// 65,536 peers (a few more than torrents where swarms are that large).
     pub torrents: u64,
     pub peers: u64,
     /// Peers in the file whose lifetime ran out while the tracker was down (restore only).
@@ -122,6 +130,22 @@ impl<W: Write> Crc<W> {
         self.crc.update(bytes);
         self.inner.write_all(bytes)
     }
+
+    /// One block of `torrents` records (none: nothing written).
+    fn block(&mut self, body: &[u8], torrents: u32) -> io::Result<()> {
+        if torrents == 0 {
+            return Ok(());
+        }
+        let len = u32::try_from(body.len())
+            .ok()
+            .filter(|&l| l <= MAX_BLOCK)
+            .ok_or_else(|| io::Error::other("shard too large for one snapshot block"))?;
+        let mut header = [0u8; 12];
+        header[..4].copy_from_slice(&len.to_le_bytes());
+        header[4..8].copy_from_slice(&torrents.to_le_bytes());
+        header[8..].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
+        self.put(&header).and_then(|()| self.put(body))
+    }
 }
 
 /// An address's wire bytes, as stored in a snapshot.
@@ -146,6 +170,49 @@ fn encode_peer<A: WireBytes>(out: &mut Vec<u8>, p: &Peer<A>, now: u32) {
     out.extend_from_slice(p.addr.wire());
     out.extend_from_slice(&p.expires.saturating_sub(now).to_le_bytes());
     out.push(u8::from(p.seeder));
+}
+
+/// Appends one torrent record to `body`: the peers of `t` at positions `from.0..` (IPv4)
+/// and `from.1..` (IPv6), at most `limit` of them, live at `now`. Returns the peers written
+/// and the positions after the last one looked at.
+fn encode_torrent<X: PeerExt>(
+    body: &mut Vec<u8>,
+    info_hash: &InfoHash,
+    completed: u32,
+    t: &Torrent<X>,
+    from: (usize, usize),
+    limit: usize,
+    now: u32,
+) -> (u32, (usize, usize)) {
+    let v4 = t.v4();
+    let to4 = v4.len().min(from.0.saturating_add(limit));
+    let left = limit - to4.saturating_sub(from.0);
+    let (to6, live6) = match t.v6() {
+        Some(v6) => {
+            let to6 = v6.len().min(from.1.saturating_add(left));
+            let live = (from.1..to6)
+                .map(|i| v6.peer(i))
+                .filter(|p| p.expires >= now);
+            (to6, Some(live))
+        }
+        None => (from.1, None),
+    };
+    let live4 = (from.0..to4)
+        .map(|i| v4.peer(i))
+        .filter(|p| p.expires >= now);
+    let n4 = live4.clone().count() as u32;
+    let n6 = live6.clone().map_or(0, |l| l.count()) as u32;
+    body.extend_from_slice(&info_hash.0);
+    body.extend_from_slice(&completed.to_le_bytes());
+    body.extend_from_slice(&n4.to_le_bytes());
+    body.extend_from_slice(&n6.to_le_bytes());
+    for p in live4 {
+        encode_peer(body, &p, now);
+    }
+    for p in live6.into_iter().flatten() {
+        encode_peer(body, &p, now);
+    }
+    (n4 + n6, (to4, to6))
 }
 
 impl<X: PeerExt> Store<X> {
@@ -186,6 +253,7 @@ impl<X: PeerExt> Store<X> {
         };
         let mut body = Vec::new();
         let mut failed = None;
+        let mut large = Vec::new();
         self.for_each_shard(|shard| {
             if failed.is_some() {
                 return;
@@ -194,44 +262,55 @@ impl<X: PeerExt> Store<X> {
             let mut torrents = 0u32;
             // Encode under the shard's lock (memory only), write after it is released.
             for (info_hash, t) in shard.torrents() {
-                let live4 = t.v4().peers().filter(|p| p.expires >= now);
-                let live6 = t
-                    .v6()
-                    .into_iter()
-                    .flat_map(|s| s.peers())
-                    .filter(|p| p.expires >= now);
-                let n4 = live4.clone().count() as u32;
-                let n6 = live6.clone().count() as u32;
-                body.extend_from_slice(&info_hash.0);
-                body.extend_from_slice(&t.stats().completed.to_le_bytes());
-                body.extend_from_slice(&n4.to_le_bytes());
-                body.extend_from_slice(&n6.to_le_bytes());
-                for p in live4 {
-                    encode_peer(&mut body, &p, now);
+                if t.v4().len() + t.v6().map_or(0, |s| s.len()) > WRITE_CHUNK {
+                    large.push(*info_hash);
+                    continue;
                 }
-                for p in live6 {
-                    encode_peer(&mut body, &p, now);
-                }
+                let completed = t.stats().completed;
+                let (n, _) =
+                    encode_torrent(&mut body, info_hash, completed, t, (0, 0), usize::MAX, now);
                 torrents += 1;
-                summary.peers += u64::from(n4) + u64::from(n6);
+                summary.peers += u64::from(n);
             }
             summary.torrents += u64::from(torrents);
-            if torrents == 0 {
-                return;
-            }
-            let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
-            if len > MAX_BLOCK {
-                failed = Some(io::Error::other("shard too large for one snapshot block"));
-                return;
-            }
-            let mut block_header = [0u8; 12];
-            block_header[..4].copy_from_slice(&len.to_le_bytes());
-            block_header[4..8].copy_from_slice(&torrents.to_le_bytes());
-            block_header[8..].copy_from_slice(&crc32fast::hash(&body).to_le_bytes());
-            if let Err(e) = w.put(&block_header).and_then(|()| w.put(&body)) {
-                failed = Some(e);
-            }
+            failed = w.block(&body, torrents).err();
         });
+        // The large torrents, a chunk of peers per lock, each chunk its own record. Peers
+        // that move inside the swarm between two chunks (others leaving, a leecher turning
+        // seeder) may be saved twice, which restoring merges, or missed, to be heard from
+        // at their next announce.
+        for info_hash in &large {
+            let mut from = (0, 0);
+            let mut first = true;
+            // Bounded: a swarm that grows while it is written is written as it was seen
+            // first, and a chunk more.
+            let mut chunks_left = usize::MAX;
+            while failed.is_none() && chunks_left > 0 {
+                chunks_left -= 1;
+                body.clear();
+                let chunk = self.with_torrent(info_hash, |t| {
+                    let completed = if first { t.stats().completed } else { 0 };
+                    let total = (t.v4().len(), t.v6().map_or(0, |s| s.len()));
+                    let (n, next) =
+                        encode_torrent(&mut body, info_hash, completed, t, from, WRITE_CHUNK, now);
+                    let chunks = (total.0 + total.1) / WRITE_CHUNK + 2;
+                    (n, next, next.0 >= total.0 && next.1 >= total.1, chunks)
+                });
+                let Some((n, next, done, chunks)) = chunk else {
+                    break;
+                };
+                if first {
+                    chunks_left = chunks;
+                }
+                summary.torrents += 1;
+                summary.peers += u64::from(n);
+                failed = w.block(&body, 1).err();
+                (from, first) = (next, false);
+                if done {
+                    break;
+                }
+            }
+        }
         if let Some(e) = failed {
             return Err(e);
         }
@@ -651,6 +730,75 @@ mod tests {
                 "the live peer kept its state"
             );
             assert_eq!(contents(&live).len(), contents(&saved).len());
+        }
+    }
+
+    #[test]
+    fn a_large_torrent_is_written_a_chunk_per_record_and_restored_whole() {
+        let store = Store::new(StoreConfig::default());
+        let big = InfoHash([1; 20]);
+        let (n4, n6) = (2 * WRITE_CHUNK + 500, 3000u32);
+        let announce = |info_hash, n: u32, v6: bool, event| {
+            let mut id = [0u8; 20];
+            id[..4].copy_from_slice(&n.to_be_bytes());
+            id[4] = u8::from(v6);
+            let done = event == AnnounceEvent::Completed;
+            let (peer_id, left) = (PeerId(id), if done { 0 } else { u64::from(n % 3) });
+            if v6 {
+                let [a, b] = [(n >> 16) as u16, n as u16];
+                let addr = CompactPeerV6::new(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, a, b), 6881);
+                let ann = Announce {
+                    info_hash,
+                    peer_id,
+                    addr,
+                    event,
+                    left,
+                    numwant: 0,
+                };
+                store.announce(&ann, 100, &mut Vec::<CompactPeerV6>::new());
+            } else {
+                let addr = CompactPeerV4::new(Ipv4Addr::from(0x0a00_0000 + n), 6881);
+                let ann = Announce {
+                    info_hash,
+                    peer_id,
+                    addr,
+                    event,
+                    left,
+                    numwant: 0,
+                };
+                store.announce(&ann, 100, &mut Vec::<CompactPeerV4>::new());
+            }
+        };
+        for n in 0..n4 as u32 {
+            announce(big, n, false, AnnounceEvent::Started);
+        }
+        for n in 0..n6 {
+            announce(big, n, true, AnnounceEvent::Started);
+        }
+        for n in 0..3 {
+            announce(big, n * 3 + 1, false, AnnounceEvent::Completed);
+        }
+        announce(InfoHash([2; 20]), 7, false, AnnounceEvent::Started);
+        let bytes = snapshot(&store, 200, 1_000_000);
+        let restored = Store::new(StoreConfig::default());
+        // Adding counts: a count saved with every chunk would be added three times.
+        let s = restored
+            .restore_snapshot_with(&bytes[..], 5, 1_000_000, Merge::AddCompleted)
+            .unwrap();
+        // The large torrent in three records (two full chunks of IPv4 peers, then the
+        // rest of them with the IPv6 ones), the small one in one.
+        assert_eq!((s.torrents, s.peers), (4, n4 as u64 + u64::from(n6) + 1));
+        assert_eq!(restored.scrape(&big).completed, 3, "counted once");
+        let (before, after) = (contents(&store), contents(&restored));
+        assert_eq!(before.len(), 2);
+        for (b, a) in before.iter().zip(&after) {
+            assert_eq!((b.0, b.1), (a.0, a.1));
+            let pb: Vec<_> = b.2.iter().map(|p| (p.0, p.1, p.3)).collect();
+            let pa: Vec<_> = a.2.iter().map(|p| (p.0, p.1, p.3)).collect();
+            assert!(pb == pa, "the same IPv4 peers, each once");
+            let pb: Vec<_> = b.3.iter().map(|p| (p.0, p.2)).collect();
+            let pa: Vec<_> = a.3.iter().map(|p| (p.0, p.2)).collect();
+            assert!(pb == pa, "the same IPv6 peers, each once");
         }
     }
 
