@@ -33,6 +33,12 @@ pub use snapshot::{SnapshotError, SnapshotHeader, SnapshotSummary};
 use journal::{AnyAddr, Change, Journal};
 use sharded::Sharded;
 
+/// Peers a snapshot or a sweep handles under one lock in a torrent larger than this: such
+/// a torrent is done a chunk at a time, its shard's lock taken again for each chunk, so
+/// that its announces wait for a chunk (milliseconds) rather than the whole swarm (12
+/// million peers held the lock for most of a second, `examples/pauses.rs`).
+pub(crate) const LOCK_CHUNK: usize = 1 << 16;
+
 /// Tunables of the store. The server fills it from its config.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -117,6 +123,11 @@ impl<X: PeerExt> Torrent<X> {
 
     fn is_empty(&self) -> bool {
         self.v4.is_empty() && self.v6.as_ref().is_none_or(|s| s.is_empty())
+    }
+
+    /// Peers of both families.
+    fn len(&self) -> usize {
+        self.v4.len() + self.v6.as_ref().map_or(0, |s| s.len())
     }
 }
 
@@ -461,8 +472,13 @@ impl<X: PeerExt> Store<X> {
         let (mut seeders, mut leechers, mut v6) = (0u64, 0u64, 0u64);
         let hasher = self.torrents.hasher();
         let ttl = self.config.torrent_ttl;
+        let mut large = Vec::new();
         for mut shard in self.torrents.lock_each() {
             shard.retain_keyed(|h, t| {
+                if t.len() > LOCK_CHUNK {
+                    large.push(*h);
+                    return true;
+                }
                 report.peers_expired +=
                     t.v4.expire_with(now, hasher, |a, id, x| gone(h, id, a.any(), x));
                 if let Some(s6) = &mut t.v6 {
@@ -484,6 +500,37 @@ impl<X: PeerExt> Store<X> {
                 keep
             });
             report.torrents += shard.len();
+        }
+        // The large torrents a chunk of peers per lock, so that their announces wait for
+        // a chunk rather than the whole swarm.
+        for h in &large {
+            let (mut from4, mut from6) = (0, 0);
+            loop {
+                let mut slot = self.torrents.lock(h);
+                let Some(t) = slot.get() else { break };
+                let v4_left = from4 < t.v4.len();
+                if v4_left {
+                    let (n, next) =
+                        t.v4.expire_from(from4, LOCK_CHUNK, now, hasher, |a, id, x| {
+                            gone(h, id, a.any(), x)
+                        });
+                    (report.peers_expired, from4) = (report.peers_expired + n, next);
+                } else if let Some(s6) = t.v6.as_mut().filter(|s| from6 < s.len()) {
+                    let (n, next) = s6.expire_from(from6, LOCK_CHUNK, now, hasher, |a, id, x| {
+                        gone(h, id, a.any(), x)
+                    });
+                    (report.peers_expired, from6) = (report.peers_expired + n, next);
+                } else {
+                    if t.v6.as_ref().is_some_and(|s| s.is_empty()) {
+                        t.v6 = None;
+                    }
+                    let st = t.stats();
+                    seeders += u64::from(st.seeders);
+                    leechers += u64::from(st.leechers);
+                    v6 += t.v6.as_ref().map_or(0, |s| s.len() as u64);
+                    break;
+                }
+            }
         }
         report.peers = (seeders + leechers) as usize;
         self.totals

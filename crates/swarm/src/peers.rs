@@ -460,21 +460,10 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
             return 0;
         }
         if self.index.is_some() && expired * 4 < before {
-            // A few peers of a large swarm: remove them one by one, each a couple of swaps
-            // and index updates, rather than rebuild the index of every peer (at 12
-            // million peers a rebuild held the shard's lock for most of a second). A
-            // removal brings a peer not yet looked at into `i`, so `i` is looked at again.
-            let mut i = 0;
-            while i < self.len() {
-                let meta = self.meta[i];
-                if meta.expires < now {
-                    gone(self.addrs[i], meta.peer_id, meta.ext);
-                    self.remove_at(i, hasher);
-                } else {
-                    i += 1;
-                }
-            }
-            return expired;
+            // A few peers of a large swarm: remove them one by one rather than rebuild the
+            // index of every peer (at 12 million peers a rebuild held the shard's lock for
+            // most of a second).
+            return self.expire_from(0, usize::MAX, now, hasher, gone).0;
         }
         // Compact both arrays in place, keeping order (and so the partition).
         let leechers = self.leechers as usize;
@@ -499,6 +488,36 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
             self.rebuild_index(hasher);
         }
         before - kept
+    }
+
+    /// Drops the expired peers among the `limit` positions from `from`, one by one (a
+    /// couple of swaps and index updates each), handing `gone` each as
+    /// [`expire_with`](Self::expire_with) does. Returns how many were dropped and the
+    /// position to go on from: a large swarm is swept a chunk per lock this way. Positions
+    /// before `from` are not looked at, and a removal only brings into its place a peer
+    /// from after it, which is then looked at; so between two calls the peers that others'
+    /// removals move before `from` wait for the next sweep.
+    pub fn expire_from(
+        &mut self,
+        from: usize,
+        limit: usize,
+        now: u32,
+        hasher: &impl BuildHasher,
+        mut gone: impl FnMut(A, PeerId, X),
+    ) -> (usize, usize) {
+        let (mut i, mut looked, mut dropped) = (from, 0, 0);
+        while i < self.len() && looked < limit {
+            looked += 1;
+            let meta = self.meta[i];
+            if meta.expires < now {
+                gone(self.addrs[i], meta.peer_id, meta.ext);
+                self.remove_at(i, hasher);
+                dropped += 1;
+            } else {
+                i += 1;
+            }
+        }
+        (dropped, i)
     }
 
     /// The id and extension of the peer at `addr`, if there is one.

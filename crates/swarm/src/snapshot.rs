@@ -45,11 +45,9 @@ const MAX_KEY: u16 = 1024;
 /// Peers inserted per shard lock when restoring.
 const RESTORE_CHUNK: usize = 1024;
 /// Peers encoded per shard lock when writing a large torrent: a torrent over this many is
-/// saved as one record per chunk, its shard's lock taken again for each, so that workers
-/// serving its announces wait for one chunk (a few milliseconds) rather than the whole
-/// swarm (12 million peers held the lock for seconds). The records after the first carry
-/// a completed count of 0, and restoring merges them (see `restore_snapshot_with`).
-const WRITE_CHUNK: usize = 1 << 16;
+/// saved as one record per chunk, the completed count with the first (restoring merges
+/// them, see `restore_snapshot_with`).
+const WRITE_CHUNK: usize = crate::LOCK_CHUNK;
 const PEER4_LEN: usize = 20 + 6 + 4 + 1;
 const PEER6_LEN: usize = 20 + 18 + 4 + 1;
 
@@ -262,7 +260,7 @@ impl<X: PeerExt> Store<X> {
             let mut torrents = 0u32;
             // Encode under the shard's lock (memory only), write after it is released.
             for (info_hash, t) in shard.torrents() {
-                if t.v4().len() + t.v6().map_or(0, |s| s.len()) > WRITE_CHUNK {
+                if t.len() > WRITE_CHUNK {
                     large.push(*info_hash);
                     continue;
                 }

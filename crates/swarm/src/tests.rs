@@ -190,6 +190,69 @@ fn numwant_is_defaulted_and_capped() {
 }
 
 #[test]
+fn a_large_torrent_is_swept_a_chunk_at_a_time_and_whole() {
+    // Over two chunks of IPv4 peers and some IPv6 ones; every seventh peer silent since
+    // second 0 (leechers and seeders alike), the rest heard from at 60.
+    let store = store_with(|c| c.peer_ttl = 100);
+    let n = 2 * LOCK_CHUNK as u32 + 1000;
+    let mut out4: Vec<CompactPeerV4> = Vec::new();
+    let mut out6: Vec<CompactPeerV6> = Vec::new();
+    let silent = |p: u32| p.is_multiple_of(7);
+    for p in 0..n {
+        let a = ann(1, p, u64::from(p % 3), AnnounceEvent::Started);
+        store.announce(&a, if silent(p) { 0 } else { 60 }, &mut out4);
+    }
+    for p in 0..700u32 {
+        let a = Announce {
+            info_hash: ih(1),
+            peer_id: pid(n + p),
+            addr: CompactPeerV6::new(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, p as u16), 6881),
+            event: AnnounceEvent::Started,
+            left: u64::from(p % 2),
+            numwant: 0,
+        };
+        store.announce(&a, if silent(p) { 0 } else { 60 }, &mut out6);
+    }
+    store.announce(&ann(2, 1, 1, AnnounceEvent::Started), 0, &mut out4);
+    let mut gone = Vec::new();
+    let r = store.clean_with(120, |h, id, _, _| gone.push((*h, id)));
+    let silent4 = (0..n).filter(|&p| silent(p)).count();
+    let silent6 = (0..700).filter(|&p| silent(p)).count();
+    assert_eq!(r.peers_expired, silent4 + silent6 + 1);
+    assert_eq!(gone.len(), r.peers_expired);
+    let mut expect: Vec<_> = (0..n).filter(|&p| silent(p)).map(pid).collect();
+    expect.extend((0..700).filter(|&p| silent(p)).map(|p| pid(n + p)));
+    let mut got: Vec<_> = gone.iter().filter(|g| g.0 == ih(1)).map(|g| g.1).collect();
+    expect.sort();
+    got.sort();
+    assert!(
+        got == expect,
+        "exactly the silent peers of the large torrent, each once"
+    );
+    let left = n as usize + 700 - silent4 - silent6;
+    assert_eq!((r.peers, r.torrents), (left, 2));
+    let st = store.scrape(&ih(1));
+    assert_eq!((st.seeders + st.leechers) as usize, left);
+    let seeders = (0..n)
+        .filter(|&p| !silent(p) && p.is_multiple_of(3))
+        .count()
+        + (0..700)
+            .filter(|&p| !silent(p) && p.is_multiple_of(2))
+            .count();
+    assert_eq!(st.seeders as usize, seeders, "the partition kept");
+    assert_eq!(
+        store.totals().seeders.load(Ordering::Relaxed),
+        seeders as u64
+    );
+    store.with_torrent(&ih(1), |t| {
+        t.v4().check_invariants(store.torrents.hasher());
+        t.v6()
+            .expect("IPv6 peers left")
+            .check_invariants(store.torrents.hasher());
+    });
+}
+
+#[test]
 fn expiry_drops_silent_peers_and_empty_torrents() {
     let store = store_with(|c| (c.peer_ttl, c.torrent_ttl) = (100, 50));
     let mut out: Vec<CompactPeerV4> = Vec::new();
