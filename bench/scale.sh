@@ -10,10 +10,18 @@
 #   filled the same open loop as `empty`, against the filled shoal; shoal's VmRSS after
 #          it in rss-after-run-N.txt
 #
-# FIFO (default none), e.g. FIFO=20, runs the open loops, and the tracker during them, at
-# that SCHED_FIFO priority (chrt) on a machine shared with builds, so that the figures are
-# the tracker's and shoal-bench's and not the builds'; the fills stay at normal priority
-# (they keep a CPU busy for minutes).
+# FIFO (default none), e.g. FIFO=20, runs the open loops, and the tracker's front-end
+# workers during them, at that SCHED_FIFO priority (chrt) on a machine shared with builds,
+# so that the figures are the tracker's and shoal-bench's and not the builds'; the fills
+# stay at normal priority (they keep a CPU busy for minutes).
+#
+# SOCKETS (509): sockets, each on its own loopback address, that shoal-bench sends from. A
+# tracker knows a peer by its address, and a simulated peer announces port 1024 + (its
+# number mod 64,000) from socket (its number mod SOCKETS): with SOCKETS prime to 64,000
+# every one of up to SOCKETS x 64,000 peers (32.6 million) has an address of its own.
+# Before 2026-12-07 this ran on shoal-bench's 4 sockets: at most 64,000 distinct addresses
+# in a torrent, so the 12 million peers that Pareto 0.2 sends to the largest torrent were
+# 64,000 in the tracker, and "30 million peers" were 18.1 million.
 #
 # With OLD=path/to/an/older/shoal-bench, each round first runs the empty open loop with
 # that binary too (it has no --fill): the before/after of docs/benchmarks/scale.
@@ -41,6 +49,7 @@ PORT=${PORT:-23456}
 FILL=${FILL:-1}
 FILL_TIMEOUT=${FILL_TIMEOUT:-10m}
 EXTRA=${EXTRA:-}
+SOCKETS=${SOCKETS:-509}
 FIFO=${FIFO:-}
 PRIO=${FIFO:+chrt -f $FIFO}
 mkdir -p "$OUT"
@@ -66,9 +75,18 @@ start() {
     sleep 1
 }
 
-prio() { # raise the running tracker to PRIO (all its threads)
-    # shellcheck disable=SC2086
-    [ -z "$FIFO" ] || chrt -a -f -p "$FIFO" "$pid"
+prio() { # raise the running tracker's front-end workers (threads udp-N) to SCHED_FIFO
+    # Only the workers: its background threads (full scrape, cleaner, sampler) share CPU 0
+    # with the worker, and at the same FIFO priority one of them is never preempted. The
+    # full scrape's rebuild (a sort and a deflate of every torrent) then held the worker off
+    # for 0.5-0.7 s at 5 million torrents: a pause of the harness, not of shoal, which runs
+    # its threads under the normal scheduler. Before 2026-12-07 this raised every thread
+    # (`chrt -a`), and the open loops on a filled shoal of docs/benchmarks/scale measured that.
+    [ -z "$FIFO" ] && return 0
+    local t
+    for t in /proc/"$pid"/task/*; do
+        if grep -q '^udp-' "$t/comm" 2>/dev/null; then chrt -f -p "$FIFO" "${t##*/}"; fi
+    done
 }
 
 load() { # prefix, binary, json, measured seconds, warm-up seconds, extra flags...
@@ -78,7 +96,8 @@ load() { # prefix, binary, json, measured seconds, warm-up seconds, extra flags.
     $pre taskset -c 1 "$bin" udp --target "127.0.0.1:$PORT" --torrents "$TORRENTS" \
         --peers "$PEERS" --pareto-shape "$SHAPE" --rate "$RATE" \
         --duration "${dur}s" --warmup "${warmup}s" --tracker-pid "$pid" --quiet \
-        --timeout 5s --json "$json" $EXTRA "$@"
+        --timeout 5s --json "$json" --sockets-per-worker "$SOCKETS" --source-ips "$SOCKETS" \
+        --concurrency 1024 $EXTRA "$@"
 }
 
 for round in $(seq "$ROUNDS"); do
