@@ -15,13 +15,12 @@
 # so that the figures are the tracker's and shoal-bench's and not the builds'; the fills
 # stay at normal priority (they keep a CPU busy for minutes).
 #
-# SOCKETS (509): sockets, each on its own loopback address, that shoal-bench sends from. A
-# tracker knows a peer by its address, and a simulated peer announces port 1024 + (its
-# number mod 64,000) from socket (its number mod SOCKETS): with SOCKETS prime to 64,000
-# every one of up to SOCKETS x 64,000 peers (32.6 million) has an address of its own.
-# Before 2026-12-07 this ran on shoal-bench's 4 sockets: at most 64,000 distinct addresses
-# in a torrent, so the 12 million peers that Pareto 0.2 sends to the largest torrent were
-# 64,000 in the tracker, and "30 million peers" were 18.1 million.
+# Every simulated peer is a peer of its own in the tracker: shoal-bench sends each one's
+# address in the announce's IP field (`--peer-ips`: 10.0.0.0 plus its number) and shoal
+# runs with `[udp] allow_ip_field = true`. A tracker knows a peer by its address; without
+# this, a torrent's peers share shoal-bench's 4 socket addresses and at most 64,000 ports,
+# and the 12 million peers that Pareto 0.2 sends to the largest torrent were 64,000 in the
+# tracker: before 2026-12-07, "30 million peers" here were 18.1 million in shoal.
 #
 # With OLD=path/to/an/older/shoal-bench, each round first runs the empty open loop with
 # that binary too (it has no --fill): the before/after of docs/benchmarks/scale.
@@ -31,7 +30,8 @@
 # Environment (defaults): TORRENTS (10000000), PEERS (30000000), SHAPE (0.2, the Pareto
 # shape of torrent popularity), RATE (40000), DUR (20, measured seconds), WARMUP (5),
 # ROUNDS (3), PORT (23456), FILL (1; 0 skips the fill runs), FILL_TIMEOUT (10m), EXTRA
-# (more shoal-bench udp flags). Every run is bounded: DUR + WARMUP seconds, and the fill by
+# (more shoal-bench udp flags), TOML (more lines of shoal's config, e.g.
+# '[http]\nfull_scrape = false\n'). Every run is bounded: DUR + WARMUP seconds, and the fill by
 # FILL_TIMEOUT. Loopback only.
 set -euo pipefail
 SHOAL=${SHOAL:-target/release/shoal}
@@ -49,7 +49,7 @@ PORT=${PORT:-23456}
 FILL=${FILL:-1}
 FILL_TIMEOUT=${FILL_TIMEOUT:-10m}
 EXTRA=${EXTRA:-}
-SOCKETS=${SOCKETS:-509}
+TOML=${TOML:-}
 FIFO=${FIFO:-}
 PRIO=${FIFO:+chrt -f $FIFO}
 mkdir -p "$OUT"
@@ -67,10 +67,13 @@ stop() {
 }
 trap stop EXIT
 
+printf '[udp]\nallow_ip_field = true\n%b' "$TOML" > "$OUT/scale.toml"
+
 start() {
     # No state file: a fresh, empty store each time, and no snapshot on exit.
     taskset -c 0 "$SHOAL" --udp "127.0.0.1:$PORT" --http "127.0.0.1:$((PORT + 1))" \
-        --workers 1 --state-file= > "$OUT/shoal-$1.log" 2>&1 &
+        --workers 1 --state-file= --config "$OUT/scale.toml" --log-level debug \
+        > "$OUT/shoal-$1.log" 2>&1 &
     pid=$!
     sleep 1
 }
@@ -96,8 +99,7 @@ load() { # prefix, binary, json, measured seconds, warm-up seconds, extra flags.
     $pre taskset -c 1 "$bin" udp --target "127.0.0.1:$PORT" --torrents "$TORRENTS" \
         --peers "$PEERS" --pareto-shape "$SHAPE" --rate "$RATE" \
         --duration "${dur}s" --warmup "${warmup}s" --tracker-pid "$pid" --quiet \
-        --timeout 5s --json "$json" --sockets-per-worker "$SOCKETS" --source-ips "$SOCKETS" \
-        --concurrency 1024 $EXTRA "$@"
+        --timeout 5s --json "$json" --peer-ips $EXTRA "$@"
 }
 
 for round in $(seq "$ROUNDS"); do

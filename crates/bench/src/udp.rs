@@ -61,6 +61,13 @@ pub struct UdpArgs {
     /// Sockets (source ports) per worker.
     #[arg(long, default_value_t = 4)]
     pub sockets_per_worker: usize,
+    /// Put each simulated peer's own IPv4 address in the announce's IP field (10.0.0.0 plus
+    /// its number), for a tracker told to honour it (shoal: `[udp] allow_ip_field`). A
+    /// tracker knows a peer by its address: without it, a torrent's peers share the
+    /// sockets' addresses and at most 64,000 ports, and a large torrent holds far fewer
+    /// peers than were simulated.
+    #[arg(long)]
+    pub peer_ips: bool,
     /// Requests in flight per socket.
     #[arg(long, default_value_t = 64)]
     pub inflight: usize,

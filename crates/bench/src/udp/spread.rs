@@ -93,9 +93,22 @@ pub fn source_ip(target: IpAddr, n: u32, k: u32) -> IpAddr {
     })
 }
 
+/// The address simulated peer `peer` announces with `--peer-ips`: 10.0.0.0 plus its number,
+/// distinct for every peer up to 4 billion (wire order, as BEP 15's IP field).
+pub fn peer_ip(peer: u32) -> [u8; 4] {
+    (u32::from(Ipv4Addr::new(10, 0, 0, 0)).wrapping_add(peer)).to_be_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_ips_are_the_peers_numbers_after_ten_nought() {
+        assert_eq!(peer_ip(0), [10, 0, 0, 0]);
+        assert_eq!(peer_ip(258), [10, 0, 1, 2]);
+        assert_eq!(peer_ip(29_999_999), [11, 201, 195, 127]);
+    }
 
     #[test]
     fn shares_cover_every_peer_once_and_borrow_when_peers_are_few() {

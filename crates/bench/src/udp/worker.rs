@@ -25,6 +25,7 @@ use shoal_proto::InfoHash;
 use super::answer::{self, Answer, Asked};
 use super::pace::Schedule;
 use super::sock::Sock;
+use super::spread;
 use super::spread::Share;
 use super::UdpArgs;
 use crate::passkeys::Passkeys;
@@ -45,6 +46,8 @@ pub(super) struct Worker {
     pub(super) workload: Workload,
     pub(super) stats: Stats,
     ipv6: bool,
+    /// `--peer-ips`: each peer's own address in the announce.
+    peer_ips: bool,
     timeout_ns: u64,
     /// Open loop: when this worker's requests are due.
     schedule: Option<Schedule>,
@@ -93,6 +96,7 @@ impl Worker {
             workload,
             stats: Stats::new(),
             ipv6: args.target.is_ipv6(),
+            peer_ips: args.peer_ips,
             timeout_ns: args.run.timeout.as_nanos() as u64,
             schedule,
             filling: false,
@@ -408,7 +412,11 @@ impl Worker {
                     left: a.left,
                     uploaded: a.uploaded,
                     event: a.event,
-                    ip: [0; 4],
+                    ip: if self.peer_ips {
+                        spread::peer_ip(a.peer)
+                    } else {
+                        [0; 4]
+                    },
                     key: a.key,
                     numwant: a.numwant as i32,
                     port: a.port,
