@@ -731,6 +731,28 @@ mod tests {
         }
     }
 
+    /// One announce at store second 100, of either family.
+    fn announce_at<A: crate::Family>(
+        store: &Store,
+        info_hash: InfoHash,
+        peer_id: PeerId,
+        addr: A,
+        event: AnnounceEvent,
+        left: u64,
+    ) where
+        Vec<A>: crate::PeerSink<A>,
+    {
+        let ann = Announce {
+            info_hash,
+            peer_id,
+            addr,
+            event,
+            left,
+            numwant: 0,
+        };
+        store.announce(&ann, 100, &mut Vec::<A>::new());
+    }
+
     #[test]
     fn a_large_torrent_is_written_a_chunk_per_record_and_restored_whole() {
         let store = Store::new(StoreConfig::default());
@@ -745,26 +767,10 @@ mod tests {
             if v6 {
                 let [a, b] = [(n >> 16) as u16, n as u16];
                 let addr = CompactPeerV6::new(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, a, b), 6881);
-                let ann = Announce {
-                    info_hash,
-                    peer_id,
-                    addr,
-                    event,
-                    left,
-                    numwant: 0,
-                };
-                store.announce(&ann, 100, &mut Vec::<CompactPeerV6>::new());
+                announce_at(&store, info_hash, peer_id, addr, event, left);
             } else {
                 let addr = CompactPeerV4::new(Ipv4Addr::from(0x0a00_0000 + n), 6881);
-                let ann = Announce {
-                    info_hash,
-                    peer_id,
-                    addr,
-                    event,
-                    left,
-                    numwant: 0,
-                };
-                store.announce(&ann, 100, &mut Vec::<CompactPeerV4>::new());
+                announce_at(&store, info_hash, peer_id, addr, event, left);
             }
         };
         for n in 0..n4 as u32 {
