@@ -75,6 +75,7 @@ CATEGORY = 401  # Movies, in section (categories.mode) 4, as NexusPHP installs i
 FAMILY = 30  # the allow list's family of libtorrent (rasterbar) 2.x
 NORMAL, FREE = 1, 2  # torrents.sp_state
 WINDOW = 6.0  # seconds: past NexusPHP's re-announce window (5 s)
+SETTLE = 2.0  # seconds of alerts pumped before a stop is timed (NSwarm.stop)
 INVALID_PASSKEY = f"Invalid passkey! Re-download the .torrent from {BASEURL}"
 NOT_REGISTERED = "torrent not registered with this tracker"
 
@@ -139,6 +140,11 @@ class NSwarm(Swarm):
         self.wait(ready, WINDOW + 2)
 
     def stop(self, names, timeout_s=20):
+        # A client that has just finished downloading sends its `completed` announce a
+        # moment later: pump its alerts for SETTLE seconds first, or the window may be
+        # judged from the announce before it (a stop 1 s after `completed` was refused as a
+        # re-announce once, on a loaded machine, and the client stayed listed).
+        self.wait(lambda: None, SETTLE)
         self.past_window(names)
         return super().stop(names, timeout_s)
 
