@@ -128,7 +128,10 @@ class NSwarm(Swarm):
             libtorrent_private.session = lt_swarm.session
 
     def last_announce(self, name):
-        times = [f["at"] for n, k, f in self.pump.events if n == name and k == "tracker_announce_alert"]
+        """When this client last announced, as its alerts tell: an announce sent or a reply
+        (the later of the two, should either alert be missing)."""
+        times = [f["at"] for n, k, f in self.pump.events
+                 if n == name and k in ("tracker_announce_alert", "tracker_reply_alert")]
         return max(times) if times else None
 
     def past_window(self, names):

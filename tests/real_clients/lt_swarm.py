@@ -98,6 +98,11 @@ def session(host="127.0.0.1", validate_https=None):
         "announce_to_all_tiers": True,
         "ssrf_mitigation": False,
         "alert_mask": lt.alert.category_t.all_categories,
+        # Every category is on (a verbose run logs them all), and a 4 MiB transfer posts
+        # thousands of peer and piece alerts while a test is busy with its database: the
+        # default queue (2,000) then drops alerts, a tracker announce among them. A large
+        # queue keeps every alert; Pump.run logs any drop that still happens.
+        "alert_queue_size": 1_000_000,
     }
     if validate_https is not None:
         settings["validate_https_trackers"] = validate_https
@@ -169,7 +174,8 @@ class Pump:
                 for a in ses.pop_alerts():
                     kind = type(a).__name__
                     self.events.append((name, kind, self.fields(a)))
-                    if self.verbose or kind in ("tracker_error_alert", "scrape_failed_alert"):
+                    if self.verbose or kind in ("tracker_error_alert", "scrape_failed_alert",
+                                                "alerts_dropped_alert"):
                         log(f"{name}: {kind}: {a.message()}")
             found = until()
             if found is not None and found is not False:
