@@ -217,6 +217,24 @@ impl<'a> ScrapeWriter<'a> {
     pub fn end(self) {
         self.out.extend_from_slice(b"ee");
     }
+
+    /// Bytes written and not yet drained.
+    pub fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Whether nothing is written since the last drain.
+    pub fn is_empty(&self) -> bool {
+        self.out.is_empty()
+    }
+
+    /// Hands what was written so far to `sink` and empties the buffer: a document too big
+    /// to hold whole is written a piece at a time (the full scrape, into its compressor).
+    pub fn drain_into(&mut self, sink: &mut impl Write) -> std::io::Result<()> {
+        sink.write_all(self.out)?;
+        self.out.clear();
+        Ok(())
+    }
 }
 
 /// Sorts `files` by info hash, drops repeated hashes (keeping the first), and appends the

@@ -72,6 +72,6 @@ fn main() -> anyhow::Result<()> {
         }
     }
     tracing::info!("shutting down");
-    tracker.shutdown();
+    tracker.shutdown_for_exit();
     Ok(())
 }

@@ -104,13 +104,12 @@ impl AtOnce {
         let (body, close): (&[u8], bool) = match &next {
             Next::Close => (&[], true),
             Next::KeepAlive => (&[], false),
-            Next::SendDocument { doc, gzip, close } => {
-                let body = match (&doc.gzip, gzip) {
-                    (Some(z), true) => &z[..],
-                    _ => &doc.plain[..],
-                };
-                (body, *close)
-            }
+            Next::SendDocument { doc, gzip, close } => match doc.as_sent(*gzip) {
+                Some(body) => (body, *close),
+                // The plain form of a gzip document is inflated as it is written: the
+                // general path does that.
+                None => return Outcome::Serve(self.buf[..filled].to_vec()),
+            },
             // A control call has a body to read: the general path reads it.
             Next::SiteCall(_) => return Outcome::Serve(self.buf[..filled].to_vec()),
             Next::Upgrade(_) => {

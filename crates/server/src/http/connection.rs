@@ -189,13 +189,21 @@ where
                 call.close
             }
             Next::SendDocument { doc, gzip, close } => {
-                let body = match (&doc.gzip, gzip) {
-                    (Some(z), true) => &z[..],
-                    _ => &doc.plain[..],
-                };
                 let send = async {
                     stream.write_all(&out).await?;
-                    stream.write_all(body).await?;
+                    match doc.as_sent(gzip) {
+                        Some(body) => stream.write_all(body).await?,
+                        None => {
+                            let mut plain = doc.inflate();
+                            loop {
+                                let chunk = plain.next_chunk()?;
+                                if chunk.is_empty() {
+                                    break;
+                                }
+                                stream.write_all(chunk).await?;
+                            }
+                        }
+                    }
                     stream.flush().await
                 };
                 // A big document to a slow reader: allow more than one request's time.

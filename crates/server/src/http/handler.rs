@@ -47,7 +47,7 @@ pub enum Next {
     KeepAlive,
     /// Close the connection.
     Close,
-    /// Write `doc` (its gzip form if `gzip`) after the head, then keep alive or close.
+    /// Write `doc` (gzip if `gzip`, else plain) after the head, then keep alive or close.
     SendDocument {
         doc: Arc<Document>,
         gzip: bool,
@@ -563,11 +563,8 @@ impl Handler {
             return if close { Next::Close } else { Next::KeepAlive };
         };
         let doc = fs.current();
-        let gzip = accepts_gzip && doc.gzip.is_some();
-        let len = match (&doc.gzip, gzip) {
-            (Some(z), true) => z.len(),
-            _ => doc.plain.len(),
-        };
+        let gzip = accepts_gzip && doc.gzip;
+        let len = doc.sent_len(gzip);
         let extra = if gzip {
             "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n"
         } else {
