@@ -127,7 +127,8 @@ for t in "${trackers[@]}"; do
     echo "$t ${BIN[$t]} $(sha256sum "${BIN[$t]}" | cut -c1-16)" >>"$OUT/trackers.txt"
 done
 
-printf 'log_level = "info"\n' >"$OUT/shoal.toml"
+# Debug for shoal's own crate: the cleaner's counts and the full scrape's rebuild times.
+printf 'log_level = "info,shoal_server=debug"\n' >"$OUT/shoal.toml"
 printf 'listen.udp.workers %s\nlisten.udp 127.0.0.1:%s\n' "$WORKERS" "$PORT" >"$OUT/opentracker.conf"
 cat >"$OUT/aquatic.toml" <<EOF
 socket_workers = $WORKERS

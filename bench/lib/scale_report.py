@@ -38,6 +38,16 @@ def number(path):
         return None
 
 
+def log_line(path, pattern):
+    """The first match of `pattern` (a regular expression with one group) in a log file."""
+    try:
+        with open(path, errors="replace") as f:
+            m = re.search(pattern, f.read())
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
 def fmt(v, spec="{:,.0f}"):
     return "-" if v is None else spec.format(v)
 
@@ -67,6 +77,9 @@ def runs(out):
             "behind": "; ".join(((open_ or {}).get("generator") or {}).get("behind") or []),
             "open_rss": rss_mib(os.path.join(out, f"{tag}-rss.txt")),
             "sigterm": number(os.path.join(out, f"{tag}-sigterm.txt")),
+            "final": log_line(os.path.join(out, f"{tag}.log"), r"final snapshot written to \S+ in (\S+):"),
+            "restored": log_line(os.path.join(out, f"{tag}-restart.log"),
+                                 r"restored snapshot .*?: (\d+ torrents, \d+ peers)"),
             "first_answer": restart.get("first_answer_s"),
             "loaded": restart.get("loaded_s"),
             "restart_rss": (restart.get("rss_kib") or 0) / 1024 or None,
@@ -93,15 +106,16 @@ def main():
         trackers = sorted(t for s, t in found if s == size)
         print(f"## {size:,} torrents\n")
         print("| tracker | round | fill: peers | answers/s | per CPU-s | MiB | open: answers/s | per CPU-s "
-              "| p50 | p99 | p99.9 | max | valid | MiB | SIGTERM to exit | restart: first answer | loaded | exit |")
-        print("|" + "---|" * 18)
+              "| p50 | p99 | p99.9 | max | valid | MiB | SIGTERM to exit | final snapshot | restart: first answer "
+              "| loaded | what | exit |")
+        print("|" + "---|" * 20)
         for t in trackers:
             for rnd, g in sorted(found[(size, t)].items()):
                 print(f"| {t} | {rnd} | {fmt(g['fill_peers'])} | {fmt(g['fill_rate'])} | {fmt(g['fill_per_cpu'])} "
                       f"| {fmt(g['fill_rss'])} | {fmt(g['open_rate'])} | {fmt(g['open_per_cpu'])} | {fmt(g['p50'])} "
                       f"| {fmt(g['p99'])} | {fmt(g['p999'])} | {fmt(g['max'])} | {g['valid']} | {fmt(g['open_rss'])} "
-                      f"| {fmt(g['sigterm'], '{:.2f}')} | {fmt(g['first_answer'], '{:.3f}')} "
-                      f"| {fmt(g['loaded'], '{:.2f}')} | {fmt(g['restart_exit'], '{:.2f}')} |")
+                      f"| {fmt(g['sigterm'], '{:.2f}')} | {g['final'] or '-'} | {fmt(g['first_answer'], '{:.3f}')} "
+                      f"| {fmt(g['loaded'], '{:.2f}')} | {g['restored'] or '-'} | {fmt(g['restart_exit'], '{:.2f}')} |")
         print()
         notes = [(t, r, g["behind"]) for t in trackers for r, g in sorted(found[(size, t)].items()) if g["behind"]]
         for t, r, why in notes:
