@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """How fast a UDP tracker is back: starts the tracker command, sends a BEP 15 connect and
-announce every 5 ms (from --cpu) until an announce is answered, waits for a log line that
+announce (from --cpu; each try waits up to 20 ms for its answer, a try sent before the port is bound is lost, 5 ms between tries) until an
+announce is answered, waits for a log line that
 says a background load ended (--loaded, a regular expression, optional), reads VmRSS, sends
 SIGTERM and times the exit. Prints and writes (--json) the times in seconds from exec.
 
@@ -39,30 +40,42 @@ def main():
         pass
     addr = ("127.0.0.1", args.port)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.settimeout(0.005)
     log = open(args.log, "w")
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
-    def ask(packet, action):
+    def ask(packet, action, tid):
+        """Sends `packet`, then waits up to 20 ms for the answer with this action and
+        transaction id (a late answer to an earlier try is read and passed over): a loaded
+        machine's slow answer is still an answer, timed when it arrives."""
         try:
             s.sendto(packet, addr)
-            d, _ = s.recvfrom(4096)
-        except (socket.timeout, ConnectionRefusedError):
+        except OSError:
             return None
-        return d if len(d) >= 8 and struct.unpack(">I", d[:4])[0] == action else None
+        until = time.monotonic() + 0.02
+        while (left := until - time.monotonic()) > 0:
+            s.settimeout(left)
+            try:
+                d, _ = s.recvfrom(4096)
+            except (socket.timeout, ConnectionRefusedError):
+                return None
+            if len(d) >= 8 and struct.unpack(">II", d[:8]) == (action, tid):
+                return d
+        return None
 
     result = {"cmd": cmd, "first_answer_s": None, "loaded_s": None, "rss_kib": None,
               "exit_s": None, "status": None}
     tid = 1
     while time.monotonic() - t0 < 120 and p.poll() is None:
         tid += 1
-        d = ask(struct.pack(">QII", PROTOCOL_ID, 0, tid), 0)
+        d = ask(struct.pack(">QII", PROTOCOL_ID, 0, tid), 0, tid)
         if d is None or len(d) < 16:
+            time.sleep(0.005)
             continue
+        tid += 1
         announce = d[8:16] + struct.pack(">II", 1, tid) + b"\x77" * 20 + b"-PROBE-" + b"0" * 13 \
             + struct.pack(">QQQIIIiH", 0, 1, 0, 2, 0, 7, 50, 6881)
-        if ask(announce, 1) is not None:
+        if ask(announce, 1, tid) is not None:
             result["first_answer_s"] = time.monotonic() - t0
             break
     if args.loaded and p.poll() is None:
