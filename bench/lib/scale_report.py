@@ -77,7 +77,7 @@ def runs(out):
             "behind": "; ".join(((open_ or {}).get("generator") or {}).get("behind") or []),
             "open_rss": rss_mib(os.path.join(out, f"{tag}-rss.txt")),
             "sigterm": number(os.path.join(out, f"{tag}-sigterm.txt")),
-            "final": log_line(os.path.join(out, f"{tag}.log"), r"final snapshot written to \S+ in (\S+):"),
+            "final": log_line(os.path.join(out, f"{tag}.log"), r"final snapshot written to \S+ in (\S+ \(\S+ of it syncing\)|\S+):"),
             "restored": log_line(os.path.join(out, f"{tag}-restart.log"),
                                  r"restored snapshot .*?: (\d+ torrents, \d+ peers)"),
             "first_answer": restart.get("first_answer_s"),

@@ -58,10 +58,38 @@ pub struct StateFile {
     writing: Mutex<()>,
     last_written_unix: AtomicU64,
     last_duration_micros: AtomicU64,
+    last_sync_micros: AtomicU64,
     /// Set while this process waits for its predecessor's final snapshot.
     pub(crate) handover_waiting: AtomicBool,
     /// Set while the snapshot found at start is still being loaded.
     pub(crate) loading: AtomicBool,
+    /// Set when the process stops: a periodic snapshot being written gives up, since the
+    /// final one follows at once and would otherwise wait for it (seconds at 30 million
+    /// peers).
+    pub(crate) stopping: AtomicBool,
+}
+
+/// A writer that fails once `abort` is set (checked at each write it is handed: a
+/// snapshot's `BufWriter` hands one a megabyte).
+struct Abortable<'a, W> {
+    inner: W,
+    abort: &'a AtomicBool,
+}
+
+/// What a periodic snapshot given up for the final one fails with.
+const GIVEN_UP: &str = "given up: the process stops and writes its final snapshot";
+
+impl<W: std::io::Write> std::io::Write for Abortable<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.abort.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other(GIVEN_UP));
+        }
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 impl StateFile {
@@ -73,8 +101,10 @@ impl StateFile {
             writing: Mutex::new(()),
             last_written_unix: AtomicU64::new(0),
             last_duration_micros: AtomicU64::new(0),
+            last_sync_micros: AtomicU64::new(0),
             handover_waiting: AtomicBool::new(false),
             loading: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
         }
     }
 
@@ -103,7 +133,19 @@ impl StateFile {
         Duration::from_micros(self.last_duration_micros.load(Ordering::Relaxed))
     }
 
-    /// Writes a snapshot of `store`: temporary file, fsync, rename.
+    /// Of [`last_duration`](Self::last_duration), the time its `fsync` took.
+    pub fn last_sync(&self) -> Duration {
+        Duration::from_micros(self.last_sync_micros.load(Ordering::Relaxed))
+    }
+
+    /// Whether a snapshot failed because it was given up for the final one (the process
+    /// stops: see `stopping`).
+    pub fn given_up(e: &anyhow::Error) -> bool {
+        e.chain().any(|c| c.to_string().contains(GIVEN_UP))
+    }
+
+    /// Writes a snapshot of `store`: temporary file, fsync, rename. A periodic one (not
+    /// `is_final`) is given up if the process starts stopping meanwhile.
     pub fn write(&self, store: &Swarms, is_final: bool) -> anyhow::Result<SnapshotSummary> {
         if self.loading() {
             // It would replace the file with the part loaded so far.
@@ -120,18 +162,24 @@ impl StateFile {
             is_final,
             key: self.key.to_vec(),
         };
+        let never = AtomicBool::new(false);
+        let abort = if is_final { &never } else { &self.stopping };
         let result = (|| {
             let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let mut w = BufWriter::with_capacity(1 << 20, Abortable { inner: file, abort });
             let summary = store
                 .write_snapshot(&mut w, &header, shoal_swarm::clock::now())
                 .with_context(|| format!("writing {}", tmp.display()))?;
             let file = w
                 .into_inner()
                 .map_err(|e| e.into_error())
-                .with_context(|| format!("writing {}", tmp.display()))?;
+                .with_context(|| format!("writing {}", tmp.display()))?
+                .inner;
+            let syncing = Instant::now();
             file.sync_all()
                 .with_context(|| format!("syncing {}", tmp.display()))?;
+            self.last_sync_micros
+                .store(syncing.elapsed().as_micros() as u64, Ordering::Relaxed);
             std::fs::rename(&tmp, &self.path).with_context(|| {
                 format!("renaming {} to {}", tmp.display(), self.path.display())
             })?;
@@ -436,6 +484,28 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec!["state"], "no temporary file left");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_periodic_snapshot_gives_way_to_the_final_one() {
+        let d = dir("stop");
+        let path = d.join("state");
+        let store = store_of(&[1, 2, 3]);
+        let state = StateFile::new(path.clone(), [1; 16]);
+        state.write(&store, false).unwrap();
+        state.stopping.store(true, Ordering::Relaxed);
+        let e = state.write(&store_of(&[4]), false).unwrap_err();
+        assert!(StateFile::given_up(&e), "{e:#}");
+        // The file is the last whole snapshot, and no temporary file is left.
+        let (restored, _) = restore::<()>(&path, StoreConfig::default());
+        assert_eq!(restored.scrape(&InfoHash([1; 20])).leechers, 3);
+        state.write(&store, true).unwrap();
+        let names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec!["state"]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -131,6 +131,7 @@ impl Snapshots {
     /// costs the rest of the load (seconds at millions of peers) on top of the write.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.file.stopping.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
         write_logged(&self.file, self.core.swarms(), true);
     }
@@ -188,6 +189,9 @@ fn run(state: &StateFile, store: &Swarms, mut schedule: Schedule, stop: &AtomicB
     }
 }
 
+/// How the log says that a periodic snapshot gave way to the final one.
+const GIVEN_UP_LOG: &str = "given up: the process stops and writes its final snapshot now";
+
 /// Writes a snapshot and logs the outcome (the final one at info level).
 fn write_logged(state: &StateFile, store: &Swarms, is_final: bool) {
     let what = if is_final {
@@ -197,9 +201,10 @@ fn write_logged(state: &StateFile, store: &Swarms, is_final: bool) {
     };
     let line = |s: SnapshotSummary| {
         format!(
-            "{what} written to {} in {:?}: {} torrents, {} peers",
+            "{what} written to {} in {:?} ({:?} of it syncing): {} torrents, {} peers",
             state.path().display(),
             state.last_duration(),
+            state.last_sync(),
             s.torrents,
             s.peers
         )
@@ -207,6 +212,7 @@ fn write_logged(state: &StateFile, store: &Swarms, is_final: bool) {
     match state.write(store, is_final) {
         Ok(s) if is_final => tracing::info!("{}", line(s)),
         Ok(s) => tracing::debug!("{}", line(s)),
+        Err(e) if StateFile::given_up(&e) => tracing::info!("{what} {GIVEN_UP_LOG}"),
         Err(e) => tracing::error!("{what} failed: {e:#}"),
     }
 }

@@ -164,15 +164,23 @@ impl WireBytes for CompactPeerV6 {
 }
 
 fn encode_peer<A: WireBytes>(out: &mut Vec<u8>, p: &Peer<A>, now: u32) {
-    out.extend_from_slice(&p.peer_id.0);
-    out.extend_from_slice(p.addr.wire());
-    out.extend_from_slice(&p.expires.saturating_sub(now).to_le_bytes());
-    out.push(u8::from(p.seeder));
+    // Built on the stack and appended in one copy: four appends a peer (each with its own
+    // capacity check) were most of a final snapshot's time at 30 million peers.
+    let mut rec = [0u8; PEER6_LEN];
+    let addr = p.addr.wire();
+    let k = 20 + addr.len();
+    rec[..20].copy_from_slice(&p.peer_id.0);
+    rec[20..k].copy_from_slice(addr);
+    rec[k..k + 4].copy_from_slice(&p.expires.saturating_sub(now).to_le_bytes());
+    rec[k + 4] = u8::from(p.seeder);
+    out.extend_from_slice(&rec[..k + 5]);
 }
 
 /// Appends one torrent record to `body`: the peers of `t` at positions `from.0..` (IPv4)
 /// and `from.1..` (IPv6), at most `limit` of them, live at `now`. Returns the peers written
 /// and the positions after the last one looked at.
+///
+/// One pass over the peers: the counts are written as zero and filled in after.
 fn encode_torrent<X: PeerExt>(
     body: &mut Vec<u8>,
     info_hash: &InfoHash,
@@ -185,31 +193,36 @@ fn encode_torrent<X: PeerExt>(
     let v4 = t.v4();
     let to4 = v4.len().min(from.0.saturating_add(limit));
     let left = limit - to4.saturating_sub(from.0);
-    let (to6, live6) = match t.v6() {
-        Some(v6) => {
-            let to6 = v6.len().min(from.1.saturating_add(left));
-            let live = (from.1..to6)
-                .map(|i| v6.peer(i))
-                .filter(|p| p.expires >= now);
-            (to6, Some(live))
-        }
-        None => (from.1, None),
-    };
-    let live4 = (from.0..to4)
-        .map(|i| v4.peer(i))
-        .filter(|p| p.expires >= now);
-    let n4 = live4.clone().count() as u32;
-    let n6 = live6.clone().map_or(0, |l| l.count()) as u32;
+    let to6 = t
+        .v6()
+        .map_or(from.1, |v6| v6.len().min(from.1.saturating_add(left)));
+    body.reserve(
+        44 + to4.saturating_sub(from.0) * PEER4_LEN + to6.saturating_sub(from.1) * PEER6_LEN,
+    );
     body.extend_from_slice(&info_hash.0);
     body.extend_from_slice(&completed.to_le_bytes());
-    body.extend_from_slice(&n4.to_le_bytes());
-    body.extend_from_slice(&n6.to_le_bytes());
-    for p in live4 {
-        encode_peer(body, &p, now);
+    let counts = body.len();
+    body.extend_from_slice(&[0; 8]);
+    let mut n4 = 0u32;
+    for i in from.0..to4 {
+        let p = v4.peer(i);
+        if p.expires >= now {
+            encode_peer(body, &p, now);
+            n4 += 1;
+        }
     }
-    for p in live6.into_iter().flatten() {
-        encode_peer(body, &p, now);
+    let mut n6 = 0u32;
+    if let Some(v6) = t.v6() {
+        for i in from.1..to6 {
+            let p = v6.peer(i);
+            if p.expires >= now {
+                encode_peer(body, &p, now);
+                n6 += 1;
+            }
+        }
     }
+    body[counts..counts + 4].copy_from_slice(&n4.to_le_bytes());
+    body[counts + 4..counts + 8].copy_from_slice(&n6.to_le_bytes());
     (n4 + n6, (to4, to6))
 }
 
