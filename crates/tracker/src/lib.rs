@@ -25,6 +25,7 @@
 pub mod connection_id;
 pub mod decide;
 pub mod fixed_counter;
+pub mod full_scrape;
 pub mod policy;
 pub mod private;
 pub mod request;
