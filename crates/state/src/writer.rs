@@ -122,7 +122,8 @@ impl Snapshots {
     }
 
     /// Stops the writer thread, then writes the final snapshot (call it once the front
-    /// ends have stopped, so the snapshot holds their last announces).
+    /// ends have stopped, so the snapshot holds their last announces). A periodic snapshot
+    /// the thread is writing is given up at its next megabyte rather than finished.
     ///
     /// If the snapshot found at start is still loading, the load is finished first (the
     /// thread does not give it up), then the final snapshot is written: it holds the
