@@ -41,7 +41,7 @@ impl Document {
     /// the document holds: `None` where it must be inflated for a client that does not
     /// take gzip ([`Document::inflate`]).
     pub fn as_sent(&self, gzip: bool) -> Option<&[u8]> {
-        (gzip == self.gzip || !self.gzip).then_some(&self.body[..])
+        (!self.gzip || gzip).then_some(&self.body[..])
     }
 
     /// The length of what is sent to a client that asked for gzip (`gzip`) or not.
