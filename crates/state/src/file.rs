@@ -77,7 +77,7 @@ struct Abortable<'a, W> {
 }
 
 /// What a periodic snapshot given up for the final one fails with.
-const GIVEN_UP: &str = "given up: the process stops and writes its final snapshot";
+pub(crate) const GIVEN_UP: &str = "given up: the process stops and writes its final snapshot";
 
 impl<W: std::io::Write> std::io::Write for Abortable<'_, W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

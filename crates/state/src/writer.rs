@@ -190,9 +190,6 @@ fn run(state: &StateFile, store: &Swarms, mut schedule: Schedule, stop: &AtomicB
     }
 }
 
-/// How the log says that a periodic snapshot gave way to the final one.
-const GIVEN_UP_LOG: &str = "given up: the process stops and writes its final snapshot now";
-
 /// Writes a snapshot and logs the outcome (the final one at info level).
 fn write_logged(state: &StateFile, store: &Swarms, is_final: bool) {
     let what = if is_final {
@@ -213,7 +210,7 @@ fn write_logged(state: &StateFile, store: &Swarms, is_final: bool) {
     match state.write(store, is_final) {
         Ok(s) if is_final => tracing::info!("{}", line(s)),
         Ok(s) => tracing::debug!("{}", line(s)),
-        Err(e) if StateFile::given_up(&e) => tracing::info!("{what} {GIVEN_UP_LOG}"),
+        Err(e) if StateFile::given_up(&e) => tracing::info!("{what} {}", file::GIVEN_UP),
         Err(e) => tracing::error!("{what} failed: {e:#}"),
     }
 }
