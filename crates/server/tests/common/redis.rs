@@ -214,27 +214,46 @@ impl RedisCluster {
         }
     }
 
-    /// The master that serves `key`'s slot (its index).
-    pub fn master_of(&self, key: &str) -> usize {
-        let slot: u16 = self
-            .cli(self.ports[0], &["cluster", "keyslot", key])
+    /// `key`'s hash slot.
+    pub fn slot_of(&self, key: &str) -> u16 {
+        let answer = self.cli(self.ports[0], &["cluster", "keyslot", key]);
+        answer
             .trim()
             .parse()
-            .unwrap();
-        let nodes = self.cli(self.ports[0], &["cluster", "nodes"]);
-        for line in nodes.lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let port: u16 = f[1].split(['@', ':']).nth(1).unwrap().parse().unwrap();
-            for range in &f[8..] {
+            .unwrap_or_else(|_| panic!("cluster keyslot answered {answer:?}"))
+    }
+
+    /// The slot ranges that master `i` says are its own (its `myself` line): a master's
+    /// word on its own slots, which never lags as another master's view of it can.
+    pub fn own_slots(&self, i: usize) -> Vec<(u16, u16)> {
+        let nodes = self.cli(self.ports[i], &["cluster", "nodes"]);
+        let line = nodes
+            .lines()
+            .find(|l| {
+                l.split_whitespace()
+                    .nth(2)
+                    .is_some_and(|f| f.contains("myself"))
+            })
+            .unwrap_or_else(|| panic!("master {i} has no myself line in:\n{nodes}"));
+        line.split_whitespace()
+            .skip(8)
+            .filter_map(|range| {
                 let (a, b) = range.split_once('-').unwrap_or((range, range));
-                if let (Ok(a), Ok(b)) = (a.parse::<u16>(), b.parse::<u16>()) {
-                    if (a..=b).contains(&slot) {
-                        return self.ports.iter().position(|p| *p == port).unwrap();
-                    }
-                }
-            }
-        }
-        panic!("no master for slot {slot}")
+                Some((a.parse().ok()?, b.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// The master that serves `key`'s slot (its index).
+    pub fn master_of(&self, key: &str) -> usize {
+        let slot = self.slot_of(key);
+        (0..self.ports.len())
+            .find(|&i| {
+                self.own_slots(i)
+                    .iter()
+                    .any(|&(a, b)| (a..=b).contains(&slot))
+            })
+            .unwrap_or_else(|| panic!("no master claims slot {slot}"))
     }
 }
 
