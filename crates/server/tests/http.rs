@@ -617,6 +617,27 @@ fn full_scrape_is_served_from_a_rebuilt_document_plain_or_gzip() {
     assert_eq!(bdecode(&r.body), v);
 }
 
+/// Nobody asks, nothing is rebuilt: the first request after a quiet spell gets the last
+/// build (here the one made at start, of an empty store) and wakes the rebuild.
+#[test]
+fn full_scrape_is_rebuilt_only_while_asked_for() {
+    let t = start(|c| c.http.full_scrape_interval = 1);
+    let a = http(&t);
+    for n in 30..33 {
+        get(a, &announce_target(n, 1, 1000, 0, ""));
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(files_listed(&get(a, "/scrape").bencode()), Some(0));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while files_listed(&get(a, "/scrape").bencode()) != Some(3) {
+        assert!(
+            Instant::now() < deadline,
+            "the asked-for rebuild never came"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn full_scrape_and_gzip_can_be_switched_off() {
     let t = start(|c| c.http.full_scrape = false);

@@ -164,11 +164,19 @@ impl StateFile {
         };
         let never = AtomicBool::new(false);
         let abort = if is_final { &never } else { &self.stopping };
+        // A periodic snapshot is encoded on this one thread, beside the workers that
+        // serve; the final one, written once the front ends have stopped, on every core
+        // (30 million peers: 2.5 s on one of the 2-core VM's cores; docs/operations.md).
+        let encoders = if is_final {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            1
+        };
         let result = (|| {
             let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
             let mut w = BufWriter::with_capacity(1 << 20, Abortable { inner: file, abort });
             let summary = store
-                .write_snapshot(&mut w, &header, shoal_swarm::clock::now())
+                .write_snapshot(&mut w, &header, shoal_swarm::clock::now(), encoders)
                 .with_context(|| format!("writing {}", tmp.display()))?;
             let file = w
                 .into_inner()

@@ -112,7 +112,7 @@ fn main() {
     };
     window(&store, "snapshot", hot, hot_peers, || {
         store
-            .write_snapshot(std::io::sink(), &header, 200)
+            .write_snapshot(std::io::sink(), &header, 200, 1)
             .expect("a snapshot to nowhere");
     });
     window(&store, "sweep", hot, hot_peers, || {

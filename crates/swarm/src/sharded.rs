@@ -13,6 +13,7 @@
 //! [`Slot`], which looks the torrent up (or inserts it) without hashing again.
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
@@ -116,6 +117,55 @@ impl<T> Sharded<T> {
     #[inline]
     pub fn lock_each(&self) -> impl Iterator<Item = MutexGuard<'_, Shard<T>>> {
         self.shards.iter().map(|s| s.lock())
+    }
+
+    /// Visits every shard with `visit` on `threads` threads at once (each shard under its
+    /// lock only while `visit` runs on it) and hands each result to `take`, with no lock
+    /// held, on the calling thread as it comes, in no set order. `take` returning `false` ends the visit: shards
+    /// not yet begun are not visited. One thread (or none): the shards in turn, on the
+    /// calling thread.
+    pub fn visit_parallel<R: Send>(
+        &self,
+        threads: usize,
+        visit: impl Fn(&Shard<T>) -> R + Sync,
+        mut take: impl FnMut(R) -> bool,
+    ) where
+        T: Send,
+    {
+        if threads <= 1 {
+            for shard in self.shards.iter() {
+                // `take` runs with no lock held.
+                let r = visit(&shard.lock());
+                if !take(r) {
+                    return;
+                }
+            }
+            return;
+        }
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            // Bounded: at most `threads` results wait for `take`, besides those being made.
+            let (tx, rx) = std::sync::mpsc::sync_channel(threads);
+            for _ in 0..threads {
+                let (tx, next, visit) = (tx.clone(), &next, &visit);
+                scope.spawn(move || {
+                    while let Some(shard) = self.shards.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        // The lock is released before the result waits for room.
+                        let r = visit(&shard.lock());
+                        if tx.send(r).is_err() {
+                            // `take` ended the visit.
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            for r in rx {
+                if !take(r) {
+                    break;
+                }
+            }
+        });
     }
 }
 

@@ -8,9 +8,11 @@
 //! collects the torrents in at most `MAX_PASSES` (16) passes over the store, each taking the
 //! info hashes of one range of first bytes (so that each pass sorts a part, and the parts
 //! follow each other in order), and writes each part into the compressor as it goes.
-//! The server caches a build and rebuilds it on a thread of its own.
+//! The server caches a build and rebuilds it on a thread of its own, while clients ask for
+//! it.
 
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use shoal_proto::bencode::{ScrapeFile, ScrapeWriter};
 use shoal_proto::InfoHash;
@@ -105,13 +107,15 @@ fn passes(torrents: usize) -> usize {
 
 /// Builds the document from the store as it is now, listing the torrents the policy lets
 /// every client see (`Policy::lists`), in as many passes as `about` torrents take (the
-/// last build's count).
-pub fn build(core: &Core, gzip: bool, about: usize) -> Document {
-    build_in(core, gzip, passes(about))
+/// last build's count). `None` if `stop` was set before the last pass began (the process
+/// stops: its final snapshot should not wait for a rebuild, seconds at 10 million
+/// torrents).
+pub fn build(core: &Core, gzip: bool, about: usize, stop: &AtomicBool) -> Option<Document> {
+    build_in(core, gzip, passes(about), stop)
 }
 
 /// [`build`] in `passes` passes (a power of two, at most 256).
-fn build_in(core: &Core, gzip: bool, passes: usize) -> Document {
+fn build_in(core: &Core, gzip: bool, passes: usize, stop: &AtomicBool) -> Option<Document> {
     let (store, policy) = (core.swarms(), core.policy());
     let shift = 8 - passes.trailing_zeros();
     let mut sink = if gzip {
@@ -127,6 +131,9 @@ fn build_in(core: &Core, gzip: bool, passes: usize) -> Document {
     let (mut plain_len, mut torrents) = (0, 0);
     let mut files: Vec<(InfoHash, ScrapeFile)> = Vec::new();
     for pass in 0..passes {
+        if stop.load(Ordering::Relaxed) {
+            return None;
+        }
         files.clear();
         store.for_each_torrent(|h, t| {
             if passes > 1 && usize::from(h.0[0]) >> shift != pass || !policy.lists(h) {
@@ -161,12 +168,12 @@ fn build_in(core: &Core, gzip: bool, passes: usize) -> Document {
         Sink::Gzip(z) => z.finish().unwrap_or_default(),
         Sink::Plain(v) => v,
     };
-    Document {
+    Some(Document {
         body,
         gzip,
         plain_len,
         torrents,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -217,7 +224,8 @@ mod tests {
     #[test]
     fn every_pass_count_writes_the_same_sorted_document_in_one_form() {
         let core = core_with(20_000);
-        let one = build_in(&core, false, 1);
+        let go = AtomicBool::new(false);
+        let one = build_in(&core, false, 1, &go).unwrap();
         assert_eq!(one.torrents, 20_000);
         assert_eq!(one.plain_len, one.body.len());
         assert_eq!(one.as_sent(true), Some(&one.body[..]));
@@ -238,7 +246,7 @@ mod tests {
             .unwrap()
             .is_canonical());
         for passes in [2, 16, 256] {
-            let d = build_in(&core, true, passes);
+            let d = build_in(&core, true, passes, &go).unwrap();
             assert!(d.gzip);
             assert_eq!(d.torrents, 20_000);
             assert_eq!(d.plain_len, one.body.len(), "{passes} passes");
@@ -250,6 +258,8 @@ mod tests {
             assert_eq!(d.sent_len(true), d.body.len());
             assert_eq!(plain_of(&d), one.body, "{passes} passes");
         }
+        let stopped = AtomicBool::new(true);
+        assert!(build_in(&core, true, 4, &stopped).is_none(), "given up");
         assert_eq!(passes(0), 1);
         assert_eq!(passes(PER_PASS), 1);
         assert_eq!(passes(PER_PASS + 1), 2);

@@ -167,8 +167,9 @@ impl Swarms {
         w: impl Write,
         header: &SnapshotHeader,
         now: u32,
+        encoders: usize,
     ) -> std::io::Result<SnapshotSummary> {
-        each!(self, s => s.write_snapshot(w, header, now))
+        each!(self, s => s.write_snapshot(w, header, now, encoders))
     }
 
     /// Visits every torrent, one shard at a time under its lock (a full scrape, the

@@ -26,12 +26,14 @@
 //! All integers are little-endian. This module knows nothing of files: the server writes to
 //! a temporary file and renames it, and decides what to do with a bad one.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 use thiserror::Error;
 
-use crate::{Address, Peer, PeerExt, Store, Swarm, Torrent};
+mod write;
+
+use crate::{Peer, PeerExt, Store};
 
 /// The first bytes of every snapshot.
 pub const MAGIC: [u8; 8] = *b"SHOALSNP";
@@ -117,222 +119,7 @@ pub enum Merge {
     AddCompleted,
 }
 
-/// A writer that keeps a running CRC of what went through it.
-struct Crc<W> {
-    inner: W,
-    crc: crc32fast::Hasher,
-}
-
-impl<W: Write> Crc<W> {
-    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.crc.update(bytes);
-        self.inner.write_all(bytes)
-    }
-
-    /// One block of `torrents` records (none: nothing written).
-    fn block(&mut self, body: &[u8], torrents: u32) -> io::Result<()> {
-        if torrents == 0 {
-            return Ok(());
-        }
-        let len = u32::try_from(body.len())
-            .ok()
-            .filter(|&l| l <= MAX_BLOCK)
-            .ok_or_else(|| io::Error::other("shard too large for one snapshot block"))?;
-        let mut header = [0u8; 12];
-        header[..4].copy_from_slice(&len.to_le_bytes());
-        header[4..8].copy_from_slice(&torrents.to_le_bytes());
-        header[8..].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
-        self.put(&header).and_then(|()| self.put(body))
-    }
-}
-
-/// An address's wire bytes, as stored in a snapshot.
-trait WireBytes {
-    fn wire(&self) -> &[u8];
-}
-
-impl WireBytes for CompactPeerV4 {
-    fn wire(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl WireBytes for CompactPeerV6 {
-    fn wire(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-fn encode_peer<A: WireBytes>(out: &mut Vec<u8>, p: &Peer<A>, now: u32) {
-    // One copy from the stack, not four appends (`examples/pauses`, 6 million peers, with
-    // `encode_torrent`'s one pass: 1.08-1.24 s before, 0.66-0.72 s after).
-    let mut rec = [0u8; PEER6_LEN];
-    let addr = p.addr.wire();
-    let k = 20 + addr.len();
-    rec[..20].copy_from_slice(&p.peer_id.0);
-    rec[20..k].copy_from_slice(addr);
-    rec[k..k + 4].copy_from_slice(&p.expires.saturating_sub(now).to_le_bytes());
-    rec[k + 4] = u8::from(p.seeder);
-    out.extend_from_slice(&rec[..k + 5]);
-}
-
-/// Appends the peers of `swarm` at `positions` live at `now`; returns how many.
-fn encode_live<A: Address + WireBytes, X: PeerExt>(
-    body: &mut Vec<u8>,
-    swarm: &Swarm<A, X>,
-    positions: std::ops::Range<usize>,
-    now: u32,
-) -> u32 {
-    let live = positions
-        .map(|i| swarm.peer(i))
-        .filter(|p| p.expires >= now);
-    live.map(|p| encode_peer(body, &p, now)).count() as u32
-}
-
-/// Appends one torrent record to `body`: the peers of `t` at positions `from.0..` (IPv4)
-/// and `from.1..` (IPv6), at most `limit` of them, live at `now`. Returns the peers written
-/// and the positions after the last one looked at.
-///
-/// One pass over the peers: the counts are written as zero and filled in after.
-fn encode_torrent<X: PeerExt>(
-    body: &mut Vec<u8>,
-    info_hash: &InfoHash,
-    completed: u32,
-    t: &Torrent<X>,
-    from: (usize, usize),
-    limit: usize,
-    now: u32,
-) -> (u32, (usize, usize)) {
-    let v4 = t.v4();
-    let to4 = v4.len().min(from.0.saturating_add(limit));
-    let left = limit - to4.saturating_sub(from.0);
-    let to6 = t
-        .v6()
-        .map_or(from.1, |v6| v6.len().min(from.1.saturating_add(left)));
-    body.reserve(
-        44 + to4.saturating_sub(from.0) * PEER4_LEN + to6.saturating_sub(from.1) * PEER6_LEN,
-    );
-    body.extend_from_slice(&info_hash.0);
-    body.extend_from_slice(&completed.to_le_bytes());
-    let counts = body.len();
-    body.extend_from_slice(&[0; 8]);
-    let n4 = encode_live(body, v4, from.0..to4, now);
-    let n6 = t
-        .v6()
-        .map_or(0, |v6| encode_live(body, v6, from.1..to6, now));
-    body[counts..counts + 4].copy_from_slice(&n4.to_le_bytes());
-    body[counts + 4..counts + 8].copy_from_slice(&n6.to_le_bytes());
-    (n4 + n6, (to4, to6))
-}
-
 impl<X: PeerExt> Store<X> {
-    /// Writes the whole store to `w`, one shard at a time, under `header`. `now` is the
-    /// store clock ([`crate::clock::now`]), read once by the caller; `header.written_unix`
-    /// must be the Unix time of the same moment. Peers already expired are left out.
-    pub fn write_snapshot(
-        &self,
-        w: impl Write,
-        header: &SnapshotHeader,
-        now: u32,
-    ) -> io::Result<SnapshotSummary> {
-        let key = &header.key;
-        let key_len = u16::try_from(key.len())
-            .ok()
-            .filter(|&l| l <= MAX_KEY)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "key too long"))?;
-        let mut w = Crc {
-            inner: w,
-            crc: crc32fast::Hasher::new(),
-        };
-        let mut bytes = Vec::with_capacity(32 + key.len());
-        bytes.extend_from_slice(&MAGIC);
-        bytes.extend_from_slice(&VERSION.to_le_bytes());
-        let flags = if header.is_final { FLAG_FINAL } else { 0 };
-        bytes.extend_from_slice(&flags.to_le_bytes());
-        bytes.extend_from_slice(&header.writer.to_le_bytes());
-        bytes.extend_from_slice(&header.written_unix.to_le_bytes());
-        bytes.extend_from_slice(&key_len.to_le_bytes());
-        bytes.extend_from_slice(key);
-        let header_crc = crc32fast::hash(&bytes);
-        w.put(&bytes)?;
-        w.put(&header_crc.to_le_bytes())?;
-
-        let mut summary = SnapshotSummary {
-            header: header.clone(),
-            ..SnapshotSummary::default()
-        };
-        let mut body = Vec::new();
-        let mut failed = None;
-        let mut large = Vec::new();
-        self.for_each_shard(|shard| {
-            if failed.is_some() {
-                return;
-            }
-            body.clear();
-            let mut torrents = 0u32;
-            // Encode under the shard's lock (memory only), write after it is released.
-            for (info_hash, t) in shard.torrents() {
-                if t.len() > WRITE_CHUNK {
-                    large.push(*info_hash);
-                    continue;
-                }
-                let completed = t.stats().completed;
-                let (n, _) =
-                    encode_torrent(&mut body, info_hash, completed, t, (0, 0), usize::MAX, now);
-                torrents += 1;
-                summary.peers += u64::from(n);
-            }
-            summary.torrents += u64::from(torrents);
-            failed = w.block(&body, torrents).err();
-        });
-        // The large torrents, a chunk of peers per lock, each chunk its own record. Peers
-        // that move inside the swarm between two chunks (others leaving, a leecher turning
-        // seeder) may be saved twice, which restoring merges, or missed, to be heard from
-        // at their next announce.
-        for info_hash in &large {
-            let mut from = (0, 0);
-            let mut first = true;
-            // Bounded: a swarm that grows while it is written is written as it was seen
-            // first, and a chunk more.
-            let mut chunks_left = usize::MAX;
-            while failed.is_none() && chunks_left > 0 {
-                chunks_left -= 1;
-                body.clear();
-                let chunk = self.with_torrent(info_hash, |t| {
-                    let completed = if first { t.stats().completed } else { 0 };
-                    let total = (t.v4().len(), t.v6().map_or(0, |s| s.len()));
-                    let (n, next) =
-                        encode_torrent(&mut body, info_hash, completed, t, from, WRITE_CHUNK, now);
-                    let chunks = (total.0 + total.1) / WRITE_CHUNK + 2;
-                    (n, next, next.0 >= total.0 && next.1 >= total.1, chunks)
-                });
-                let Some((n, next, done, chunks)) = chunk else {
-                    break;
-                };
-                if first {
-                    chunks_left = chunks;
-                }
-                summary.torrents += 1;
-                summary.peers += u64::from(n);
-                failed = w.block(&body, 1).err();
-                (from, first) = (next, false);
-                if done {
-                    break;
-                }
-            }
-        }
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        w.put(&0u32.to_le_bytes())?;
-        w.put(&summary.torrents.to_le_bytes())?;
-        w.put(&summary.peers.to_le_bytes())?;
-        let total = w.crc.clone().finalize();
-        w.inner.write_all(&total.to_le_bytes())?;
-        w.inner.flush()?;
-        Ok(summary)
-    }
-
     /// Restores a snapshot written by [`Store::write_snapshot`] into this store (meant to
     /// be a fresh one). `now` and `unix_now` as for writing. Peer lifetimes are shortened by
     /// the time since the snapshot was written and capped at the configured peer TTL.
@@ -689,6 +476,11 @@ mod tests {
     }
 
     fn snapshot(store: &Store, now: u32, unix: u64) -> Vec<u8> {
+        snapshot_by(store, now, unix, 1)
+    }
+
+    /// A snapshot written by `encoders` threads.
+    fn snapshot_by(store: &Store, now: u32, unix: u64, encoders: usize) -> Vec<u8> {
         let mut bytes = Vec::new();
         let header = SnapshotHeader {
             written_unix: unix,
@@ -696,9 +488,54 @@ mod tests {
             is_final: true,
             key: vec![9; 16],
         };
-        store.write_snapshot(&mut bytes, &header, now).unwrap();
+        store
+            .write_snapshot(&mut bytes, &header, now, encoders)
+            .unwrap();
         assert_eq!(read_header(&bytes[..]).unwrap(), header);
         bytes
+    }
+
+    #[test]
+    fn several_encoders_write_what_one_does() {
+        let store = filled();
+        let one = snapshot_by(&store, 200, 1_000_000, 1);
+        let four = snapshot_by(&store, 200, 1_000_000, 4);
+        // The same blocks, perhaps in another order.
+        assert_eq!(one.len(), four.len());
+        let restore = |bytes: &[u8]| {
+            let s = Store::new(StoreConfig::default());
+            let summary = s.restore_snapshot(bytes, 200, 1_000_000).unwrap();
+            (summary.torrents, summary.peers, contents(&s))
+        };
+        let (a, b) = (restore(&one), restore(&four));
+        assert_eq!(a, b);
+        assert_eq!(a.2, contents(&store));
+        assert_eq!(a.0, 39, "every torrent that has peers");
+    }
+
+    #[test]
+    fn a_writer_that_fails_ends_a_write_by_several_encoders() {
+        struct FailsAfter(usize);
+        impl std::io::Write for FailsAfter {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                if self.0 < buf.len() {
+                    return Err(io::Error::other("disk full"));
+                }
+                self.0 -= buf.len();
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let store = filled();
+        let header = SnapshotHeader::default();
+        for encoders in [1, 4] {
+            let e = store
+                .write_snapshot(FailsAfter(500), &header, 200, encoders)
+                .unwrap_err();
+            assert_eq!(e.to_string(), "disk full");
+        }
     }
 
     #[test]
@@ -795,7 +632,7 @@ mod tests {
             announce(big, n * 3 + 1, false, AnnounceEvent::Completed);
         }
         announce(InfoHash([2; 20]), 7, false, AnnounceEvent::Started);
-        let bytes = snapshot(&store, 200, 1_000_000);
+        let bytes = snapshot_by(&store, 200, 1_000_000, 3);
         let restored = Store::new(StoreConfig::default());
         // Adding counts: a count saved with every chunk would be added three times.
         let s = restored
