@@ -46,7 +46,9 @@
 # (20m), CPU_TRACKER (0) and WORKERS (1): the tracker's CPUs (a taskset list) and its
 # workers (shoal --workers, opentracker's listen.udp.workers, aquatic_udp's socket_workers;
 # one opentracker worker is its main loop, as it runs by default), CPU_BENCH (1) and
-# BENCH_WORKERS (1) the same of shoal-bench, TRACKERS (every one built: shoal,
+# BENCH_WORKERS (1) the same of shoal-bench, SIGTERM_CPUS (empty: CPU_TRACKER) the CPUs
+# every thread of the tracker is moved to before each SIGTERM (the generator has stopped by
+# then; shoal writes its final snapshot on every CPU it may use), TRACKERS (every one built: shoal,
 # opentracker-<commit> for each commit, aquatic_udp), SHOAL, BENCH. On 16 cores:
 # bench/opentracker-scale-16core.sh. The report is OUT/report.md
 # (bench/lib/scale_report.py). Every run is bounded (the fill by FILL_TIMEOUT, the loops by
@@ -76,6 +78,7 @@ CPU_TRACKER=${CPU_TRACKER:-0}
 CPU_BENCH=${CPU_BENCH:-1}
 WORKERS=${WORKERS:-1}
 BENCH_WORKERS=${BENCH_WORKERS:-1}
+SIGTERM_CPUS=${SIGTERM_CPUS:-}
 mkdir -p "$OUT/run"
 OUT=$(cd "$OUT" && pwd)
 
@@ -154,6 +157,7 @@ pid=
 halt() { # SIGTERM the running tracker, bounded: SIGKILL after 60 s; prints the seconds
     [ -n "$pid" ] || return 0
     local t0 t1
+    [ -z "$SIGTERM_CPUS" ] || taskset -a -p -c "$SIGTERM_CPUS" "$pid" >/dev/null 2>&1 || true
     t0=$(date +%s.%N)
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -211,7 +215,7 @@ for size in $SIZES; do
             [ "$t" != shoal ] || loaded=(--loaded 'restored snapshot|cannot be restored|no snapshot')
             # shellcheck disable=SC2046
             python3 bench/lib/restart_probe.py --port "$PORT" --cpu "${CPU_BENCH%%[-,]*}" \
-                --log "$OUT/$tag-restart.log" --json "$OUT/$tag-restart.json" "${loaded[@]}" \
+                ${SIGTERM_CPUS:+--sigterm-cpus "$SIGTERM_CPUS"} --log "$OUT/$tag-restart.log" --json "$OUT/$tag-restart.json" "${loaded[@]}" \
                 -- $(cmd_of "$t") || echo "(restart probe: no answer)"
         done
     done

@@ -3,7 +3,8 @@
 announce (from --cpu; each try waits up to 20 ms for its answer, a try sent before the port is bound is lost, 5 ms between tries) until an
 announce is answered, waits for a log line that
 says a background load ended (--loaded, a regular expression, optional), reads VmRSS, sends
-SIGTERM and times the exit. Prints and writes (--json) the times in seconds from exec.
+SIGTERM (after moving the tracker's threads to --sigterm-cpus, if given) and times the
+exit. Prints and writes (--json) the times in seconds from exec.
 
     restart_probe.py --port 23456 --log run.log --json restart.json [--loaded REGEX] -- CMD...
 
@@ -31,6 +32,8 @@ def main():
     ap.add_argument("--loaded", help="regular expression of the log line that ends the load")
     ap.add_argument("--load-timeout", type=float, default=300.0)
     ap.add_argument("--cpu", type=int, default=1)
+    ap.add_argument("--sigterm-cpus", help="CPUs (a list such as 0,1) every thread of the "
+                    "tracker is moved to before SIGTERM; default: left where they are")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -95,6 +98,13 @@ def main():
                         result["rss_kib"] = int(line.split()[1])
         except OSError:
             pass
+        if args.sigterm_cpus:
+            cpus = {int(c) for c in args.sigterm_cpus.split(",")}
+            for task in os.listdir(f"/proc/{p.pid}/task"):
+                try:
+                    os.sched_setaffinity(int(task), cpus)
+                except OSError:
+                    pass
         t1 = time.monotonic()
         p.terminate()
         try:
