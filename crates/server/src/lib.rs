@@ -530,7 +530,7 @@ fn run_cleaner(core: &Core, shutdown: &AtomicBool, every: Duration) {
         next = Instant::now() + every;
         let started = Instant::now();
         let now = shoal_swarm::clock::now();
-        let r = core.swarms().clean(now);
+        let r = core.swarms().clean_until(now, shutdown);
         let w = core.webtorrent().clean(now);
         tracing::debug!(
             "cleaned in {:?}: {} peers expired, {} torrents removed, {} torrents, {} peers; \

@@ -272,6 +272,22 @@ fn expiry_drops_silent_peers_and_empty_torrents() {
 }
 
 #[test]
+fn a_sweep_told_to_stop_gives_up_and_leaves_the_totals() {
+    let store = store_with(|c| c.peer_ttl = 100);
+    let mut out: Vec<CompactPeerV4> = Vec::new();
+    for t in 0..20 {
+        store.announce(&ann(t, 1, 1, AnnounceEvent::Started), 0, &mut out);
+    }
+    assert_eq!(store.clean(50).torrents, 20);
+    let r = store.clean_until(150, &AtomicBool::new(true), |_, _, _, _| ());
+    assert_eq!((r.peers_expired, r.torrents), (0, 0));
+    assert_eq!(store.scrape(&ih(3)).leechers, 1, "nothing swept");
+    assert_eq!(store.totals().torrents.load(Ordering::Relaxed), 20);
+    let r = store.clean_until(150, &AtomicBool::new(false), |_, _, _, _| ());
+    assert_eq!(r.peers_expired, 20);
+}
+
+#[test]
 fn dictionary_sink_carries_peer_ids() {
     let store = Store::new(StoreConfig::default());
     announce(&store, &ann(1, 1, 1, AnnounceEvent::Started));

@@ -6,6 +6,7 @@
 //! each store is compiled for its own slot type (open mode's slots stay 24 bytes).
 
 use std::io::Write;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
@@ -154,10 +155,15 @@ impl Swarms {
     /// Drops expired peers and idle torrents ([`Store::clean`]); an expired client's
     /// record goes back to the ledger, which keeps it for its own TTL.
     pub fn clean(&self, now: u32) -> CleanReport {
+        self.clean_until(now, &AtomicBool::new(false))
+    }
+
+    /// [`Swarms::clean`], given up once `stop` is set ([`Store::clean_until`]).
+    pub fn clean_until(&self, now: u32, stop: &AtomicBool) -> CleanReport {
         match self {
-            Self::Open(s) => s.clean(now),
+            Self::Open(s) => s.clean_until(now, stop, |_, _, _, _| ()),
             Self::Private { store, ledger } => {
-                store.clean_with(now, |h, id, addr, x| ledger.parker(h, addr)(id, x))
+                store.clean_until(now, stop, |h, id, addr, x| ledger.parker(h, addr)(id, x))
             }
         }
     }
