@@ -1,10 +1,13 @@
 //! Measures the store's memory per peer: RSS before and after filling it with a number
 //! of IPv4 peers spread over a number of torrents, divided by the peer count.
 //!
-//! `cargo run --release -p shoal-swarm --example memory -- [PEERS] [TORRENTS] [uniform|pareto|bench]`
+//! `cargo run --release -p shoal-swarm --example memory -- [PEERS] [TORRENTS] [uniform|pareto|bench] [snapshot]`
 //! (defaults: 1,000,000 peers over 100,000 torrents, uniform). `bench` draws torrents as
 //! `shoal-bench --pareto-shape 0.2` does (issue 43's setting): 30 million peers over 10
 //! million torrents name about 5 million of them, and 40% of the peers the last one.
+//!
+//! `snapshot` then times a snapshot of the filled store written to nowhere (encoding and
+//! checksums, no file), by one thread and by every CPU, alternating, 3 rounds.
 //!
 //! RSS is read from /proc/self/statm, so the figure includes allocator overhead and
 //! slack: what an operator would see.
@@ -85,4 +88,21 @@ fn main() {
         (after - before) as f64 / (1 << 20) as f64,
         (after - before) as f64 / peers as f64
     );
+    if args.get(4).map(String::as_str) == Some("snapshot") {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let header = shoal_swarm::SnapshotHeader::default();
+        for round in 1..=3 {
+            for encoders in [1, cpus] {
+                let started = std::time::Instant::now();
+                let s = store
+                    .write_snapshot(std::io::sink(), &header, 0, encoders)
+                    .expect("a snapshot to nowhere");
+                println!(
+                    "round {round}: snapshot by {encoders} encoder(s) in {:?} ({} peers)",
+                    started.elapsed(),
+                    s.peers
+                );
+            }
+        }
+    }
 }

@@ -22,18 +22,47 @@ impl<W: Write> Crc<W> {
 
     /// One block of `torrents` records (none: nothing written).
     fn block(&mut self, body: &[u8], torrents: u32) -> io::Result<()> {
+        match Framed::of(body, torrents)? {
+            Some(f) => self.framed(&f, body),
+            None => Ok(()),
+        }
+    }
+
+    /// A block framed (and checksummed) beforehand, perhaps on another thread: only the
+    /// checksums are combined here.
+    fn framed(&mut self, f: &Framed, body: &[u8]) -> io::Result<()> {
+        self.crc.combine(&f.crc);
+        self.inner.write_all(&f.header)?;
+        self.inner.write_all(body)
+    }
+}
+
+/// A block's header and the checksum of header and body together.
+struct Framed {
+    header: [u8; 12],
+    crc: crc32fast::Hasher,
+}
+
+impl Framed {
+    /// `None` for a block of no records (not written).
+    fn of(body: &[u8], torrents: u32) -> io::Result<Option<Self>> {
         if torrents == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let len = u32::try_from(body.len())
             .ok()
             .filter(|&l| l <= MAX_BLOCK)
             .ok_or_else(|| io::Error::other("shard too large for one snapshot block"))?;
+        let mut of_body = crc32fast::Hasher::new();
+        of_body.update(body);
         let mut header = [0u8; 12];
         header[..4].copy_from_slice(&len.to_le_bytes());
         header[4..8].copy_from_slice(&torrents.to_le_bytes());
-        header[8..].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
-        self.put(&header).and_then(|()| self.put(body))
+        header[8..].copy_from_slice(&of_body.clone().finalize().to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&header);
+        crc.combine(&of_body);
+        Ok(Some(Self { header, crc }))
     }
 }
 
@@ -116,10 +145,11 @@ fn encode_torrent<X: PeerExt>(
     (n4 + n6, (to4, to6))
 }
 
-/// One shard's torrents as encoded for a block, and the large ones left for later.
-#[derive(Default)]
+/// One shard's torrents as encoded for a block (framed and checksummed by the encoder, so
+/// that the writer only writes), and the large ones left for later.
 struct Encoded {
     body: Vec<u8>,
+    framed: io::Result<Option<Framed>>,
     torrents: u32,
     peers: u64,
     large: Vec<InfoHash>,
@@ -176,7 +206,10 @@ impl<X: PeerExt> Store<X> {
             |shard| {
                 let mut out = Encoded {
                     body: spare.lock().pop().unwrap_or_default(),
-                    ..Encoded::default()
+                    framed: Ok(None),
+                    torrents: 0,
+                    peers: 0,
+                    large: Vec::new(),
                 };
                 out.body.clear();
                 for (info_hash, t) in shard.torrents() {
@@ -197,13 +230,18 @@ impl<X: PeerExt> Store<X> {
                     out.torrents += 1;
                     out.peers += u64::from(n);
                 }
+                out.framed = Framed::of(&out.body, out.torrents);
                 out
             },
             |out| {
                 summary.torrents += u64::from(out.torrents);
                 summary.peers += out.peers;
                 large.extend(out.large);
-                failed = w.block(&out.body, out.torrents).err();
+                failed = match out.framed {
+                    Ok(Some(f)) => w.framed(&f, &out.body).err(),
+                    Ok(None) => None,
+                    Err(e) => Some(e),
+                };
                 spare.lock().push(out.body);
                 failed.is_none()
             },
