@@ -481,7 +481,10 @@ impl Tracker {
         stop_part(&mut self.sampler, Sampler::stop);
         stop_part(&mut self.udp, UdpFrontEnd::join);
         stop_part(&mut self.http, http::HttpFrontEnd::join);
-        stop_part(&mut self.cleaner, |c| drop(c.join()));
+        stop_part(&mut self.cleaner, |c| {
+            c.thread().unpark();
+            drop(c.join())
+        });
         // After the front ends: the last round publishes their last changes.
         stop_part(&mut self.cluster, cluster::ClusterNode::stop);
         // After the front ends: nothing is recorded once the final write begins.
@@ -523,7 +526,8 @@ fn open_store<X: PeerExt>(config: &Config, journal: Option<usize>) -> (Store<X>,
 fn run_cleaner(core: &Core, shutdown: &AtomicBool, every: Duration) {
     let mut next = Instant::now() + every;
     while !shutdown.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100).min(every));
+        // Woken at once by `Tracker::stop`.
+        std::thread::park_timeout(Duration::from_millis(100).min(every));
         if Instant::now() < next {
             continue;
         }

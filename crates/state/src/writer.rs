@@ -133,6 +133,7 @@ impl Snapshots {
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         self.file.stopping.store(true, Ordering::Relaxed);
+        self.thread.thread().unpark();
         let _ = self.thread.join();
         write_logged(&self.file, self.core.swarms(), true);
     }
@@ -155,7 +156,8 @@ fn run(state: &StateFile, store: &Swarms, mut schedule: Schedule, stop: &AtomicB
     }
     let mut next = schedule.interval.map(|i| Instant::now() + i);
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(tick);
+        // Woken at once by `stop`.
+        std::thread::park_timeout(tick);
         if let Some((pid, deadline)) = schedule.predecessor {
             match state.merge_final_of(store, pid) {
                 Some(Ok(s)) => {

@@ -41,6 +41,7 @@ impl Sampler {
     /// Stops the thread and waits for it.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.thread.thread().unpark();
         let _ = self.thread.join();
     }
 }
@@ -51,7 +52,8 @@ fn run(view: &TrackerView, stop: &AtomicBool) {
     take_sample(view, &mut previous);
     let mut next = Instant::now() + every;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100).min(every));
+        // Woken at once by `stop`.
+        std::thread::park_timeout(Duration::from_millis(100).min(every));
         if Instant::now() < next {
             continue;
         }

@@ -179,6 +179,8 @@ impl HttpFrontEnd {
     /// Unix socket's file.
     pub fn join(self) {
         for t in self.threads {
+            // The full scrape's thread waits parked between its checks.
+            t.thread().unpark();
             let _ = t.join();
         }
         drop(self.unix_socket);

@@ -48,7 +48,8 @@ impl FullScrape {
                 .spawn(move || {
                     let mut next = Instant::now() + every;
                     while !shutdown.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(100).min(every));
+                        // Woken at once by the front end's `join`.
+                        std::thread::park_timeout(Duration::from_millis(100).min(every));
                         if Instant::now() < next || !asked.swap(false, Ordering::Relaxed) {
                             continue;
                         }

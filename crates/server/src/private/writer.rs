@@ -48,6 +48,7 @@ impl Writer {
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
         self.accounts.close();
@@ -58,7 +59,8 @@ fn run(accounts: &Accounts, stop: &AtomicBool, every: Duration) {
     let mut next = Instant::now() + every;
     let mut failing = false;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100).min(every));
+        // Woken at once by `stop`.
+        std::thread::park_timeout(Duration::from_millis(100).min(every));
         if Instant::now() < next {
             continue;
         }
