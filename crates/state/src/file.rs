@@ -16,6 +16,8 @@ use shoal_swarm::{PeerExt, SnapshotError, SnapshotHeader, SnapshotSummary, Store
 
 use shoal_tracker::swarms::Swarms;
 
+use crate::sink::{Abortable, EarlyWriteback, GIVEN_UP};
+
 /// What happened to the snapshot file at start.
 #[derive(Debug)]
 pub enum Restored {
@@ -67,29 +69,6 @@ pub struct StateFile {
     /// final one follows at once and would otherwise wait for it (seconds at 30 million
     /// peers).
     pub(crate) stopping: AtomicBool,
-}
-
-/// A writer that fails once `abort` is set (checked at each write it is handed: a
-/// snapshot's `BufWriter` hands one a megabyte).
-struct Abortable<'a, W> {
-    inner: W,
-    abort: &'a AtomicBool,
-}
-
-/// What a periodic snapshot given up for the final one fails with.
-pub(crate) const GIVEN_UP: &str = "given up: the process stops and writes its final snapshot";
-
-impl<W: std::io::Write> std::io::Write for Abortable<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.abort.load(Ordering::Relaxed) {
-            return Err(std::io::Error::other(GIVEN_UP));
-        }
-        self.inner.write(buf)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 impl StateFile {
@@ -174,6 +153,7 @@ impl StateFile {
         };
         let result = (|| {
             let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+            let file = EarlyWriteback::new(file);
             let mut w = BufWriter::with_capacity(1 << 20, Abortable { inner: file, abort });
             let summary = store
                 .write_snapshot(&mut w, &header, shoal_swarm::clock::now(), encoders)
@@ -182,7 +162,8 @@ impl StateFile {
                 .into_inner()
                 .map_err(|e| e.into_error())
                 .with_context(|| format!("writing {}", tmp.display()))?
-                .inner;
+                .inner
+                .into_file();
             let syncing = Instant::now();
             file.sync_all()
                 .with_context(|| format!("syncing {}", tmp.display()))?;

@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 mod file;
+mod sink;
 mod writer;
 
 pub use file::{load, open, restore, Restored, StateFile};

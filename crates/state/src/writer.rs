@@ -212,7 +212,7 @@ fn write_logged(state: &StateFile, store: &Swarms, is_final: bool) {
     match state.write(store, is_final) {
         Ok(s) if is_final => tracing::info!("{}", line(s)),
         Ok(s) => tracing::debug!("{}", line(s)),
-        Err(e) if StateFile::given_up(&e) => tracing::info!("{what} {}", file::GIVEN_UP),
+        Err(e) if StateFile::given_up(&e) => tracing::info!("{what} {}", crate::sink::GIVEN_UP),
         Err(e) => tracing::error!("{what} failed: {e:#}"),
     }
 }
