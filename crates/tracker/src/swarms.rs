@@ -5,15 +5,13 @@
 //! each call here is one `match` on it, the same branch every time, and below it the code of
 //! each store is compiled for its own slot type (open mode's slots stay 24 bytes).
 
-use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
 use shoal_swarm::journal::Change;
 use shoal_swarm::{
-    Announce, CleanReport, Family, Peer, PeerSink, SnapshotHeader, SnapshotSummary, Store,
-    StoreConfig, Torrent, TorrentStats,
+    Announce, CleanReport, Family, Peer, PeerSink, Store, StoreConfig, Torrent, TorrentStats,
 };
 
 use crate::private::{AccountedAnnounce, Ledger, Recorded, SlotStore};
@@ -166,16 +164,6 @@ impl Swarms {
                 store.clean_until(now, stop, |h, id, addr, x| ledger.parker(h, addr)(id, x))
             }
         }
-    }
-
-    pub fn write_snapshot(
-        &self,
-        w: impl Write,
-        header: &SnapshotHeader,
-        now: u32,
-        encoders: usize,
-    ) -> std::io::Result<SnapshotSummary> {
-        each!(self, s => s.write_snapshot(w, header, now, encoders))
     }
 
     /// Visits every torrent, one shard at a time under its lock (a full scrape, the
