@@ -145,7 +145,8 @@ impl StateFile {
         let abort = if is_final { &never } else { &self.stopping };
         // A periodic snapshot is encoded on this one thread, beside the workers that
         // serve; the final one, written once the front ends have stopped, on every core
-        // (30 million peers: 2.5 s on one of the 2-core VM's cores; docs/operations.md).
+        // (30 million peers on the 2-core VM: 1.4 s on both, 2.0 s on one;
+        // docs/benchmarks/opentracker-scale).
         let encoders = if is_final {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
