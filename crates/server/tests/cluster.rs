@@ -382,13 +382,19 @@ fn default_node(name: &str, seeds: &[String]) -> Tracker {
 /// A torrent (its one repeated byte), not among `used`, whose bucket lives on master `m`
 /// (`on`) or on another one (`!on`).
 fn torrent(redis: &RedisCluster, m: usize, on: bool, used: &mut Vec<u8>) -> u8 {
-    let own = redis.own_slots(m);
+    let views = redis.nodes_views();
     let n = (100..=250u8)
         .find(|n| {
             let slot = redis.slot_of(&versions_key("back", &InfoHash([*n; 20])));
-            !used.contains(n) && own.iter().any(|&(a, b)| (a..=b).contains(&slot)) == on
+            !used.contains(n) && (redis.owner(slot, &views) == Some(m)) == on
         })
-        .unwrap_or_else(|| panic!("no torrent for master {m} ({on}); it owns {own:?}"));
+        .unwrap_or_else(|| {
+            panic!(
+                "no torrent for master {m} ({on}); ports {:?}, views:\n{}",
+                redis.ports,
+                views.join("\n")
+            )
+        });
     used.push(n);
     n
 }

@@ -14,15 +14,23 @@ pub struct RedisCluster {
     servers: Vec<Option<Child>>,
 }
 
-/// A free port whose cluster-bus port (10000 above) is free too.
-fn free_port() -> u16 {
-    loop {
+/// `n` distinct free ports, each with its cluster-bus port (10000 above) free too. Every
+/// port is held until all are chosen: a port let go is often the next one the system
+/// hands out, and two masters given one port make a cluster of fewer nodes (one of them
+/// owning every slot), which two CI runs met.
+fn free_ports(n: usize) -> Vec<u16> {
+    let mut held = Vec::new();
+    while held.len() < n {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        if port <= 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
-            return port;
+        if port > 55535 {
+            continue;
+        }
+        if let Ok(bus) = TcpListener::bind(("127.0.0.1", port + 10000)) {
+            held.push((port, l, bus));
         }
     }
+    held.into_iter().map(|(port, _, _)| port).collect()
 }
 
 /// `redis-server` and `redis-cli`, installed with apt-get if missing; `Err` says why not.
@@ -71,7 +79,7 @@ impl RedisCluster {
             panic!("Redis could not be installed: {e} (SHOAL_SKIP_REAL_SERVERS=1 skips)");
         }
         let dir = super::temp_dir(name);
-        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let ports = free_ports(3);
         let mut c = Self {
             dir,
             ports: ports.clone(),
@@ -81,8 +89,9 @@ impl RedisCluster {
             let child = c.spawn(i);
             c.servers.push(Some(child));
         }
-        for &p in &ports {
+        for (i, &p) in ports.iter().enumerate() {
             c.wait_for_ping(p);
+            c.check_running(i);
         }
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
@@ -99,6 +108,13 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stdout)
         );
         c.wait_until_ok();
+        for i in 0..3 {
+            assert!(
+                !c.own_slots(i).is_empty(),
+                "master {i} owns no slot after the cluster was created:\n{}",
+                c.nodes_views().join("\n")
+            );
+        }
         Some(c)
     }
 
@@ -191,7 +207,18 @@ impl RedisCluster {
     pub fn restart(&mut self, i: usize) {
         self.start_again(i);
         self.wait_for_ping(self.ports[i]);
+        self.check_running(i);
         self.wait_until_ok();
+    }
+
+    /// Panics (with its log) if master `i`'s process has exited: what answered on its
+    /// port would then be something else.
+    fn check_running(&mut self, i: usize) {
+        if let Some(Ok(Some(status))) = self.servers[i].as_mut().map(Child::try_wait) {
+            let log = self.dir.join(self.ports[i].to_string()).join("redis.log");
+            let log = std::fs::read_to_string(log).unwrap_or_default();
+            panic!("master {i} exited ({status}) after it answered:\n{log}");
+        }
     }
 
     /// Starts master `i` again with its directory, without waiting for anything (the
@@ -212,6 +239,38 @@ impl RedisCluster {
         } else {
             None
         }
+    }
+
+    /// Each master's `cluster nodes`, read once for [`RedisCluster::owner`].
+    pub fn nodes_views(&self) -> Vec<String> {
+        let ports = self.ports.iter();
+        ports.map(|p| self.cli(*p, &["cluster", "nodes"])).collect()
+    }
+
+    /// The master serving `slot` as most masters see it in `views`
+    /// ([`RedisCluster::nodes_views`]): one master's view may lag, or be wrong, just
+    /// after a master came back.
+    pub fn owner(&self, slot: u16, views: &[String]) -> Option<usize> {
+        let mut votes = vec![0; self.ports.len()];
+        for view in views {
+            for f in view
+                .lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            {
+                let port = f
+                    .get(1)
+                    .and_then(|a| a.split(['@', ':']).nth(1)?.parse().ok());
+                let Some(i) = self.ports.iter().position(|p| Some(*p) == port) else {
+                    continue;
+                };
+                let serves = f.iter().skip(8).any(|range| {
+                    let (a, b) = range.split_once('-').unwrap_or((range, range));
+                    matches!((a.parse(), b.parse()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
+                });
+                votes[i] += usize::from(serves);
+            }
+        }
+        (0..votes.len()).find(|&i| votes[i] * 2 > views.len())
     }
 
     /// `key`'s hash slot.
@@ -244,16 +303,11 @@ impl RedisCluster {
             .collect()
     }
 
-    /// The master that serves `key`'s slot (its index).
+    /// The master that serves `key`'s slot (its index), as most masters see it.
     pub fn master_of(&self, key: &str) -> usize {
-        let slot = self.slot_of(key);
-        (0..self.ports.len())
-            .find(|&i| {
-                self.own_slots(i)
-                    .iter()
-                    .any(|&(a, b)| (a..=b).contains(&slot))
-            })
-            .unwrap_or_else(|| panic!("no master claims slot {slot}"))
+        let (slot, views) = (self.slot_of(key), self.nodes_views());
+        self.owner(slot, &views)
+            .unwrap_or_else(|| panic!("no master serves slot {slot}:\n{}", views.join("\n")))
     }
 }
 
