@@ -150,11 +150,19 @@ def all_work_ratios(by):
 
 
 def verdict(by):
-    """NexusPHP HTTP over UNIT3D HTTP per tracker CPU-second, round by round: (ratios,
-    median, whether the median meets TARGET); None where either did not run."""
+    """NexusPHP HTTP over UNIT3D HTTP per tracker CPU-second, all the work counted, round
+    by round: (ratios, median, whether the median meets TARGET); None where either did not
+    run.
+
+    All the work, not the measured window alone: in this load neither mode's writes keep
+    up, and how much of its writing a tracker has done by the window's end depends on how
+    fast MariaDB takes each site's rows (NexusPHP mode's rows go in twice as fast as UNIT3D
+    mode's since 2026-12-07), so the window charges each mode a different share of its own
+    work. Counting until each tracker has exited, its last writes done, charges both all
+    of it."""
     if NEXUSPHP not in by or BASE not in by:
         return None
-    ratios = _u3.round_ratios(by, NEXUSPHP, BASE)
+    ratios = all_work_ratios(by)
     med = statistics.median(ratios) if ratios else 0.0
     return ratios, med, med >= TARGET
 
@@ -176,15 +184,16 @@ def report(args, runs, out, meta):
               "peer's first, each (member, torrent) announces once a run (NexusPHP's "
               "30-s and 300-s limits, see bench/nexusphp.sh).", ""]
     lines += table + _u3.ratio_lines(names, by, BASE)
-    v = verdict(by)
-    if v:
-        ratios, med, ok = v
-        lines += [f"**NexusPHP / UNIT3D over HTTP, per tracker CPU-second, median of the "
-                  f"per-round ratios: {med:.3f}x** (rounds: "
-                  + ", ".join(f"{r:.3f}" for r in ratios)
-                  + f"): the {TARGET}x asked for is {'met' if ok else 'NOT met'}.", ""]
-        meta["nexusphp_over_unit3d"] = {"round_ratios": ratios, "median": med,
-                                        "target": TARGET, "met": ok}
+    window = _u3.round_ratios(by, NEXUSPHP, BASE) if NEXUSPHP in by and BASE in by else []
+    if window:
+        med = statistics.median(window)
+        lines += [f"NexusPHP / UNIT3D over HTTP, per tracker CPU-second in the measured "
+                  f"window alone, median of the per-round ratios: {med:.3f}x (rounds: "
+                  + ", ".join(f"{r:.3f}" for r in window)
+                  + "); each mode has done a different share of its writes by then (the "
+                  "DB rows/s and stop s columns), the verdict is on all the work below.",
+                  ""]
+        meta["nexusphp_over_unit3d_window"] = {"round_ratios": window, "median": med}
     lines += ["All the work: the announces each tracker answered from the load's start "
               "(its `shoal_requests_total`, warm-up included) per CPU-second it spent "
               "from then until it exited after SIGTERM, so that the writes the load left "
@@ -194,13 +203,15 @@ def report(args, runs, out, meta):
     lines += [f"| {r['round']} | {r['contender']} | {r.get('answered', 0):,} | "
               f"{r.get('tracker_cpu_all', 0):.1f} | "
               f"{(r.get('answered_per_tracker_cpu_second_all') or 0):,.0f} |" for r in runs]
-    all_ratios = all_work_ratios(by)
-    if all_ratios:
-        med = statistics.median(all_ratios)
+    v = verdict(by)
+    if v and v[0]:
+        ratios, med, ok = v
         lines += ["", f"**All the work, NexusPHP / UNIT3D over HTTP, median of the per-round "
                   f"ratios: {med:.3f}x** (rounds: "
-                  + ", ".join(f"{x:.3f}" for x in all_ratios) + ")."]
-        meta["nexusphp_over_unit3d_all_work"] = {"round_ratios": all_ratios, "median": med}
+                  + ", ".join(f"{x:.3f}" for x in ratios)
+                  + f"): the {TARGET}x asked for is {'met' if ok else 'NOT met'}."]
+        meta["nexusphp_over_unit3d"] = {"round_ratios": ratios, "median": med,
+                                        "target": TARGET, "met": ok, "measure": "all the work"}
     lines += [""]
     lines += ["Refused by the tracker over each run, warm-up included "
               "(`shoal_private_refused_total`):", ""]

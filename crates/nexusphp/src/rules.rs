@@ -80,7 +80,8 @@ impl Site {
         final_event: bool,
         now: i64,
     ) -> Result<(bool, bool), Refusal> {
-        let mut w = self.windows.entry(key).or_default();
+        let mut pair = self.pairs.entry(key).or_default();
+        let w = &mut pair.windows;
         let record_due = now >= w.recorded_until;
         let repeat = now < w.repeat_until;
         if !repeat {
@@ -263,10 +264,10 @@ impl SiteRules for Site {
             // cannot queue it and answers as the first such announce is answered.
             return Err(PURCHASE);
         }
-        let snatch_before = self
-            .snatches
-            .get(&(uid, tid))
-            .map(|s| *s)
+        // Read under the torrent's lock, as it is written: one member's two clients on
+        // one torrent are never counted from the same snatch.
+        let snatch_before = (self.pairs.get(&(uid, tid)))
+            .map(|p| p.snatch)
             .unwrap_or_default();
         let mut credited = true;
         let mut moved = (0u64, 0u64, 0u64);
@@ -382,7 +383,9 @@ impl SiteRules for Site {
         let mut pending = self.pending.lock();
         if is.is_some() {
             pending.peers.insert((tid, uid, a.peer_id.0));
-            pending.gone.remove(&(tid, uid, a.peer_id.0));
+            if !pending.gone.is_empty() {
+                pending.gone.remove(&(tid, uid, a.peer_id.0));
+            }
         } else if was.is_some() {
             pending.peers.remove(&(tid, uid, a.peer_id.0));
             pending.gone.insert((tid, uid, a.peer_id.0));
@@ -447,9 +450,6 @@ impl SiteRules for Site {
             snatch_after.hit_and_run = true;
             pending.hit_and_runs.push((uid, tid));
         }
-        if snatch_after != snatch_before {
-            self.snatches.insert((uid, tid), snatch_after);
-        }
         let w = pending.user(uid);
         w.last_announce_at = Some(now);
         if family != 0 && family != user.client_select {
@@ -458,10 +458,11 @@ impl SiteRules for Site {
         if user.show_client_error {
             w.show_client_error = Some(false);
         }
-        if record_due {
-            let mut windows = self.windows.entry((uid, tid)).or_default();
-            if now >= windows.recorded_until {
-                windows.recorded_until = now + i64::from(s.autoclean_interval_one);
+        if snatch_after != snatch_before || record_due {
+            let mut pair = self.pairs.entry((uid, tid)).or_default();
+            pair.snatch = snatch_after;
+            if record_due && now >= pair.windows.recorded_until {
+                pair.windows.recorded_until = now + i64::from(s.autoclean_interval_one);
                 pending.recorded.insert((uid, tid), now);
             }
         }

@@ -13,6 +13,7 @@
 //! nothing there: a batch whose COMMIT succeeded but whose answer was lost is written
 //! again (as NexusPHP's own announce would, on the client's retry).
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -66,9 +67,14 @@ impl NexusSchema {
             (s.0, s.1) = (s.0 + d.uploaded, s.1 + d.downloaded);
         }
         let mut batch = self.site.take_batch();
-        let passkeys: HashMap<u32, String> = (batch.peers.iter())
-            .filter_map(|(_, p)| Some((p.user_id, self.site.user(p.user_id)?.passkey)))
-            .collect();
+        let mut passkeys: HashMap<u32, String> = HashMap::new();
+        for (_, p) in &batch.peers {
+            if let Entry::Vacant(v) = passkeys.entry(p.user_id) {
+                if let Some(u) = self.site.users.get(&p.user_id) {
+                    v.insert(u.passkey.clone());
+                }
+            }
+        }
         match self.db.write(&batch, &sums, &passkeys).await {
             Ok(w) => {
                 tracing::debug!(?w, "NexusPHP batch written");

@@ -6,6 +6,7 @@
 //! records, and the sweep of silent clients before each write.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,11 +22,16 @@ use crate::db::NexusDb;
 use crate::schema::NexusSchema;
 use crate::site::Site;
 
+/// Seconds between two sweeps of silent clients ([`Site::sweep`]).
+const SWEEP_EVERY: i64 = 60;
+
 /// A NexusPHP site in force.
 pub struct Nexusphp {
     site: Arc<Site>,
     parts: Parts,
     poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// When the last sweep ran (Unix seconds; 0: none yet).
+    swept_at: AtomicI64,
 }
 
 /// Opens the site: connect, check that its tables are NexusPHP's (the start stops with
@@ -81,6 +87,7 @@ pub fn open(config: &NexusphpConfig, o: &Opening<'_>) -> anyhow::Result<Arc<dyn 
         },
         site,
         poller: Mutex::new(Some(poller)),
+        swept_at: AtomicI64::new(0),
     }))
 }
 
@@ -151,8 +158,15 @@ impl shoal_site::Site for Nexusphp {
         out
     }
 
-    /// The sweep of clients silent for longer than NexusPHP's cleanup keeps them.
+    /// The sweep of clients silent for longer than NexusPHP's cleanup keeps them, at most
+    /// once every [`SWEEP_EVERY`] seconds: it reads every client and (member, torrent)
+    /// shoal holds, and a client is silent for more than an hour before it is due.
     fn before_flush(&self, unix_now: i64) {
+        let last = self.swept_at.load(Ordering::Relaxed);
+        if unix_now >= last && unix_now - last < SWEEP_EVERY {
+            return;
+        }
+        self.swept_at.store(unix_now, Ordering::Relaxed);
         let swept = self.site.sweep(unix_now);
         if swept > 0 {
             tracing::debug!(swept, "silent NexusPHP clients dropped");

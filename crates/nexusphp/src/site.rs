@@ -39,11 +39,20 @@ pub struct TorrentState {
 /// The Redis windows of one (member, torrent) (`public/announce.php:42-66`, `:631`): until
 /// when a repeat is a re-announce (5 s), is too frequent (30 s), and needs no record for
 /// the cleanup (`main.autoclean_interval_one`).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Windows {
     pub(crate) repeat_until: i64,
     pub(crate) frequent_until: i64,
     pub(crate) recorded_until: i64,
+}
+
+/// What shoal holds of one (member, torrent): its windows and its `snatched` row, in one
+/// entry, so that an announce finds both with one look-up (a site holds one per snatch,
+/// millions on a large one, and each look-up is a miss of the processor's caches).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pair {
+    pub(crate) windows: Windows,
+    pub(crate) snatch: SnatchState,
 }
 
 /// What one (member, torrent) adds to its `snatched` row in one batch.
@@ -134,6 +143,22 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
+    /// An empty one with room for as many entries as `self` holds: the next batch is
+    /// likely as large, and a map that grows from nothing rehashes every entry on the
+    /// announce path as it doubles.
+    fn sized_like(&self) -> Pending {
+        Pending {
+            peers: FastSet::with_capacity_and_hasher(self.peers.len(), Fast::default()),
+            gone: FastSet::default(),
+            snatches: FastMap::with_capacity_and_hasher(self.snatches.len(), Fast::default()),
+            torrents: FastMap::with_capacity_and_hasher(self.torrents.len(), Fast::default()),
+            users: FastMap::with_capacity_and_hasher(self.users.len(), Fast::default()),
+            cheaters: Vec::new(),
+            hit_and_runs: Vec::new(),
+            recorded: FastMap::with_capacity_and_hasher(self.recorded.len(), Fast::default()),
+        }
+    }
+
     pub(crate) fn user(&mut self, user_id: u32) -> &mut UserWrite {
         self.users.entry(user_id).or_insert_with(|| UserWrite {
             user_id,
@@ -176,9 +201,9 @@ pub struct Site {
     pub(crate) torrents: Shared<u32, TorrentState>,
     /// Each member's leeching clients over all torrents (the download slots).
     pub(crate) leeching: Shared<u32, u32>,
-    pub(crate) snatches: Shared<(u32, u32), SnatchState>,
+    /// Each (member, torrent)'s windows and snatch.
+    pub(crate) pairs: Shared<(u32, u32), Pair>,
     pub(crate) bought: RwLock<FastSet<(u32, u32)>>,
-    pub(crate) windows: Shared<(u32, u32), Windows>,
     pub(crate) pending: Mutex<Pending>,
     pub(crate) texts: crate::texts::Texts,
     /// Unix seconds now ([`unix_now`]; a test sets its own).
@@ -195,9 +220,16 @@ impl Site {
             users: data.users.into_iter().map(|u| (u.id, u)).collect(),
             torrents: Shared::default(),
             leeching: Shared::default(),
-            snatches: data.snatches.into_iter().collect(),
+            pairs: (data.snatches.into_iter())
+                .map(|(key, snatch)| {
+                    let pair = Pair {
+                        snatch,
+                        ..Pair::default()
+                    };
+                    (key, pair)
+                })
+                .collect(),
             bought: RwLock::new(data.bought.into_iter().collect()),
-            windows: Shared::default(),
             pending: Mutex::new(Pending::default()),
             texts: crate::texts::Texts::default(),
             clock: unix_now,
@@ -291,31 +323,49 @@ impl Site {
 
     /// Takes what the announces since the last batch have to write.
     pub fn take_batch(&self) -> Batch {
-        let pending = std::mem::take(&mut *self.pending.lock());
-        let mut peers = Vec::with_capacity(pending.peers.len());
-        for (tid, uid, pid) in pending.peers {
+        let pending = {
+            let mut guard = self.pending.lock();
+            let next = guard.sized_like();
+            std::mem::replace(&mut *guard, next)
+        };
+        // Every table's rows in the order of its key: each torrent looked up once here,
+        // and the server's index pages written in order rather than at random.
+        let mut keys: Vec<(u32, u32, [u8; 20])> = pending.peers.into_iter().collect();
+        keys.sort_unstable();
+        let mut peers = Vec::with_capacity(keys.len());
+        for group in keys.chunk_by(|a, b| a.0 == b.0) {
+            let tid = group[0].0;
             if let Some(t) = self.torrents.get(&tid) {
-                if let Some(p) = t.clients.get(&(uid, pid)) {
-                    peers.push((tid, p.clone()));
+                for &(_, uid, pid) in group {
+                    if let Some(p) = t.clients.get(&(uid, pid)) {
+                        peers.push((tid, p.clone()));
+                    }
                 }
             }
         }
         let mut torrents: Vec<TorrentWrite> = pending.torrents.into_values().collect();
+        torrents.sort_unstable_by_key(|w| w.torrent_id);
         for w in &mut torrents {
             if let Some(t) = self.torrents.get(&w.torrent_id) {
                 (w.seeders, w.leechers) = (t.torrent.seeders, t.torrent.leechers);
             }
         }
+        let mut snatches: Vec<SnatchWrite> = pending.snatches.into_values().collect();
+        snatches.sort_unstable_by_key(|s| (s.torrent_id, s.user_id));
+        let mut users: Vec<UserWrite> = pending.users.into_values().collect();
+        users.sort_unstable_by_key(|u| u.user_id);
+        let mut peer_deletions: Vec<(u32, u32, [u8; 20])> = pending.gone.into_iter().collect();
+        peer_deletions.sort_unstable();
         let mut recorded: Vec<(u32, u32, i64)> = (pending.recorded.into_iter())
             .map(|((uid, tid), at)| (uid, tid, at))
             .collect();
         recorded.sort_unstable_by_key(|&(uid, tid, at)| (at, uid, tid));
         Batch {
             peers,
-            peer_deletions: pending.gone.into_iter().collect(),
-            snatches: pending.snatches.into_values().collect(),
+            peer_deletions,
+            snatches,
             torrents,
-            users: pending.users.into_values().collect(),
+            users,
             cheaters: pending.cheaters,
             hit_and_runs: pending.hit_and_runs,
             recorded,

@@ -10,7 +10,7 @@ use shoal_tracker::private::members::{Member, Members, Registered};
 
 use crate::agent::AllowList;
 use crate::model::SiteData;
-use crate::site::{Batch, Site, TorrentWrite};
+use crate::site::{Batch, Pair, Site, TorrentWrite, Windows};
 
 /// What a poll changed, for the log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -192,8 +192,13 @@ impl Site {
     /// whose every deadline has passed, as NexusPHP's Redis keys expire (`A:42-66`,
     /// `:631`), so that they hold the pairs of the last `main.autoclean_interval_one`.
     pub fn sweep(&self, now: i64) -> usize {
-        self.windows
-            .retain(|_, w| w.repeat_until.max(w.frequent_until).max(w.recorded_until) > now);
+        self.pairs.retain(|_, p| {
+            let w = p.windows;
+            if w.repeat_until.max(w.frequent_until).max(w.recorded_until) <= now {
+                p.windows = Windows::default();
+            }
+            *p != Pair::default()
+        });
         let timeout = (f64::from(self.settings().anninterthree) * 1.3) as i64;
         let cutoff = now - timeout;
         let mut swept = Vec::new();
@@ -237,8 +242,10 @@ mod tests {
     use shoal_proto::InfoHash;
     use shoal_tracker::private::members::{Members, Roster};
 
-    use crate::model::{Peer, SiteData, Torrent, User};
-    use crate::site::{Batch, Site, SnatchInsert, SnatchWrite, TorrentWrite, UserWrite};
+    use crate::model::{Peer, SiteData, SnatchState, Torrent, User};
+    use crate::site::{
+        Batch, Pair, Site, SnatchInsert, SnatchWrite, TorrentWrite, UserWrite, Windows,
+    };
 
     fn user(id: u32, passkey: &str) -> User {
         User {
@@ -419,19 +426,42 @@ mod tests {
 
     #[test]
     fn expired_windows_are_dropped_by_the_sweep() {
-        let site = Site::new(SiteData::default());
-        let w = |until| crate::site::Windows {
+        let snatch = SnatchState {
+            exists: true,
+            downloaded: 5,
+            ..SnatchState::default()
+        };
+        let site = Site::new(SiteData {
+            snatches: vec![((2, 10), snatch)],
+            ..SiteData::default()
+        });
+        let w = |until| Windows {
             repeat_until: until,
             frequent_until: until,
             recorded_until: until,
         };
-        site.windows.insert((1, 10), w(100));
-        site.windows.insert((1, 11), w(200));
+        let pair = |windows| Pair {
+            windows,
+            ..Pair::default()
+        };
+        site.pairs.insert((1, 10), pair(w(100)));
+        site.pairs.insert((1, 11), pair(w(200)));
+        site.pairs.get_mut(&(2, 10)).unwrap().windows = w(100);
         site.sweep(150);
-        assert!(
-            !site.windows.contains_key(&(1, 10)),
-            "every deadline passed"
+        assert!(!site.pairs.contains_key(&(1, 10)), "every deadline passed");
+        assert_eq!(
+            site.pairs.get(&(1, 11)).unwrap().windows,
+            w(200),
+            "still in force"
         );
-        assert!(site.windows.contains_key(&(1, 11)), "still in force");
+        let kept = *site.pairs.get(&(2, 10)).unwrap();
+        assert_eq!(
+            kept,
+            Pair {
+                snatch,
+                ..Pair::default()
+            },
+            "the snatch stays, its windows gone"
+        );
     }
 }

@@ -186,3 +186,77 @@ async fn cheaters_hit_and_runs_ipv6_clients_and_flags_are_written_as_nexusphp_wr
         350
     );
 }
+
+/// `snatched` in one write: more rows than one statement takes (a full, prepared chunk
+/// and a short one), new rows with nothing to add (inserted only), a new row with bytes to
+/// add (inserted, then added to), and a row the site held that shoal did not know of (its
+/// totals kept, `to_go` and `last_action` taken, as the update with nothing to add would).
+#[tokio::test]
+async fn snatched_rows_are_inserted_in_chunks_and_added_to_only_where_there_is_something_to_add() {
+    let Some(db) = site_db::SiteDb::create("nexusphp_snatches").await else {
+        eprintln!("MariaDB is not available here: skipped");
+        return;
+    };
+    db.run(FIXTURE).await;
+    db.run(
+        "insert into snatched (torrentid, userid, ip, port, uploaded, downloaded, to_go, \
+         startdat, last_action) values (10, 5000, '127.0.0.1', 6000, 5, 6, 99, \
+         '2020-01-01 00:00:00', '2020-01-01 00:00:00')",
+    )
+    .await;
+    let site = NexusDb::connect(&db.url, "+00:00").await.unwrap();
+    let new = |user_id: u32, uploaded: u64| SnatchWrite {
+        user_id,
+        torrent_id: 10,
+        insert: Some(SnatchInsert {
+            ip: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            port: 6000,
+            uploaded: 1,
+            downloaded: 2,
+            started: T - 60,
+        }),
+        uploaded,
+        to_go: 300,
+        last_action: T,
+        ..SnatchWrite::default()
+    };
+    let mut snatches: Vec<SnatchWrite> = (1..=1_200).map(|u| new(u, 0)).collect();
+    snatches.push(new(1_201, 40));
+    snatches.push(new(5000, 0));
+    let batch = Batch {
+        snatches,
+        ..Batch::default()
+    };
+    let w = site
+        .write(&batch, &Sums::new(), &HashMap::new())
+        .await
+        .unwrap();
+    assert_eq!(w.snatches, 1_202);
+    let n = |sql: &str| {
+        let db = &db;
+        let sql = format!("select cast(({sql}) as signed)");
+        async move { db.number(&sql).await }
+    };
+    assert_eq!(
+        n(
+            "select count(*) from snatched where userid <= 1200 and uploaded = 1 \
+           and downloaded = 2 and to_go = 300 and last_action = from_unixtime(1800000000)"
+        )
+        .await,
+        1_200
+    );
+    assert_eq!(
+        n("select uploaded from snatched where userid = 1201").await,
+        41
+    );
+    assert_eq!(
+        n(
+            "select uploaded * 1000000 + downloaded * 1000 + to_go from snatched \
+           where userid = 5000 and last_action = from_unixtime(1800000000)"
+        )
+        .await,
+        5_006_300,
+        "the site's row: its totals kept"
+    );
+    assert_eq!(n("select count(*) from snatched").await, 1_202);
+}

@@ -4,24 +4,22 @@
 //! inserted where new then added to, `torrents` given shoal's counts, `users` credited
 //! the ledger's sums and given their flags, `cheaters` and `hit_and_runs` added.
 //!
-//! The tables that every announce touches are written with multi-row statements of at
-//! most [`ROWS_PER_STATEMENT`] rows (`snatched`, `torrents` and `users` updated through a
-//! join with the batch's rows as a derived table, never an upsert that would insert a row
-//! the site removed). NexusPHP's tables have no foreign keys: a row of a member or torrent
-//! removed meanwhile changes nothing or leaves a row the site's cleanup removes.
+//! The tables that every announce touches are written with multi-row statements
+//! ([`Statement`]: a thousand rows each, the full chunk's statement prepared once), `snatched`,
+//! `torrents` and `users` updated through a join with the batch's rows as a derived table,
+//! never an upsert that would insert a row the site removed. NexusPHP's tables have no
+//! foreign keys: a row of a member or torrent removed meanwhile changes nothing or leaves a
+//! row the site's cleanup removes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
-use sqlx::{MySql, MySqlConnection, QueryBuilder};
+use shoal_site::binds;
+use shoal_site::mysql::statement::Statement;
+use sqlx::MySqlConnection;
 
 use super::Error;
 use crate::site::{Batch, CheaterWrite, SnatchWrite};
-
-/// Rows in one multi-row statement: 21 placeholders a row at most (`peers`).
-const ROWS_PER_STATEMENT: usize = 1000;
-
-const _: () = assert!(ROWS_PER_STATEMENT * 21 <= 65_535);
 
 /// The ledger's credit per member: (uploaded, downloaded), factors applied.
 pub type Sums = HashMap<u32, (u64, u64)>;
@@ -38,57 +36,84 @@ pub struct Written {
     pub hit_and_runs: usize,
 }
 
-/// A derived table of `rows`, one `SELECT` per row joined by `UNION ALL`; `row` pushes a
-/// row's columns (`CAST(? AS ...) AS name, ...`).
-fn derived<T>(
-    qb: &mut QueryBuilder<'_, MySql>,
-    rows: &[T],
-    mut row: impl FnMut(&mut QueryBuilder<'_, MySql>, &T),
-) {
-    for (i, r) in rows.iter().enumerate() {
-        qb.push(if i == 0 {
-            "SELECT "
-        } else {
-            " UNION ALL SELECT "
-        });
-        row(qb, r);
-    }
-}
+const DELETE_PEERS: Statement = Statement {
+    head: "DELETE FROM peers WHERE ",
+    row: "(torrent = ? AND userid = ? AND peer_id = ?)",
+    separator: " OR ",
+    tail: "",
+};
 
-/// `UPDATE <target> JOIN (<the rows as a derived table>) b ON <on_set>`, a statement per
-/// `ROWS_PER_STATEMENT` rows, each counted in `written` once run.
-async fn update_joined<T>(
-    conn: &mut MySqlConnection,
-    target: &str,
-    rows: &[T],
-    mut row: impl FnMut(&mut QueryBuilder<'_, MySql>, &T),
-    on_set: &str,
-    written: &mut usize,
-) -> Result<(), Error> {
-    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut qb = QueryBuilder::<MySql>::new(format!("UPDATE {target} JOIN ("));
-        derived(&mut qb, chunk, &mut row);
-        qb.push(") b ON ").push(on_set);
-        qb.build().execute(&mut *conn).await?;
-        *written += chunk.len();
-    }
-    Ok(())
-}
+/// A client's row on its key (torrent, peer id, member): `started` is kept once written.
+const UPSERT_PEERS: Statement = Statement {
+    head: "INSERT INTO peers (torrent, peer_id, userid, ip, port, uploaded, downloaded, to_go, \
+           seeder, started, last_action, prev_action, connectable, agent, finishedat, \
+           downloadoffset, uploadoffset, passkey, ipv4, ipv6, is_seed_box) VALUES ",
+    row: "(?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?), \
+          'yes', ?, ?, ?, ?, ?, ?, ?, 0)",
+    separator: ", ",
+    tail: " ON DUPLICATE KEY UPDATE ip = VALUES(ip), port = VALUES(port), \
+           uploaded = VALUES(uploaded), downloaded = VALUES(downloaded), \
+           to_go = VALUES(to_go), seeder = VALUES(seeder), \
+           last_action = VALUES(last_action), prev_action = VALUES(prev_action), \
+           agent = VALUES(agent), finishedat = VALUES(finishedat), ipv4 = VALUES(ipv4), \
+           ipv6 = VALUES(ipv6)",
+};
 
-/// `CAST(? AS <ty>) AS <name>` for each value, comma separated.
-macro_rules! columns {
-    ($qb:expr; $($value:expr => $ty:literal $name:literal),+ $(,)?) => {{
-        let mut first = true;
-        $(
-            if !first {
-                $qb.push(", ");
-            }
-            first = false;
-            $qb.push("CAST(").push_bind($value).push(concat!(" AS ", $ty, ") AS ", $name));
-        )+
-        let _ = first;
-    }};
-}
+/// A member's first `snatched` row for a torrent (`A:532-536`: the client's totals as
+/// reported). A row the site holds and shoal did not know of keeps its totals and takes
+/// what an update with nothing to add would set.
+const INSERT_SNATCHES: Statement = Statement {
+    head: "INSERT INTO snatched (torrentid, userid, ip, port, uploaded, downloaded, to_go, \
+           startdat, last_action) VALUES ",
+    row: "(?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    separator: ", ",
+    tail: " ON DUPLICATE KEY UPDATE to_go = VALUES(to_go), last_action = VALUES(last_action)",
+};
+
+/// Each row of a derived table casts its values, so that every row has the column types
+/// of an integer (a bare placeholder in a `SELECT` list may be typed as text).
+const ADD_TO_SNATCHES: Statement = Statement {
+    head: "UPDATE snatched s JOIN (",
+    row: "SELECT CAST(? AS UNSIGNED) AS tid, CAST(? AS UNSIGNED) AS uid, \
+          CAST(? AS UNSIGNED) AS up, CAST(? AS UNSIGNED) AS down, \
+          CAST(? AS UNSIGNED) AS seed, CAST(? AS UNSIGNED) AS leech, \
+          CAST(? AS UNSIGNED) AS noseed, CAST(? AS UNSIGNED) AS togo, \
+          CAST(? AS SIGNED) AS la, CAST(? AS SIGNED) AS done",
+    separator: " UNION ALL ",
+    tail: ") b ON s.torrentid = b.tid AND s.userid = b.uid SET \
+           s.uploaded = s.uploaded + b.up, s.downloaded = s.downloaded + b.down, \
+           s.seedtime = s.seedtime + b.seed, s.leechtime = s.leechtime + b.leech, \
+           s.leech_time_no_seeder = s.leech_time_no_seeder + b.noseed, s.to_go = b.togo, \
+           s.last_action = FROM_UNIXTIME(b.la), \
+           s.completedat = IF(b.done > 0, FROM_UNIXTIME(b.done), s.completedat), \
+           s.finished = IF(b.done > 0, 'yes', s.finished)",
+};
+
+const UPDATE_TORRENTS: Statement = Statement {
+    head: "UPDATE torrents t JOIN (",
+    row: "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS UNSIGNED) AS s, \
+          CAST(? AS UNSIGNED) AS l, CAST(? AS UNSIGNED) AS c, CAST(? AS SIGNED) AS la",
+    separator: " UNION ALL ",
+    tail: ") b ON t.id = b.id SET t.seeders = b.s, t.leechers = b.l, \
+           t.times_completed = t.times_completed + b.c, t.visible = 'yes', \
+           t.last_action = IF(b.la > 0, FROM_UNIXTIME(b.la), t.last_action)",
+};
+
+const UPDATE_USERS: Statement = Statement {
+    head: "UPDATE users u JOIN (",
+    row: "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS UNSIGNED) AS up, \
+          CAST(? AS UNSIGNED) AS down, CAST(? AS SIGNED) AS la, CAST(? AS SIGNED) AS cs, \
+          CAST(? AS SIGNED) AS sce, CAST(? AS SIGNED) AS dis, CAST(? AS SIGNED) AS rev",
+    separator: " UNION ALL ",
+    tail: ") b ON u.id = b.id SET u.uploaded = u.uploaded + b.up, \
+           u.downloaded = u.downloaded + b.down, \
+           u.last_announce_at = IF(b.la > 0, FROM_UNIXTIME(b.la), u.last_announce_at), \
+           u.clientselect = IF(b.cs >= 0, b.cs, u.clientselect), \
+           u.showclienterror = CASE b.sce WHEN 1 THEN 'yes' WHEN 0 THEN 'no' \
+           ELSE u.showclienterror END, \
+           u.enabled = IF(b.dis > 0, 'no', u.enabled), \
+           u.downloadpos = IF(b.rev > 0, 'no', u.downloadpos)",
+};
 
 fn ip_text(ip: Option<impl ToString>) -> String {
     ip.map(|i| i.to_string()).unwrap_or_default()
@@ -118,148 +143,77 @@ async fn peers(
     passkeys: &HashMap<u32, String>,
     w: &mut Written,
 ) -> Result<(), Error> {
-    for chunk in batch.peer_deletions.chunks(ROWS_PER_STATEMENT) {
-        let mut qb = QueryBuilder::<MySql>::new("DELETE FROM peers WHERE ");
-        for (i, (tid, uid, pid)) in chunk.iter().enumerate() {
-            qb.push(if i == 0 { "(" } else { " OR (" });
-            qb.push("torrent = ").push_bind(*tid);
-            qb.push(" AND userid = ").push_bind(*uid);
-            qb.push(" AND peer_id = ").push_bind(pid.to_vec()).push(")");
-        }
-        w.peers_deleted += qb.build().execute(&mut *conn).await?.rows_affected();
-    }
-    for chunk in batch.peers.chunks(ROWS_PER_STATEMENT) {
-        let mut qb = QueryBuilder::<MySql>::new(
-            "INSERT INTO peers (torrent, peer_id, userid, ip, port, uploaded, downloaded, \
-             to_go, seeder, started, last_action, prev_action, connectable, agent, finishedat, \
-             downloadoffset, uploadoffset, passkey, ipv4, ipv6, is_seed_box) ",
-        );
-        qb.push_values(chunk, |mut b, (tid, p)| {
-            b.push_bind(*tid)
-                .push_bind(p.peer_id.to_vec())
-                .push_bind(p.user_id)
-                .push_bind(address(p.ip))
-                .push_bind(p.port)
-                .push_bind(p.uploaded)
-                .push_bind(p.downloaded)
-                .push_bind(p.left)
-                .push_bind(yes(p.seeder))
-                .push("FROM_UNIXTIME(")
-                .push_bind_unseparated(p.started)
-                .push_unseparated(")")
-                .push("FROM_UNIXTIME(")
-                .push_bind_unseparated(p.last_action)
-                .push_unseparated(")")
-                .push("FROM_UNIXTIME(")
-                .push_bind_unseparated(p.prev_action)
-                .push_unseparated(")")
-                .push("'yes'")
-                .push_bind(p.agent.clone())
-                .push_bind(p.finished_at)
-                .push_bind(p.downloaded)
-                .push_bind(p.uploaded)
-                .push_bind(passkeys.get(&p.user_id).cloned().unwrap_or_default())
-                .push_bind(ip_text(p.ipv4))
-                .push_bind(ip_text(p.ipv6))
-                .push("0");
-        });
-        qb.push(
-            " ON DUPLICATE KEY UPDATE ip = VALUES(ip), port = VALUES(port), \
-             uploaded = VALUES(uploaded), downloaded = VALUES(downloaded), \
-             to_go = VALUES(to_go), seeder = VALUES(seeder), \
-             last_action = VALUES(last_action), prev_action = VALUES(prev_action), \
-             agent = VALUES(agent), finishedat = VALUES(finishedat), ipv4 = VALUES(ipv4), \
-             ipv6 = VALUES(ipv6)",
-        );
-        qb.build().execute(&mut *conn).await?;
-        w.peers += chunk.len();
-    }
+    let (deleted, _) = DELETE_PEERS
+        .run(
+            conn,
+            &batch.peer_deletions,
+            |q, (tid, uid, pid)| binds!(q; *tid, *uid, pid.to_vec()),
+        )
+        .await?;
+    w.peers_deleted += deleted;
+    UPSERT_PEERS
+        .run(conn, &batch.peers, |q, (tid, p)| {
+            binds!(q; *tid, p.peer_id.to_vec(), p.user_id, address(p.ip), p.port, p.uploaded,
+                p.downloaded, p.left, yes(p.seeder), p.started, p.last_action, p.prev_action,
+                p.agent.clone(), p.finished_at, p.downloaded, p.uploaded,
+                passkeys.get(&p.user_id).cloned().unwrap_or_default(), ip_text(p.ipv4),
+                ip_text(p.ipv6))
+        })
+        .await?;
+    w.peers += batch.peers.len();
     Ok(())
 }
 
-/// New rows first (`A:532-536`: the client's totals as reported), then every row's
-/// additions (`A:496-507`).
+/// Whether a `snatched` write adds to the row after its insert: a row new in this batch
+/// is inserted with its latest `to_go` and `last_action`, so only additions (bytes, times)
+/// and a completion need the update (`A:496-507`).
+fn adds(s: &SnatchWrite) -> bool {
+    s.insert.is_none()
+        || s.uploaded != 0
+        || s.downloaded != 0
+        || s.seedtime != 0
+        || s.leechtime != 0
+        || s.leech_time_no_seeder != 0
+        || s.completed_at.is_some()
+}
+
+/// New rows first (`A:532-536`: the client's totals as reported), then the additions
+/// (`A:496-507`).
 async fn snatches(
     conn: &mut MySqlConnection,
     rows: &[SnatchWrite],
     w: &mut Written,
 ) -> Result<(), Error> {
-    let new: Vec<&SnatchWrite> = rows.iter().filter(|s| s.insert.is_some()).collect();
-    for chunk in new.chunks(ROWS_PER_STATEMENT) {
-        let mut qb = QueryBuilder::<MySql>::new(
-            "INSERT INTO snatched (torrentid, userid, ip, port, uploaded, downloaded, to_go, \
-             startdat, last_action) ",
-        );
-        qb.push_values(chunk, |mut b, s| {
-            let Some(i) = &s.insert else { return };
-            b.push_bind(s.torrent_id)
-                .push_bind(s.user_id)
-                .push_bind(address(i.ip))
-                .push_bind(i.port)
-                .push_bind(i.uploaded)
-                .push_bind(i.downloaded)
-                .push_bind(s.to_go)
-                .push("FROM_UNIXTIME(")
-                .push_bind_unseparated(i.started)
-                .push_unseparated(")")
-                .push("FROM_UNIXTIME(")
-                .push_bind_unseparated(s.last_action)
-                .push_unseparated(")");
-        });
-        qb.push(" ON DUPLICATE KEY UPDATE last_action = VALUES(last_action)");
-        qb.build().execute(&mut *conn).await?;
-    }
-    update_joined(
-        conn,
-        "snatched s",
-        rows,
-        |qb, s| {
-            columns!(qb;
-                s.torrent_id => "UNSIGNED" "tid",
-                s.user_id => "UNSIGNED" "uid",
-                s.uploaded => "UNSIGNED" "up",
-                s.downloaded => "UNSIGNED" "down",
-                s.seedtime => "UNSIGNED" "seed",
-                s.leechtime => "UNSIGNED" "leech",
-                s.leech_time_no_seeder => "UNSIGNED" "noseed",
-                s.to_go => "UNSIGNED" "togo",
-                s.last_action => "SIGNED" "la",
-                s.completed_at.unwrap_or(0) => "SIGNED" "done",
-            );
-        },
-        "s.torrentid = b.tid AND s.userid = b.uid SET \
-         s.uploaded = s.uploaded + b.up, s.downloaded = s.downloaded + b.down, \
-         s.seedtime = s.seedtime + b.seed, s.leechtime = s.leechtime + b.leech, \
-         s.leech_time_no_seeder = s.leech_time_no_seeder + b.noseed, s.to_go = b.togo, \
-         s.last_action = FROM_UNIXTIME(b.la), \
-         s.completedat = IF(b.done > 0, FROM_UNIXTIME(b.done), s.completedat), \
-         s.finished = IF(b.done > 0, 'yes', s.finished)",
-        &mut w.snatches,
-    )
-    .await?;
+    let new: Vec<(&SnatchWrite, &crate::site::SnatchInsert)> = (rows.iter())
+        .filter_map(|s| s.insert.as_ref().map(|i| (s, i)))
+        .collect();
+    INSERT_SNATCHES
+        .run(conn, &new, |q, (s, i)| {
+            binds!(q; s.torrent_id, s.user_id, address(i.ip), i.port, i.uploaded, i.downloaded,
+                s.to_go, i.started, s.last_action)
+        })
+        .await?;
+    let added: Vec<&SnatchWrite> = rows.iter().filter(|s| adds(s)).collect();
+    ADD_TO_SNATCHES
+        .run(conn, &added, |q, s| {
+            binds!(q; s.torrent_id, s.user_id, s.uploaded, s.downloaded, s.seedtime,
+                s.leechtime, s.leech_time_no_seeder, s.to_go, s.last_action,
+                s.completed_at.unwrap_or(0))
+        })
+        .await?;
+    w.snatches += rows.len();
     Ok(())
 }
 
 async fn torrents(conn: &mut MySqlConnection, batch: &Batch, w: &mut Written) -> Result<(), Error> {
-    update_joined(
-        conn,
-        "torrents t",
-        &batch.torrents,
-        |qb, t| {
-            columns!(qb;
-                t.torrent_id => "UNSIGNED" "id",
-                t.seeders => "UNSIGNED" "s",
-                t.leechers => "UNSIGNED" "l",
-                t.completed => "UNSIGNED" "c",
-                t.last_action => "SIGNED" "la",
-            );
-        },
-        "t.id = b.id SET t.seeders = b.s, t.leechers = b.l, \
-         t.times_completed = t.times_completed + b.c, t.visible = 'yes', \
-         t.last_action = IF(b.la > 0, FROM_UNIXTIME(b.la), t.last_action)",
-        &mut w.torrents,
-    )
-    .await?;
+    UPDATE_TORRENTS
+        .run(
+            conn,
+            &batch.torrents,
+            |q, t| binds!(q; t.torrent_id, t.seeders, t.leechers, t.completed, t.last_action),
+        )
+        .await?;
+    w.torrents += batch.torrents.len();
     Ok(())
 }
 
@@ -283,7 +237,7 @@ async fn users(
     sums: &Sums,
     w: &mut Written,
 ) -> Result<(), Error> {
-    let mut rows: HashMap<u32, UserRow> = HashMap::new();
+    let mut rows: BTreeMap<u32, UserRow> = BTreeMap::new();
     let blank = |id| UserRow {
         id,
         client_select: -1,
@@ -302,33 +256,13 @@ async fn users(
         (r.disable, r.revoke) = (u.disable, u.revoke_download);
     }
     let rows: Vec<UserRow> = rows.into_values().collect();
-    update_joined(
-        conn,
-        "users u",
-        &rows,
-        |qb, r| {
-            columns!(qb;
-                r.id => "UNSIGNED" "id",
-                r.up => "UNSIGNED" "up",
-                r.down => "UNSIGNED" "down",
-                r.last_announce => "SIGNED" "la",
-                r.client_select => "SIGNED" "cs",
-                r.show_client_error => "SIGNED" "sce",
-                i64::from(r.disable) => "SIGNED" "dis",
-                i64::from(r.revoke) => "SIGNED" "rev",
-            );
-        },
-        "u.id = b.id SET u.uploaded = u.uploaded + b.up, \
-         u.downloaded = u.downloaded + b.down, \
-         u.last_announce_at = IF(b.la > 0, FROM_UNIXTIME(b.la), u.last_announce_at), \
-         u.clientselect = IF(b.cs >= 0, b.cs, u.clientselect), \
-         u.showclienterror = CASE b.sce WHEN 1 THEN 'yes' WHEN 0 THEN 'no' \
-         ELSE u.showclienterror END, \
-         u.enabled = IF(b.dis > 0, 'no', u.enabled), \
-         u.downloadpos = IF(b.rev > 0, 'no', u.downloadpos)",
-        &mut w.users,
-    )
-    .await?;
+    UPDATE_USERS
+        .run(conn, &rows, |q, r| {
+            binds!(q; r.id, r.up, r.down, r.last_announce, r.client_select,
+                r.show_client_error, i64::from(r.disable), i64::from(r.revoke))
+        })
+        .await?;
+    w.users += rows.len();
     Ok(())
 }
 

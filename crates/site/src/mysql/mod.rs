@@ -16,7 +16,9 @@
 //! - [`rows`]: streamed rows, each decoded or left out with a count in a warning;
 //!   [`existing`]: which ids of a batch the site still has (rows of removed members and
 //!   torrents are pruned from a write, not sent to break a foreign key);
-//!   [`catalog::Catalog`]: the table, column and key check at start.
+//!   [`catalog::Catalog`]: the table, column and key check at start;
+//!   [`statement::Statement`]: multi-row statements, a thousand rows each, the full
+//!   chunk's prepared once and kept.
 
 use std::future::Future;
 use std::str::FromStr;
@@ -30,6 +32,7 @@ pub use shoal_accounts::{ACQUIRE_TIMEOUT, OPERATION_TIMEOUT};
 pub mod catalog;
 mod error;
 mod rows;
+pub mod statement;
 
 pub use error::Error;
 pub use rows::{existing, id, rows};

@@ -2,9 +2,8 @@
 //! upserted on their keys, `users` and `torrents` updated, `unregistered_info_hashes`
 //! upserted, the forgotten peers deleted. All in the caller's transaction.
 //!
-//! Each table is written with multi-row statements of [`ROWS_PER_STATEMENT`] rows: MariaDB
-//! and MySQL take at most 65,535 placeholders in one statement, and one statement per row
-//! would cost a busy site's server a round trip for each. `users` and `torrents` are
+//! Each table is written with multi-row statements ([`Statement`]: a thousand rows each, the
+//! full chunk's statement prepared once). `users` and `torrents` are
 //! updated through a join with the batch's rows (a derived table), never an upsert: an
 //! upsert would insert an empty user or torrent where the site has removed one.
 //!
@@ -21,52 +20,15 @@
 use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 
-use sqlx::mysql::{MySqlArguments, MySqlConnection};
-use sqlx::MySql;
+use sqlx::mysql::MySqlConnection;
+
+use shoal_site::binds;
+#[cfg(test)]
+use shoal_site::mysql::statement::ROWS_PER_STATEMENT;
+use shoal_site::mysql::statement::{Query, Statement};
 
 use super::{Error, Widths, Written};
 use crate::model::{Batch, HistoryUpdate, Peer, TorrentUpdate, Unregistered, UserUpdate};
-
-/// Rows in one multi-row statement: 16 placeholders a row at most (`history`), 16,000 in
-/// all, well inside the 65,535 that MariaDB and MySQL take.
-pub(super) const ROWS_PER_STATEMENT: usize = 1000;
-
-const _: () = assert!(ROWS_PER_STATEMENT * 16 <= 65_535);
-
-type Query<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
-
-/// `$query.bind(a).bind(b)…`: one row's values, in the order of its statement's columns.
-macro_rules! binds {
-    ($query:expr; $($value:expr),+ $(,)?) => {
-        $query$(.bind($value))+
-    };
-}
-
-/// A multi-row statement: `head`, then `row` once per row joined by `separator`, then
-/// `tail`.
-struct Statement {
-    head: &'static str,
-    row: &'static str,
-    separator: &'static str,
-    tail: &'static str,
-}
-
-impl Statement {
-    fn sql(&self, rows: usize) -> String {
-        let mut sql = String::with_capacity(
-            self.head.len() + rows * (self.row.len() + self.separator.len()) + self.tail.len(),
-        );
-        sql.push_str(self.head);
-        for i in 0..rows {
-            if i > 0 {
-                sql.push_str(self.separator);
-            }
-            sql.push_str(self.row);
-        }
-        sql.push_str(self.tail);
-        sql
-    }
-}
 
 const DELETE_PEERS: Statement = Statement {
     head: "DELETE FROM peers WHERE ",
@@ -231,8 +193,8 @@ impl Written {
     }
 }
 
-/// Runs `statement` over `rows`, [`ROWS_PER_STATEMENT`] at a time, each row bound by
-/// `bind`; answers the rows the server says it affected.
+/// Runs `statement` over `rows` ([`Statement::run`]), its statements counted in
+/// `written`; answers the rows the server says it affected.
 async fn in_chunks<T>(
     conn: &mut MySqlConnection,
     statement: &Statement,
@@ -240,25 +202,8 @@ async fn in_chunks<T>(
     written: &mut Written,
     bind: impl for<'q> Fn(Query<'q>, &T) -> Query<'q>,
 ) -> Result<u64, Error> {
-    let mut affected = 0;
-    let full = (rows.len() >= ROWS_PER_STATEMENT).then(|| statement.sql(ROWS_PER_STATEMENT));
-    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let partial;
-        let sql = match &full {
-            Some(full) if chunk.len() == ROWS_PER_STATEMENT => full,
-            _ => {
-                partial = statement.sql(chunk.len());
-                &partial
-            }
-        };
-        // A full chunk's statement recurs and stays prepared; a shorter one may not.
-        let mut query = sqlx::query(sql).persistent(chunk.len() == ROWS_PER_STATEMENT);
-        for row in chunk {
-            query = bind(query, row);
-        }
-        affected += query.execute(&mut *conn).await?.rows_affected();
-        written.statements += 1;
-    }
+    let (affected, statements) = statement.run(conn, rows, bind).await?;
+    written.statements += statements;
     Ok(affected)
 }
 
