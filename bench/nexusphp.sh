@@ -35,10 +35,14 @@
 # announces each run sent, and the failures each run got (expected about 0: the few ports
 # each site blacklists).
 #
-# Reported (OUT/report.md, OUT/results.json): responses per tracker CPU-second, min / median
-# / max over the rounds, NexusPHP / UNIT3D round by round (min / median / max, and whether
-# the median is at least 0.9x), responses/s, tracker CPU, peers per answer, failures, and
-# the database writes per second over each run (MariaDB's counters, the whole server).
+# Reported (OUT/report.md, OUT/results.json): responses per tracker CPU-second in the
+# measured window, min / median / max over the rounds, NexusPHP / UNIT3D round by round;
+# all the work (the announces each tracker answered from the load's start per CPU-second
+# it spent until it exited after SIGTERM, its last writes done), NexusPHP / UNIT3D round by
+# round and whether the median is at least 0.9x (the verdict: neither mode's writes keep
+# up with this load, and the window holds a different share of each mode's writing);
+# responses/s, tracker CPU, peers per answer, failures, and the database writes per second
+# over each run (MariaDB's counters, the whole server).
 #
 # Environment: SHOAL_BIN (target/release/shoal), SHOAL_COMMIT (the commit its binary was
 # built from, for the report; default this checkout's), BENCH_BIN
