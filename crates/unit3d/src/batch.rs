@@ -106,6 +106,21 @@ impl Site {
                 at,
             })
             .collect();
+        // Each table's rows in the order of its unique key: the server writes its index
+        // pages in order rather than at random (NexusPHP mode's rows went in twice as fast
+        // sorted, on the same MariaDB).
+        batch
+            .peers
+            .sort_unstable_by_key(|p| (p.user_id, p.torrent_id, p.peer_id));
+        batch
+            .history
+            .sort_unstable_by_key(|h| (h.user_id, h.torrent_id));
+        batch.users.sort_unstable_by_key(|u| u.user_id);
+        batch.torrents.sort_unstable_by_key(|t| t.torrent_id);
+        batch.peer_deletions.sort_unstable();
+        batch
+            .unregistered
+            .sort_unstable_by_key(|u| (u.info_hash, u.user_id));
         batch
     }
 
