@@ -40,6 +40,38 @@ pub struct Statement {
 }
 
 impl Statement {
+    /// `INSERT ... VALUES row, row, ... tail`: rows apart by commas.
+    pub const fn values(head: &'static str, row: &'static str, tail: &'static str) -> Self {
+        Statement {
+            head,
+            row,
+            separator: ", ",
+            tail,
+        }
+    }
+
+    /// A derived table of rows (`SELECT ... UNION ALL SELECT ...`) between `head` and
+    /// `tail`, for an `UPDATE ... JOIN`.
+    pub const fn union(head: &'static str, row: &'static str, tail: &'static str) -> Self {
+        Statement {
+            head,
+            row,
+            separator: " UNION ALL ",
+            tail,
+        }
+    }
+
+    /// `head` followed by the rows' conditions, any of which matches (`DELETE ... WHERE
+    /// (a) OR (b)`).
+    pub const fn any_of(head: &'static str, row: &'static str) -> Self {
+        Statement {
+            head,
+            row,
+            separator: " OR ",
+            tail: "",
+        }
+    }
+
     /// The statement's text for `rows` rows.
     pub fn sql(&self, rows: usize) -> String {
         let mut sql = String::with_capacity(
@@ -94,10 +126,8 @@ mod tests {
     use super::*;
 
     const PAIRS: Statement = Statement {
-        head: "DELETE FROM t WHERE ",
-        row: "(a = ? AND b = ?)",
-        separator: " OR ",
         tail: " LIMIT 5",
+        ..Statement::any_of("DELETE FROM t WHERE ", "(a = ? AND b = ?)")
     };
 
     #[test]

@@ -30,38 +30,34 @@ use shoal_site::mysql::statement::{Query, Statement};
 use super::{Error, Widths, Written};
 use crate::model::{Batch, HistoryUpdate, Peer, TorrentUpdate, Unregistered, UserUpdate};
 
-const DELETE_PEERS: Statement = Statement {
-    head: "DELETE FROM peers WHERE ",
-    row: "(user_id = ? AND torrent_id = ? AND peer_id = ?)",
-    separator: " OR ",
-    tail: "",
-};
+const DELETE_PEERS: Statement = Statement::any_of(
+    "DELETE FROM peers WHERE ",
+    "(user_id = ? AND torrent_id = ? AND peer_id = ?)",
+);
 
 /// `created_at` is written when the row is new and kept after.
-const UPSERT_PEERS: Statement = Statement {
-    head: "INSERT INTO peers (user_id, torrent_id, peer_id, ip, port, agent, uploaded, \
+const UPSERT_PEERS: Statement = Statement::values(
+    "INSERT INTO peers (user_id, torrent_id, peer_id, ip, port, agent, uploaded, \
            downloaded, `left`, seeder, active, visible, connectable, created_at, updated_at) \
            VALUES ",
-    row: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
-    separator: ", ",
-    tail: " ON DUPLICATE KEY UPDATE ip = VALUES(ip), port = VALUES(port), \
+    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    " ON DUPLICATE KEY UPDATE ip = VALUES(ip), port = VALUES(port), \
            agent = VALUES(agent), uploaded = VALUES(uploaded), \
            downloaded = VALUES(downloaded), `left` = VALUES(`left`), \
            seeder = VALUES(seeder), active = VALUES(active), visible = VALUES(visible), \
            connectable = VALUES(connectable), updated_at = VALUES(updated_at)",
-};
+);
 
 /// The batch's bytes and seed time are added; the client's totals, the flags and the agent
 /// replaced; a row stays immune only while its user is (UNIT3D-Announce's rule for the
 /// hit-and-run job); `completed_at` is written once.
-const UPSERT_HISTORY: Statement = Statement {
-    head: "INSERT INTO history (user_id, torrent_id, agent, uploaded, actual_uploaded, \
+const UPSERT_HISTORY: Statement = Statement::values(
+    "INSERT INTO history (user_id, torrent_id, agent, uploaded, actual_uploaded, \
            client_uploaded, downloaded, actual_downloaded, client_downloaded, seeder, active, \
            seedtime, immune, created_at, updated_at, completed_at) VALUES ",
-    row: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
+    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
           FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
-    separator: ", ",
-    tail: " ON DUPLICATE KEY UPDATE agent = VALUES(agent), \
+    " ON DUPLICATE KEY UPDATE agent = VALUES(agent), \
            uploaded = uploaded + VALUES(uploaded), \
            actual_uploaded = actual_uploaded + VALUES(actual_uploaded), \
            client_uploaded = VALUES(client_uploaded), \
@@ -72,38 +68,35 @@ const UPSERT_HISTORY: Statement = Statement {
            seedtime = seedtime + VALUES(seedtime), immune = immune AND VALUES(immune), \
            updated_at = VALUES(updated_at), \
            completed_at = COALESCE(completed_at, VALUES(completed_at))",
-};
+);
 
 /// Each row of the derived table casts its values, so that every row has the column types
 /// of an integer (a bare placeholder in a `SELECT` list may be typed as text).
-const ADD_TO_USERS: Statement = Statement {
-    head: "UPDATE users AS u JOIN (",
-    row: "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS UNSIGNED) AS up, \
+const ADD_TO_USERS: Statement = Statement::union(
+    "UPDATE users AS u JOIN (",
+    "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS UNSIGNED) AS up, \
           CAST(? AS UNSIGNED) AS down",
-    separator: " UNION ALL ",
-    tail: ") AS d ON u.id = d.id \
+    ") AS d ON u.id = d.id \
            SET u.uploaded = u.uploaded + d.up, u.downloaded = u.downloaded + d.down",
-};
+);
 
-const UPDATE_TORRENTS: Statement = Statement {
-    head: "UPDATE torrents AS t JOIN (",
-    row: "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS SIGNED) AS seeders, \
+const UPDATE_TORRENTS: Statement = Statement::union(
+    "UPDATE torrents AS t JOIN (",
+    "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS SIGNED) AS seeders, \
           CAST(? AS SIGNED) AS leechers, CAST(? AS SIGNED) AS completed, \
           CAST(? AS SIGNED) AS balance",
-    separator: " UNION ALL ",
-    tail: ") AS d ON t.id = d.id \
+    ") AS d ON t.id = d.id \
            SET t.seeders = d.seeders, t.leechers = d.leechers, \
            t.times_completed = d.completed, t.balance = COALESCE(t.balance, 0) + d.balance",
-};
+);
 
 /// The first announce's time stays in `created_at`; the latest goes to `updated_at`.
-const UPSERT_UNREGISTERED: Statement = Statement {
-    head: "INSERT INTO unregistered_info_hashes (user_id, info_hash, created_at, updated_at) \
+const UPSERT_UNREGISTERED: Statement = Statement::values(
+    "INSERT INTO unregistered_info_hashes (user_id, info_hash, created_at, updated_at) \
            VALUES ",
-    row: "(?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
-    separator: ", ",
-    tail: " ON DUPLICATE KEY UPDATE updated_at = VALUES(updated_at)",
-};
+    "(?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+    " ON DUPLICATE KEY UPDATE updated_at = VALUES(updated_at)",
+);
 
 /// Writes `batch` on `conn`, inside the caller's transaction. Deletions go first: a peer
 /// both deleted and upserted in one batch ends up in the table.
