@@ -44,16 +44,16 @@ const DELETE_PEERS: Statement = Statement::any_of(
 /// A client's row on its key (torrent, peer id, member): `started` is kept once written.
 const UPSERT_PEERS: Statement = Statement::values(
     "INSERT INTO peers (torrent, peer_id, userid, ip, port, uploaded, downloaded, to_go, \
-           seeder, started, last_action, prev_action, connectable, agent, finishedat, \
-           downloadoffset, uploadoffset, passkey, ipv4, ipv6, is_seed_box) VALUES ",
+     seeder, started, last_action, prev_action, connectable, agent, finishedat, \
+     downloadoffset, uploadoffset, passkey, ipv4, ipv6, is_seed_box) VALUES ",
     "(?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?), \
-          'yes', ?, ?, ?, ?, ?, ?, ?, 0)",
+     'yes', ?, ?, ?, ?, ?, ?, ?, 0)",
     " ON DUPLICATE KEY UPDATE ip = VALUES(ip), port = VALUES(port), \
-           uploaded = VALUES(uploaded), downloaded = VALUES(downloaded), \
-           to_go = VALUES(to_go), seeder = VALUES(seeder), \
-           last_action = VALUES(last_action), prev_action = VALUES(prev_action), \
-           agent = VALUES(agent), finishedat = VALUES(finishedat), ipv4 = VALUES(ipv4), \
-           ipv6 = VALUES(ipv6)",
+     uploaded = VALUES(uploaded), downloaded = VALUES(downloaded), \
+     to_go = VALUES(to_go), seeder = VALUES(seeder), \
+     last_action = VALUES(last_action), prev_action = VALUES(prev_action), \
+     agent = VALUES(agent), finishedat = VALUES(finishedat), ipv4 = VALUES(ipv4), \
+     ipv6 = VALUES(ipv6)",
 );
 
 /// A member's first `snatched` row for a torrent (`A:532-536`: the client's totals as
@@ -61,7 +61,7 @@ const UPSERT_PEERS: Statement = Statement::values(
 /// what an update with nothing to add would set.
 const INSERT_SNATCHES: Statement = Statement::values(
     "INSERT INTO snatched (torrentid, userid, ip, port, uploaded, downloaded, to_go, \
-           startdat, last_action) VALUES ",
+     startdat, last_action) VALUES ",
     "(?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
     " ON DUPLICATE KEY UPDATE to_go = VALUES(to_go), last_action = VALUES(last_action)",
 );
@@ -71,41 +71,41 @@ const INSERT_SNATCHES: Statement = Statement::values(
 const ADD_TO_SNATCHES: Statement = Statement::union(
     "UPDATE snatched s JOIN (",
     "SELECT CAST(? AS UNSIGNED) AS tid, CAST(? AS UNSIGNED) AS uid, \
-          CAST(? AS UNSIGNED) AS up, CAST(? AS UNSIGNED) AS down, \
-          CAST(? AS UNSIGNED) AS seed, CAST(? AS UNSIGNED) AS leech, \
-          CAST(? AS UNSIGNED) AS noseed, CAST(? AS UNSIGNED) AS togo, \
-          CAST(? AS SIGNED) AS la, CAST(? AS SIGNED) AS done",
+     CAST(? AS UNSIGNED) AS up, CAST(? AS UNSIGNED) AS down, \
+     CAST(? AS UNSIGNED) AS seed, CAST(? AS UNSIGNED) AS leech, \
+     CAST(? AS UNSIGNED) AS noseed, CAST(? AS UNSIGNED) AS togo, \
+     CAST(? AS SIGNED) AS la, CAST(? AS SIGNED) AS done",
     ") b ON s.torrentid = b.tid AND s.userid = b.uid SET \
-           s.uploaded = s.uploaded + b.up, s.downloaded = s.downloaded + b.down, \
-           s.seedtime = s.seedtime + b.seed, s.leechtime = s.leechtime + b.leech, \
-           s.leech_time_no_seeder = s.leech_time_no_seeder + b.noseed, s.to_go = b.togo, \
-           s.last_action = FROM_UNIXTIME(b.la), \
-           s.completedat = IF(b.done > 0, FROM_UNIXTIME(b.done), s.completedat), \
-           s.finished = IF(b.done > 0, 'yes', s.finished)",
+     s.uploaded = s.uploaded + b.up, s.downloaded = s.downloaded + b.down, \
+     s.seedtime = s.seedtime + b.seed, s.leechtime = s.leechtime + b.leech, \
+     s.leech_time_no_seeder = s.leech_time_no_seeder + b.noseed, s.to_go = b.togo, \
+     s.last_action = FROM_UNIXTIME(b.la), \
+     s.completedat = IF(b.done > 0, FROM_UNIXTIME(b.done), s.completedat), \
+     s.finished = IF(b.done > 0, 'yes', s.finished)",
 );
 
 const UPDATE_TORRENTS: Statement = Statement::union(
     "UPDATE torrents t JOIN (",
     "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS UNSIGNED) AS s, \
-          CAST(? AS UNSIGNED) AS l, CAST(? AS UNSIGNED) AS c, CAST(? AS SIGNED) AS la",
+     CAST(? AS UNSIGNED) AS l, CAST(? AS UNSIGNED) AS c, CAST(? AS SIGNED) AS la",
     ") b ON t.id = b.id SET t.seeders = b.s, t.leechers = b.l, \
-           t.times_completed = t.times_completed + b.c, t.visible = 'yes', \
-           t.last_action = IF(b.la > 0, FROM_UNIXTIME(b.la), t.last_action)",
+     t.times_completed = t.times_completed + b.c, t.visible = 'yes', \
+     t.last_action = IF(b.la > 0, FROM_UNIXTIME(b.la), t.last_action)",
 );
 
 const UPDATE_USERS: Statement = Statement::union(
     "UPDATE users u JOIN (",
     "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS UNSIGNED) AS up, \
-          CAST(? AS UNSIGNED) AS down, CAST(? AS SIGNED) AS la, CAST(? AS SIGNED) AS cs, \
-          CAST(? AS SIGNED) AS sce, CAST(? AS SIGNED) AS dis, CAST(? AS SIGNED) AS rev",
+     CAST(? AS UNSIGNED) AS down, CAST(? AS SIGNED) AS la, CAST(? AS SIGNED) AS cs, \
+     CAST(? AS SIGNED) AS sce, CAST(? AS SIGNED) AS dis, CAST(? AS SIGNED) AS rev",
     ") b ON u.id = b.id SET u.uploaded = u.uploaded + b.up, \
-           u.downloaded = u.downloaded + b.down, \
-           u.last_announce_at = IF(b.la > 0, FROM_UNIXTIME(b.la), u.last_announce_at), \
-           u.clientselect = IF(b.cs >= 0, b.cs, u.clientselect), \
-           u.showclienterror = CASE b.sce WHEN 1 THEN 'yes' WHEN 0 THEN 'no' \
-           ELSE u.showclienterror END, \
-           u.enabled = IF(b.dis > 0, 'no', u.enabled), \
-           u.downloadpos = IF(b.rev > 0, 'no', u.downloadpos)",
+     u.downloaded = u.downloaded + b.down, \
+     u.last_announce_at = IF(b.la > 0, FROM_UNIXTIME(b.la), u.last_announce_at), \
+     u.clientselect = IF(b.cs >= 0, b.cs, u.clientselect), \
+     u.showclienterror = CASE b.sce WHEN 1 THEN 'yes' WHEN 0 THEN 'no' \
+     ELSE u.showclienterror END, \
+     u.enabled = IF(b.dis > 0, 'no', u.enabled), \
+     u.downloadpos = IF(b.rev > 0, 'no', u.downloadpos)",
 );
 
 fn ip_text(ip: Option<impl ToString>) -> String {

@@ -38,14 +38,14 @@ const DELETE_PEERS: Statement = Statement::any_of(
 /// `created_at` is written when the row is new and kept after.
 const UPSERT_PEERS: Statement = Statement::values(
     "INSERT INTO peers (user_id, torrent_id, peer_id, ip, port, agent, uploaded, \
-           downloaded, `left`, seeder, active, visible, connectable, created_at, updated_at) \
-           VALUES ",
+     downloaded, `left`, seeder, active, visible, connectable, created_at, updated_at) \
+     VALUES ",
     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
     " ON DUPLICATE KEY UPDATE ip = VALUES(ip), port = VALUES(port), \
-           agent = VALUES(agent), uploaded = VALUES(uploaded), \
-           downloaded = VALUES(downloaded), `left` = VALUES(`left`), \
-           seeder = VALUES(seeder), active = VALUES(active), visible = VALUES(visible), \
-           connectable = VALUES(connectable), updated_at = VALUES(updated_at)",
+     agent = VALUES(agent), uploaded = VALUES(uploaded), \
+     downloaded = VALUES(downloaded), `left` = VALUES(`left`), \
+     seeder = VALUES(seeder), active = VALUES(active), visible = VALUES(visible), \
+     connectable = VALUES(connectable), updated_at = VALUES(updated_at)",
 );
 
 /// The batch's bytes and seed time are added; the client's totals, the flags and the agent
@@ -53,21 +53,21 @@ const UPSERT_PEERS: Statement = Statement::values(
 /// hit-and-run job); `completed_at` is written once.
 const UPSERT_HISTORY: Statement = Statement::values(
     "INSERT INTO history (user_id, torrent_id, agent, uploaded, actual_uploaded, \
-           client_uploaded, downloaded, actual_downloaded, client_downloaded, seeder, active, \
-           seedtime, immune, created_at, updated_at, completed_at) VALUES ",
+     client_uploaded, downloaded, actual_downloaded, client_downloaded, seeder, active, \
+     seedtime, immune, created_at, updated_at, completed_at) VALUES ",
     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
-          FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
+     FROM_UNIXTIME(?), FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
     " ON DUPLICATE KEY UPDATE agent = VALUES(agent), \
-           uploaded = uploaded + VALUES(uploaded), \
-           actual_uploaded = actual_uploaded + VALUES(actual_uploaded), \
-           client_uploaded = VALUES(client_uploaded), \
-           downloaded = downloaded + VALUES(downloaded), \
-           actual_downloaded = actual_downloaded + VALUES(actual_downloaded), \
-           client_downloaded = VALUES(client_downloaded), \
-           seeder = VALUES(seeder), active = VALUES(active), \
-           seedtime = seedtime + VALUES(seedtime), immune = immune AND VALUES(immune), \
-           updated_at = VALUES(updated_at), \
-           completed_at = COALESCE(completed_at, VALUES(completed_at))",
+     uploaded = uploaded + VALUES(uploaded), \
+     actual_uploaded = actual_uploaded + VALUES(actual_uploaded), \
+     client_uploaded = VALUES(client_uploaded), \
+     downloaded = downloaded + VALUES(downloaded), \
+     actual_downloaded = actual_downloaded + VALUES(actual_downloaded), \
+     client_downloaded = VALUES(client_downloaded), \
+     seeder = VALUES(seeder), active = VALUES(active), \
+     seedtime = seedtime + VALUES(seedtime), immune = immune AND VALUES(immune), \
+     updated_at = VALUES(updated_at), \
+     completed_at = COALESCE(completed_at, VALUES(completed_at))",
 );
 
 /// Each row of the derived table casts its values, so that every row has the column types
@@ -75,25 +75,25 @@ const UPSERT_HISTORY: Statement = Statement::values(
 const ADD_TO_USERS: Statement = Statement::union(
     "UPDATE users AS u JOIN (",
     "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS UNSIGNED) AS up, \
-          CAST(? AS UNSIGNED) AS down",
+     CAST(? AS UNSIGNED) AS down",
     ") AS d ON u.id = d.id \
-           SET u.uploaded = u.uploaded + d.up, u.downloaded = u.downloaded + d.down",
+     SET u.uploaded = u.uploaded + d.up, u.downloaded = u.downloaded + d.down",
 );
 
 const UPDATE_TORRENTS: Statement = Statement::union(
     "UPDATE torrents AS t JOIN (",
     "SELECT CAST(? AS UNSIGNED) AS id, CAST(? AS SIGNED) AS seeders, \
-          CAST(? AS SIGNED) AS leechers, CAST(? AS SIGNED) AS completed, \
-          CAST(? AS SIGNED) AS balance",
+     CAST(? AS SIGNED) AS leechers, CAST(? AS SIGNED) AS completed, \
+     CAST(? AS SIGNED) AS balance",
     ") AS d ON t.id = d.id \
-           SET t.seeders = d.seeders, t.leechers = d.leechers, \
-           t.times_completed = d.completed, t.balance = COALESCE(t.balance, 0) + d.balance",
+     SET t.seeders = d.seeders, t.leechers = d.leechers, \
+     t.times_completed = d.completed, t.balance = COALESCE(t.balance, 0) + d.balance",
 );
 
 /// The first announce's time stays in `created_at`; the latest goes to `updated_at`.
 const UPSERT_UNREGISTERED: Statement = Statement::values(
     "INSERT INTO unregistered_info_hashes (user_id, info_hash, created_at, updated_at) \
-           VALUES ",
+     VALUES ",
     "(?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))",
     " ON DUPLICATE KEY UPDATE updated_at = VALUES(updated_at)",
 );
