@@ -264,8 +264,8 @@ impl SiteRules for Site {
             // cannot queue it and answers as the first such announce is answered.
             return Err(PURCHASE);
         }
-        // Read under the torrent's lock, as it is written: one member's two clients on
-        // one torrent are never counted from the same snatch.
+        // Read here, under the torrent's lock, not with the windows above (taken before
+        // it); the entry is in the processor's cache since that look-up.
         let snatch_before = (self.pairs.get(&(uid, tid)))
             .map(|p| p.snatch)
             .unwrap_or_default();

@@ -36,13 +36,22 @@ fn cheater(comment: &'static str, disabling: bool) -> CheaterWrite {
     }
 }
 
-#[tokio::test]
-async fn cheaters_hit_and_runs_ipv6_clients_and_flags_are_written_as_nexusphp_writes_them() {
-    let Some(db) = site_db::SiteDb::create("nexusphp_write").await else {
+/// A database `name` on the test MariaDB holding NexusPHP's tables as shipped; `None`
+/// (said on stderr) where no MariaDB is available here.
+async fn database(name: &str) -> Option<site_db::SiteDb> {
+    let Some(db) = site_db::SiteDb::create(name).await else {
         eprintln!("MariaDB is not available here: skipped");
-        return;
+        return None;
     };
     db.run(FIXTURE).await;
+    Some(db)
+}
+
+#[tokio::test]
+async fn cheaters_hit_and_runs_ipv6_clients_and_flags_are_written_as_nexusphp_writes_them() {
+    let Some(db) = database("nexusphp_write").await else {
+        return;
+    };
     db.run(
         "insert into users (id, username, email, passkey) values (1, 'alice', 'a@example.org', \
          '00000000000000000000000000000001'); \
@@ -193,11 +202,9 @@ async fn cheaters_hit_and_runs_ipv6_clients_and_flags_are_written_as_nexusphp_wr
 /// totals kept, `to_go` and `last_action` taken, as the update with nothing to add would).
 #[tokio::test]
 async fn snatched_rows_are_inserted_in_chunks_and_added_to_only_where_there_is_something_to_add() {
-    let Some(db) = site_db::SiteDb::create("nexusphp_snatches").await else {
-        eprintln!("MariaDB is not available here: skipped");
+    let Some(db) = database("nexusphp_snatches").await else {
         return;
     };
-    db.run(FIXTURE).await;
     db.run(
         "insert into snatched (torrentid, userid, ip, port, uploaded, downloaded, to_go, \
          startdat, last_action) values (10, 5000, '127.0.0.1', 6000, 5, 6, 99, \
