@@ -10,6 +10,7 @@ before importing it. Each test names its own checks; the steps behind them live 
 import ctypes
 import hashlib
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -107,7 +108,41 @@ def session(host="127.0.0.1", validate_https=None):
     if validate_https is not None:
         settings["validate_https_trackers"] = validate_https
     # flags 0: no default plugins, so no ut_pex (and each torrent also gets disable_pex)
-    return lt.session(settings, 0)
+    ses = lt.session(settings, 0)
+    ses.set_alert_fd(_alert_pipe()[1])
+    return ses
+
+
+# Every session writes a byte to this pipe when alerts wait in its queue (set_alert_fd), and
+# Pump.run sleeps on it. Not the binding's `wait_for_alert`: Debian's 2.0.8 wraps the alert
+# pointer it returns while the session's threads go on posting, and a queue that grows
+# meanwhile leaves that pointer dangling; the Python process then dies of SIGSEGV (seen in
+# gdb on 2026-12-07, about one run in six of the Gazelle test). One pipe for the process,
+# never closed: a session may outlive any one test's objects, and must never write into a
+# descriptor number reused since. Both ends are non-blocking: a full pipe drops the wake-up
+# byte instead of stalling libtorrent's thread.
+_ALERT_PIPE = None
+
+
+def _alert_pipe():
+    global _ALERT_PIPE
+    if _ALERT_PIPE is None:
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        _ALERT_PIPE = (r, w)
+    return _ALERT_PIPE
+
+
+def wait_for_alerts(timeout):
+    """Sleeps until some session has alerts waiting, or `timeout` seconds."""
+    r = _alert_pipe()[0]
+    if select.select([r], [], [], timeout)[0]:
+        try:
+            while os.read(r, 4096):
+                pass
+        except BlockingIOError:
+            pass
 
 
 def write_payload(directory, size):
@@ -180,7 +215,7 @@ class Pump:
             found = until()
             if found is not None and found is not False:
                 return found
-            next(iter(self.sessions.values())).wait_for_alert(50)
+            wait_for_alerts(0.05)
         return None
 
     def find(self, who, kind, pred=lambda f: True, since=0):
