@@ -200,7 +200,7 @@ for size in $SIZES; do
         for i in $(seq 0 $((n - 1))); do
             t=${trackers[$(((i + round - 1) % n))]}
             tag="$t-$torrents-$round"
-            rm -f "$OUT/run/shoal.state"
+            rm -f "$OUT/run/shoal.state" "$OUT/run/shoal.state.changes"
             # shellcheck disable=SC2046
             $(cmd_of "$t") >"$OUT/$tag.log" 2>&1 &
             pid=$!

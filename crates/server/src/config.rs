@@ -55,6 +55,7 @@ pub struct Config {
 pub struct StateConfig {
     pub file: PathBuf,
     pub snapshot_interval: u64,
+    pub changes_interval: u64,
     pub handover_timeout: u64,
 }
 
@@ -82,6 +83,7 @@ impl Default for StateConfig {
         Self {
             file: PathBuf::from("shoal.state"),
             snapshot_interval: 300,
+            changes_interval: 10,
             handover_timeout: 120,
         }
     }

@@ -307,6 +307,7 @@ impl Tracker {
                 &restored,
                 (
                     config.state.snapshot_interval,
+                    config.state.changes_interval,
                     config.state.handover_timeout,
                 ),
             )?),

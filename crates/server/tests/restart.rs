@@ -162,9 +162,17 @@ fn peers_and_completed_counts_survive_sigterm_and_restart() {
         TORRENTS * PEERS_PER_TORRENT
     );
     let output = first.stop();
-    assert!(output.contains("final snapshot written"), "{output}");
+    // The whole snapshot written at start was empty: the final change section holds all.
+    assert!(
+        output.contains("final snapshot written")
+            && output.contains("20 torrents, 100000 peers (a change section"),
+        "{output}"
+    );
     let size = std::fs::metadata(&site.state).unwrap().len();
-    eprintln!("snapshot: {size} bytes");
+    let log = std::fs::metadata(site.state.with_extension("state.changes"))
+        .unwrap()
+        .len();
+    eprintln!("snapshot: {size} bytes, change log {log} bytes");
 
     let second = start(&site, "second");
     let line = second.wait_for("restored snapshot", Duration::from_secs(5));
@@ -317,8 +325,9 @@ fn a_restart_serves_while_the_snapshot_loads_and_merges_it_under_live_peers() {
         "peer 1 is a seeder, as it announced during the load"
     );
 
-    // SIGTERM during a load: the load is finished, then the final snapshot written, so
-    // neither the file's peers nor those heard meanwhile are lost.
+    // SIGTERM during a load: the rest is merged for the torrents announced meanwhile only,
+    // and the final change section holds those, so neither the file's peers nor those
+    // heard meanwhile are lost.
     second.stop();
     std::fs::remove_file(&gate).unwrap();
     let third = start_gated(&site, "third", &gate);
@@ -328,7 +337,15 @@ fn a_restart_serves_while_the_snapshot_loads_and_merges_it_under_live_peers() {
     c.announce(&newcomer).expect("answered during the load");
     let output = third.stop();
     assert!(output.contains("restored snapshot"), "{output}");
-    assert!(output.contains("final snapshot written"), "{output}");
+    assert!(
+        output.contains("stopped before the end: the rest only for torrents announced"),
+        "{output}"
+    );
+    assert!(
+        output.contains("final snapshot written to")
+            && output.contains("1 torrents, 2001 peers (a change section"),
+        "{output}"
+    );
     let fourth = start(&site, "fourth");
     fourth.wait_for("restored snapshot", Duration::from_secs(60));
     expected[2].2 += 1;

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use parking_lot::Mutex;
 use shoal_swarm::clock::unix_now;
-use shoal_swarm::snapshot::{read_header, Merge};
+use shoal_swarm::snapshot::Merge;
 use shoal_swarm::{PeerExt, SnapshotError, SnapshotHeader, SnapshotSummary, Store, StoreConfig};
 
 use shoal_tracker::swarms::Swarms;
 
+use crate::changes::{self, on_store, Chain, Log, Narrowing};
 use crate::sink::{Abortable, EarlyWriteback, GIVEN_UP};
 
 /// What happened to the snapshot file at start.
@@ -69,6 +70,9 @@ pub struct StateFile {
     /// final one follows at once and would otherwise wait for it (seconds at 30 million
     /// peers).
     pub(crate) stopping: AtomicBool,
+    /// The whole snapshot this process's change sections follow, if it may append any
+    /// (`crate::changes`): set by a whole snapshot it wrote or by a load it finished.
+    chain: Mutex<Option<Chain>>,
 }
 
 impl StateFile {
@@ -84,7 +88,13 @@ impl StateFile {
             handover_waiting: AtomicBool::new(false),
             loading: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
+            chain: Mutex::new(None),
         }
+    }
+
+    /// `FILE.changes`, the log of change sections beside the file.
+    pub fn log_path(&self) -> PathBuf {
+        changes::log_path(&self.path)
     }
 
     /// Whether the snapshot found at start is still loading in the background (no
@@ -140,7 +150,9 @@ impl StateFile {
             writer: self.pid,
             is_final,
             key: self.key.to_vec(),
+            base: None,
         };
+        let now = shoal_swarm::clock::now();
         let never = AtomicBool::new(false);
         let abort = if is_final { &never } else { &self.stopping };
         // A periodic snapshot is encoded on this one thread, beside the workers that
@@ -156,7 +168,6 @@ impl StateFile {
             let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
             let file = EarlyWriteback::new(file);
             let mut w = BufWriter::with_capacity(1 << 20, Abortable { inner: file, abort });
-            let now = shoal_swarm::clock::now();
             let summary = match store {
                 Swarms::Open(s) => s.write_snapshot(&mut w, &header, now, encoders),
                 Swarms::Private { store, .. } => {
@@ -178,28 +189,107 @@ impl StateFile {
             std::fs::rename(&tmp, &self.path).with_context(|| {
                 format!("renaming {} to {}", tmp.display(), self.path.display())
             })?;
-            // Make the rename itself durable (best effort: not every filesystem allows it).
-            if let Some(dir) = self.path.parent() {
-                let dir = if dir.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    dir
-                };
-                if let Ok(d) = File::open(dir) {
-                    let _ = d.sync_all();
+            // The log followed the file just replaced: its sections name that one as their
+            // base, so a stop before this removal leaves nothing a restart would read.
+            match std::fs::remove_file(self.log_path()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    tracing::warn!("removing {}: {e}", self.log_path().display())
                 }
+                _ => {}
             }
+            self.sync_dir();
             Ok(summary)
         })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        } else {
-            self.last_written_unix
-                .store(header.written_unix, Ordering::Relaxed);
-            self.last_duration_micros
-                .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        match &result {
+            Err(_) => {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            Ok(summary) => {
+                *self.chain.lock() = Some(Chain {
+                    base: summary.base_id(),
+                    base_len: std::fs::metadata(&self.path).map_or(0, |m| m.len()),
+                    since: now,
+                    log_len: 0,
+                });
+                self.last_written_unix
+                    .store(header.written_unix, Ordering::Relaxed);
+                self.last_duration_micros
+                    .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            }
         }
         result
+    }
+
+    /// Makes a rename or a new file in the file's directory durable (best effort: not
+    /// every filesystem allows it).
+    fn sync_dir(&self) {
+        if let Some(dir) = self.path.parent() {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+    }
+
+    /// Appends a change section to the log (`crate::changes`): the torrents announced
+    /// since the last section or whole snapshot. `Ok(None)` when there is nothing to follow
+    /// (no whole snapshot of this process's yet, a load still under way, or one so old
+    /// that the sections could miss a dropped torrent): write a whole one instead. A
+    /// periodic section is given up if the process starts stopping meanwhile.
+    pub fn append_changes(
+        &self,
+        store: &Swarms,
+        is_final: bool,
+    ) -> anyhow::Result<Option<SnapshotSummary>> {
+        if self.loading() {
+            return Ok(None);
+        }
+        let _guard = self.writing.lock();
+        let now = shoal_swarm::clock::now();
+        let Some(chain) = *self.chain.lock() else {
+            return Ok(None);
+        };
+        if chain.stale(now, store.config().torrent_ttl) || (!is_final && chain.full()) {
+            return Ok(None);
+        }
+        let header = SnapshotHeader {
+            written_unix: unix_now(),
+            writer: self.pid,
+            is_final,
+            key: self.key.to_vec(),
+            base: Some(chain.base),
+        };
+        let never = AtomicBool::new(false);
+        let abort = if is_final { &never } else { &self.stopping };
+        let encoders = if is_final {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            1
+        };
+        let new_log = chain.log_len == 0;
+        let (summary, file) = changes::append(
+            &self.log_path(),
+            &chain,
+            &header,
+            store,
+            (now, encoders),
+            abort,
+        )?;
+        if new_log {
+            self.sync_dir();
+        }
+        *self.chain.lock() = Some(Chain {
+            since: now,
+            log_len: file.metadata()?.len(),
+            ..chain
+        });
+        self.last_written_unix
+            .store(header.written_unix, Ordering::Relaxed);
+        Ok(Some(summary))
     }
 
     /// If the file now holds a *final* snapshot written by `predecessor`, merges it into
@@ -209,41 +299,51 @@ impl StateFile {
         store: &Swarms,
         predecessor: u32,
     ) -> Option<Result<SnapshotSummary, SnapshotError>> {
-        let file = File::open(&self.path).ok()?;
-        let header = read_header(BufReader::new(file)).ok()?;
-        if !header.is_final || header.writer != predecessor {
+        let (base, header) = changes::base_id(&self.path).ok()?;
+        let latest = changes::last_header(&self.log_path(), base).unwrap_or(header);
+        if !latest.is_final || latest.writer != predecessor {
             return None;
         }
-        let file = File::open(&self.path).ok()?;
-        Some(restore_into(
-            store,
-            BufReader::with_capacity(1 << 20, file),
-            shoal_swarm::clock::now(),
-            unix_now(),
-            Merge::KeepHigher,
-        ))
+        let now = (shoal_swarm::clock::now(), unix_now(), Merge::KeepHigher);
+        Some(load_chain(&self.path, store, now, |_| true).map(|(s, _)| s))
     }
+}
+
+/// Merges the whole snapshot at `path` and the sections of its log into `store`, each
+/// torrent from the newest record there is of it, where `wants` says so. Returns what was
+/// merged and the log as read.
+fn load_chain(
+    path: &Path,
+    store: &Swarms,
+    (now, unix, merge): (u32, u64, Merge),
+    mut wants: impl FnMut(&shoal_proto::InfoHash) -> bool,
+) -> Result<(SnapshotSummary, Log), SnapshotError> {
+    let (base, _) = changes::base_id(path)?;
+    let log_path = changes::log_path(path);
+    let log = changes::scan(&log_path, base, store)?;
+    let mut r = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let mut summary = on_store!(store, s => s.restore_filtered(&mut r, now, unix, merge, |h| {
+        !log.replaces(h) && wants(h)
+    }))?;
+    if r.read(&mut [0u8; 1])? != 0 {
+        return Err(SnapshotError::Malformed("bytes after the trailer"));
+    }
+    let sections = changes::merge(&log_path, &log, store, (now, unix, merge), wants)?;
+    summary.torrents += sections.torrents;
+    summary.torrents_skipped += sections.torrents_skipped;
+    summary.peers += sections.peers;
+    summary.peers_skipped += sections.peers_skipped;
+    summary.peers_expired += sections.peers_expired;
+    if let Some(last) = log.last() {
+        summary.header = last.clone();
+    }
+    Ok((summary, log))
 }
 
 fn tmp_path(path: &Path, pid: u32) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(format!(".tmp-{pid}"));
     PathBuf::from(s)
-}
-
-/// Merges the snapshot `reader` holds into `store`, open or private, as
-/// [`Store::restore_snapshot_with`] does.
-fn restore_into(
-    store: &Swarms,
-    reader: impl Read,
-    now: u32,
-    unix: u64,
-    merge: Merge,
-) -> Result<SnapshotSummary, SnapshotError> {
-    match store {
-        Swarms::Open(s) => s.restore_snapshot_with(reader, now, unix, merge),
-        Swarms::Private { store, .. } => store.restore_snapshot_with(reader, now, unix, merge),
-    }
 }
 
 /// Logs that the snapshot at `path` was restored (`how`, if not empty, says how: it
@@ -254,8 +354,8 @@ fn log_restored(path: &Path, how: &str, started: Instant, summary: &SnapshotSumm
          written {} s ago by process {}{}",
         path.display(),
         started.elapsed(),
-        summary.torrents,
-        summary.peers - summary.peers_expired,
+        summary.merged().0,
+        summary.merged().1,
         summary.peers_expired,
         unix.saturating_sub(summary.header.written_unix),
         summary.header.writer,
@@ -360,8 +460,13 @@ pub fn open(path: &Path) -> Restored {
             };
         }
     };
-    match read_header(BufReader::new(file)) {
-        Ok(header) => Restored::Loading(header),
+    drop(file);
+    match changes::base_id(path) {
+        // The log's last section, if any, says who wrote last and whether it was a final
+        // word (the key is the same in both).
+        Ok((base, header)) => Restored::Loading(
+            changes::last_header(&changes::log_path(path), base).unwrap_or(header),
+        ),
         Err(e) => move_aside(path, &e, "starting empty"),
     }
 }
@@ -373,13 +478,19 @@ pub fn open(path: &Path) -> Restored {
 pub const LOAD_GATE_ENV: &str = "SHOAL_TEST_LOAD_GATE";
 const GATE_WAIT: Duration = Duration::from_secs(120);
 
-/// Loads the snapshot at `path` into the live `store`, which has been serving since the
-/// start: a peer already heard from at an address keeps its entry (it is newer than the
-/// file), completed counts are added (the store counted only completions since it
-/// started empty), a bounded chunk of peers per shard lock. On error the file is moved
-/// aside; what was merged until then came from whole blocks that passed their checksum
-/// and stays (the store is live: it cannot be dropped).
-pub fn load(path: &Path, store: &Swarms, stop: &AtomicBool) -> Restored {
+/// Loads the snapshot at `file`'s path, and the change sections of its log, into the live
+/// `store`, which has been serving since the start: a peer already heard from at an
+/// address keeps its entry (it is newer than the file), completed counts are added (the
+/// store counted only completions since it started empty), a bounded chunk of peers per
+/// shard lock. On error the file is moved aside; what was merged until then came from
+/// whole blocks that passed their checksum and stays (the store is live: it cannot be
+/// dropped).
+///
+/// Once `stop` is set, the rest is merged only for the torrents announced since the start
+/// (the others stay in the file as they are); with `follow`, the file then becomes the
+/// base this process's change sections follow, so the final one holds exactly those.
+pub fn load(file: &StateFile, store: &Swarms, stop: &AtomicBool, follow: bool) -> Restored {
+    let path = file.path();
     if let Some(gate) = std::env::var_os(LOAD_GATE_ENV) {
         let until = Instant::now() + GATE_WAIT;
         while !Path::new(&gate).exists() && !stop.load(Ordering::Relaxed) && Instant::now() < until
@@ -388,28 +499,31 @@ pub fn load(path: &Path, store: &Swarms, stop: &AtomicBool) -> Restored {
         }
     }
     let started = Instant::now();
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::error!("cannot reopen snapshot {}: {e}", path.display());
-            return Restored::MovedAside {
-                error: e.to_string(),
-                moved_to: None,
-            };
-        }
-    };
-    let reader = BufReader::with_capacity(1 << 20, file);
     let (now, unix) = (shoal_swarm::clock::now(), unix_now());
-    match restore_into(store, reader, now, unix, Merge::AddCompleted) {
-        Ok(summary) => {
-            log_restored(
-                path,
-                " (in the background, serving meanwhile)",
-                started,
-                &summary,
-                unix,
-            );
-            store.clean(shoal_swarm::clock::now());
+    let mut narrowing = Narrowing::new(stop, store);
+    let loaded = load_chain(path, store, (now, unix, Merge::AddCompleted), |h| {
+        narrowing.wants(h)
+    });
+    match loaded {
+        Ok((summary, log)) => {
+            let how = if narrowing.narrowed() {
+                " (in the background, serving meanwhile; stopped before the end: the rest \
+                 only for torrents announced since the start)"
+            } else {
+                " (in the background, serving meanwhile)"
+            };
+            log_restored(path, how, started, &summary, unix);
+            if follow {
+                *file.chain.lock() = Some(Chain {
+                    base: changes::base_id(path).map(|(b, _)| b).unwrap_or_default(),
+                    base_len: std::fs::metadata(path).map_or(0, |m| m.len()),
+                    since: 1,
+                    log_len: log.len,
+                });
+            }
+            if !narrowing.narrowed() {
+                store.clean(shoal_swarm::clock::now());
+            }
             Restored::Loaded(summary)
         }
         Err(e) => move_aside(path, &e, "serving what was loaded"),
@@ -560,7 +674,7 @@ mod tests {
         assert!(st.write(&live, false).is_err(), "no snapshot while loading");
         let stop = AtomicBool::new(false);
         assert!(matches!(
-            load(&path, &live, &stop),
+            load(&st, &live, &stop, true),
             Restored::Loaded(s) if s.peers == 2
         ));
         assert_eq!(live.scrape(&InfoHash([1; 20])).leechers, 3);
@@ -570,7 +684,7 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         assert!(matches!(open(&path), Restored::Loading(_)));
-        let Restored::MovedAside { moved_to, .. } = load(&path, &live, &stop) else {
+        let Restored::MovedAside { moved_to, .. } = load(&st, &live, &stop, true) else {
             panic!("not moved aside")
         };
         assert!(moved_to.is_some() && !path.exists());

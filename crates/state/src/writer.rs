@@ -33,16 +33,23 @@ pub fn process_alive(pid: u32) -> bool {
 }
 
 /// The state thread's plan: wait for a predecessor's final snapshot, then snapshot
-/// periodically.
+/// periodically, with change sections in between.
 pub struct Schedule {
     pub interval: Option<Duration>,
+    /// Between two whole snapshots, a change section this often (`crate::changes`).
+    pub changes: Option<Duration>,
     /// The process whose final snapshot we wait for, and until when.
     pub predecessor: Option<(u32, Instant)>,
 }
 
 impl Schedule {
-    /// What to do after restoring `restored` at start.
-    pub fn after(restored: &Restored, interval: u64, handover_timeout: u64) -> Self {
+    /// What to do after restoring `restored` at start: a whole snapshot every `interval`
+    /// seconds and a change section every `changes` (0: none).
+    pub fn after(
+        restored: &Restored,
+        (interval, changes): (u64, u64),
+        handover_timeout: u64,
+    ) -> Self {
         let me = std::process::id();
         let predecessor = match restored.header() {
             Some(h) if !h.is_final && h.writer != me && process_alive(h.writer) => Some((
@@ -53,6 +60,7 @@ impl Schedule {
         };
         Self {
             interval: (interval > 0).then(|| Duration::from_secs(interval)),
+            changes: (changes > 0).then(|| Duration::from_secs(changes)),
             predecessor,
         }
     }
@@ -69,14 +77,15 @@ pub struct Snapshots {
 impl Snapshots {
     /// Starts the writer thread for `file`: the hand-over if `restored` came from a live
     /// predecessor (waited for at most `handover_timeout` seconds), then a snapshot every
-    /// `interval` seconds (0: only the final one).
+    /// `interval` seconds (0: only the final one) and a change section every `changes`
+    /// seconds between them (0: none but the final one).
     pub fn start(
         file: Arc<StateFile>,
         core: Arc<Core>,
         restored: &Restored,
-        (interval, handover_timeout): (u64, u64),
+        (interval, changes, handover_timeout): (u64, u64, u64),
     ) -> anyhow::Result<Self> {
-        let schedule = Schedule::after(restored, interval, handover_timeout);
+        let schedule = Schedule::after(restored, (interval, changes), handover_timeout);
         let stop = Arc::new(AtomicBool::new(false));
         let loading = matches!(restored, Restored::Loading(_));
         // Set before the thread starts, so nobody sees "not loading" before the load.
@@ -98,7 +107,8 @@ impl Snapshots {
                     let mut schedule = schedule;
                     if loading {
                         let started = Instant::now();
-                        file::load(file.path(), core.swarms(), &stop);
+                        let follow = schedule.predecessor.is_none();
+                        file::load(&file, core.swarms(), &stop, follow);
                         file.loading.store(false, Ordering::Relaxed);
                         // The hand-over's wait starts once the load is done.
                         if let Some((_, deadline)) = &mut schedule.predecessor {
@@ -121,21 +131,25 @@ impl Snapshots {
         &self.file
     }
 
-    /// Stops the writer thread, then writes the final snapshot (call it once the front
-    /// ends have stopped, so the snapshot holds their last announces). A periodic snapshot
-    /// the thread is writing is given up at its next megabyte rather than finished.
+    /// Stops the writer thread, then writes the final change section, or the final whole
+    /// snapshot where there is no base to follow (call it once the front ends have
+    /// stopped, so it holds their last announces). A periodic write the thread is doing is
+    /// given up at its next megabyte rather than finished.
     ///
-    /// If the snapshot found at start is still loading, the load is finished first (the
-    /// thread does not give it up), then the final snapshot is written: it holds the
-    /// whole file merged with what was learnt since. Stopping earlier would have to drop
-    /// either the file's unloaded part or the announces heard since the start; finishing
-    /// costs the rest of the load (seconds at millions of peers) on top of the write.
+    /// If the snapshot found at start is still loading, the rest of the load is merged for
+    /// the torrents announced since the start only, and the final section holds those:
+    /// the file's other torrents stay in it as they were, and nothing announced is lost.
+    /// While waiting for a predecessor's final snapshot (an upgrade) the final snapshot is
+    /// whole: the log is the predecessor's.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         self.file.stopping.store(true, Ordering::Relaxed);
         self.thread.thread().unpark();
         let _ = self.thread.join();
-        write_logged(&self.file, self.core.swarms(), true);
+        let store = self.core.swarms();
+        if self.file.handover_waiting() || !append_logged(&self.file, store, true) {
+            write_logged(&self.file, store, true);
+        }
     }
 }
 
@@ -155,6 +169,7 @@ fn run(state: &StateFile, store: &Swarms, mut schedule: Schedule, stop: &AtomicB
         write_logged(state, store, false);
     }
     let mut next = schedule.interval.map(|i| Instant::now() + i);
+    let mut next_changes = schedule.changes.map(|i| Instant::now() + i);
     while !stop.load(Ordering::Relaxed) {
         // Woken at once by `stop`.
         std::thread::park_timeout(tick);
@@ -163,8 +178,8 @@ fn run(state: &StateFile, store: &Swarms, mut schedule: Schedule, stop: &AtomicB
                 Some(Ok(s)) => {
                     tracing::info!(
                         "merged the final snapshot of process {pid}: {} torrents, {} peers",
-                        s.torrents,
-                        s.peers - s.peers_expired
+                        s.merged().0,
+                        s.merged().1
                     );
                     store.clean(shoal_swarm::clock::now());
                 }
@@ -187,7 +202,56 @@ fn run(state: &StateFile, store: &Swarms, mut schedule: Schedule, stop: &AtomicB
             if Instant::now() >= at {
                 write_logged(state, store, false);
                 next = Some(Instant::now() + every);
+                next_changes = schedule.changes.map(|i| Instant::now() + i);
+                continue;
             }
+        }
+        if let (Some(at), Some(every)) = (next_changes, schedule.changes) {
+            if Instant::now() >= at {
+                if !append_logged(state, store, false) {
+                    write_logged(state, store, false);
+                }
+                next_changes = Some(Instant::now() + every);
+            }
+        }
+    }
+}
+
+/// Appends a change section and logs the outcome (the final one at info level). False if
+/// none could be (no base to follow, or it failed): write a whole snapshot instead.
+fn append_logged(state: &StateFile, store: &Swarms, is_final: bool) -> bool {
+    let what = if is_final {
+        "final snapshot"
+    } else {
+        "change section"
+    };
+    let started = Instant::now();
+    match state.append_changes(store, is_final) {
+        Ok(Some(s)) => {
+            // "final snapshot written to FILE.changes in …": the words scripts look for.
+            let line = format!(
+                "{what} written to {} in {:?}: {} torrents, {} peers (a change section: \
+                 the torrents announced since the last one or the whole snapshot)",
+                state.log_path().display(),
+                started.elapsed(),
+                s.torrents,
+                s.peers
+            );
+            if is_final {
+                tracing::info!("{line}");
+            } else {
+                tracing::debug!("{line}");
+            }
+            true
+        }
+        Ok(None) => false,
+        Err(e) if StateFile::given_up(&e) => {
+            tracing::info!("change section {}", crate::sink::GIVEN_UP);
+            true
+        }
+        Err(e) => {
+            tracing::error!("{what} as a change section failed: {e:#}; writing it whole");
+            false
         }
     }
 }

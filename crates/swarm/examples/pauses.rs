@@ -109,6 +109,7 @@ fn main() {
         writer: 0,
         is_final: false,
         key: vec![0; 16],
+        base: None,
     };
     window(&store, "snapshot", hot, hot_peers, || {
         store

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 
 pub use peers::{Address, ExtSlot, Peer, PeerExt, PeerMeta, PeerSink, Swarm, INDEX_THRESHOLD};
-pub use snapshot::{SnapshotError, SnapshotHeader, SnapshotSummary};
+pub use snapshot::{BaseId, SnapshotError, SnapshotHeader, SnapshotSummary};
 
 use journal::{AnyAddr, Change, Journal};
 use sharded::Sharded;
@@ -96,7 +96,8 @@ pub struct Torrent<X = ()> {
     /// Most torrents never see an IPv6 peer: keep them one pointer wide.
     pub(crate) v6: Option<Box<Swarm<CompactPeerV6, X>>>,
     pub(crate) completed: u32,
-    /// Store-clock second of the last announce, for removing empty torrents.
+    /// Store-clock second of the last announce, for removing empty torrents and for
+    /// change sections; 0 for a torrent restored from a snapshot and not announced since.
     pub(crate) last_announce: u32,
 }
 
@@ -429,12 +430,13 @@ impl<X: PeerExt> Store<X> {
 
     /// Inserts a torrent's state as restored from a snapshot. A peer already at an
     /// address (heard from since the start) keeps its entry; the saved completed count
-    /// is merged as `completed` says.
+    /// is merged as `completed` says. The torrent's last announce stays what it was (0,
+    /// "not announced here", for one the store did not hold: see
+    /// [`Store::write_snapshot_since`]).
     pub fn restore_torrent(
         &self,
         info_hash: InfoHash,
         completed: snapshot::Completed,
-        now: u32,
         v4: impl IntoIterator<Item = Peer<CompactPeerV4>>,
         v6: impl IntoIterator<Item = Peer<CompactPeerV6>>,
     ) {
@@ -445,7 +447,6 @@ impl<X: PeerExt> Store<X> {
             snapshot::Completed::AtLeast(n) => entry.completed.max(n),
             snapshot::Completed::Plus(n) => entry.completed.saturating_add(n),
         };
-        entry.last_announce = now;
         for p in v4 {
             entry.v4.restore(p, hasher);
         }

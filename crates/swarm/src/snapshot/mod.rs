@@ -13,9 +13,17 @@
 //! the Unix time in the header) is subtracted, so a peer that would have expired during the
 //! downtime is not brought back.
 //!
+//! A *change section* ([`SnapshotHeader::base`]) has the same layout and holds only the
+//! torrents announced since a given second (see [`Store::write_snapshot_since`]); the
+//! state crate appends such sections to a log beside a whole snapshot, its *base*, which
+//! they name by [`BaseId`]. A torrent's record in a section replaces its records in the
+//! base and in older sections.
+//!
 //! ```text
 //! header   "SHOALSNP"  version:u16  flags:u16  writer:u32  written_unix:u64  key_len:u16
-//!          key  crc32(header):u32            (flags bit 0: final, written on exit)
+//!          key  [base_writer:u32 base_written_unix:u64 base_crc:u32]  crc32(header):u32
+//!          (flags bit 0: final, written on exit; bit 1: a change section, whose base
+//!          follows the key)
 //! block*   len:u32 (> 0)  torrents:u32  crc32(body):u32  body[len]
 //!            body = torrent*: info_hash[20] completed:u32 n4:u32 n6:u32 peer4[n4] peer6[n6]
 //!            peer4 = peer_id[20] addr[6]  remaining:u32 seeder:u8
@@ -71,6 +79,15 @@ pub enum SnapshotError {
     Malformed(&'static str),
 }
 
+/// Which whole snapshot a change section applies to: its writer, its Unix second, and the
+/// checksum that ends it (two snapshots by one process in one second still differ there).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BaseId {
+    pub writer: u32,
+    pub written_unix: u64,
+    pub crc: u32,
+}
+
 /// The header of a snapshot: who wrote it, when, and whether it was its writer's last.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SnapshotHeader {
@@ -83,9 +100,12 @@ pub struct SnapshotHeader {
     pub is_final: bool,
     /// An opaque key stored alongside (the server's connection-id key).
     pub key: Vec<u8>,
+    /// For a change section, the whole snapshot it applies to; `None` for a whole one.
+    pub base: Option<BaseId>,
 }
 
 const FLAG_FINAL: u16 = 1;
+const FLAG_CHANGES: u16 = 2;
 
 /// What a snapshot held (or what was written).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -97,6 +117,33 @@ pub struct SnapshotSummary {
     pub peers: u64,
     /// Peers in the file whose lifetime ran out while the tracker was down (restore only).
     pub peers_expired: u64,
+    /// Torrent records read but not merged: the caller's filter left them out (restore
+    /// only; counted in `torrents`, their peers in `peers` and `peers_skipped`).
+    pub torrents_skipped: u64,
+    pub peers_skipped: u64,
+    /// The checksum that ends the file: with the header's writer and time, the identity a
+    /// change section names its base by ([`BaseId`]).
+    pub crc: u32,
+}
+
+impl SnapshotSummary {
+    /// Torrent records and peers a restore merged: those read, less those its filter
+    /// skipped and the peers that had expired.
+    pub fn merged(&self) -> (u64, u64) {
+        (
+            self.torrents - self.torrents_skipped,
+            self.peers - self.peers_skipped - self.peers_expired,
+        )
+    }
+
+    /// The identity of the whole snapshot this summary is of.
+    pub fn base_id(&self) -> BaseId {
+        BaseId {
+            writer: self.header.writer,
+            written_unix: self.header.written_unix,
+            crc: self.crc,
+        }
+    }
 }
 
 /// How a restore merges a saved completed count into a torrent the store already holds.
@@ -142,10 +189,30 @@ impl<X: PeerExt> Store<X> {
     /// whole, checked blocks.
     pub fn restore_snapshot_with(
         &self,
-        r: impl Read,
+        mut r: impl Read,
         now: u32,
         unix_now: u64,
         merge: Merge,
+    ) -> Result<SnapshotSummary, SnapshotError> {
+        let summary = self.restore_filtered(&mut r, now, unix_now, merge, |_| true)?;
+        let mut extra = [0u8; 1];
+        if r.read(&mut extra)? != 0 {
+            return Err(SnapshotError::Malformed("bytes after the trailer"));
+        }
+        Ok(summary)
+    }
+
+    /// [`restore_snapshot_with`](Self::restore_snapshot_with) of one snapshot or change
+    /// section that `r` holds, perhaps followed by others (nothing after its trailer is
+    /// read), merging only the torrent records for which `keep` says so: the others are
+    /// checked and counted ([`SnapshotSummary::torrents_skipped`]), not decoded.
+    pub fn restore_filtered(
+        &self,
+        r: &mut impl Read,
+        now: u32,
+        unix_now: u64,
+        merge: Merge,
+        mut keep: impl FnMut(&InfoHash) -> bool,
     ) -> Result<SnapshotSummary, SnapshotError> {
         let mut r = CrcReader {
             inner: r,
@@ -196,8 +263,16 @@ impl<X: PeerExt> Store<X> {
                 let need = n4
                     .checked_mul(PEER4_LEN)
                     .and_then(|a| n6.checked_mul(PEER6_LEN).and_then(|b| a.checked_add(b)));
-                if need.is_none_or(|n| n > cur.0.len()) {
+                let Some(need) = need.filter(|&n| n <= cur.0.len()) else {
                     return Err(SnapshotError::Malformed("peer count beyond its block"));
+                };
+                summary.torrents += 1;
+                if !keep(&info_hash) {
+                    summary.torrents_skipped += 1;
+                    summary.peers += (n4 + n6) as u64;
+                    summary.peers_skipped += (n4 + n6) as u64;
+                    cur.0 = &cur.0[need..];
+                    continue;
                 }
                 let expires = |remaining| {
                     lifetime(remaining, downtime, ttl).map(|left| now.saturating_add(left))
@@ -214,15 +289,14 @@ impl<X: PeerExt> Store<X> {
                     (Merge::AddCompleted, n) => Completed::Plus(n.unwrap_or(0)),
                 };
                 if v4.is_empty() && v6.is_empty() {
-                    self.restore_torrent(info_hash, next(), now, [], []);
+                    self.restore_torrent(info_hash, next(), [], []);
                 }
                 for chunk in v4.chunks(RESTORE_CHUNK) {
-                    self.restore_torrent(info_hash, next(), now, chunk.iter().copied(), []);
+                    self.restore_torrent(info_hash, next(), chunk.iter().copied(), []);
                 }
                 for chunk in v6.chunks(RESTORE_CHUNK) {
-                    self.restore_torrent(info_hash, next(), now, [], chunk.iter().copied());
+                    self.restore_torrent(info_hash, next(), [], chunk.iter().copied());
                 }
-                summary.torrents += 1;
             }
             if !cur.0.is_empty() {
                 return Err(SnapshotError::Malformed("bytes left over in a block"));
@@ -243,10 +317,7 @@ impl<X: PeerExt> Store<X> {
         if torrents != summary.torrents || peers != summary.peers {
             return Err(SnapshotError::Malformed("trailer counts do not match"));
         }
-        let mut extra = [0u8; 1];
-        if r.inner.read(&mut extra)? != 0 {
-            return Err(SnapshotError::Malformed("bytes after the trailer"));
-        }
+        summary.crc = expected;
         Ok(summary)
     }
 }
@@ -271,7 +342,7 @@ fn read_header_from<R: Read>(r: &mut CrcReader<R>) -> Result<SnapshotHeader, Sna
         return Err(SnapshotError::Version(version));
     }
     let flags = u16::from_le_bytes([fixed[10], fixed[11]]);
-    if flags & !FLAG_FINAL != 0 {
+    if flags & !(FLAG_FINAL | FLAG_CHANGES) != 0 {
         return Err(SnapshotError::Malformed("unknown header flags"));
     }
     let writer = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes"));
@@ -285,6 +356,13 @@ fn read_header_from<R: Read>(r: &mut CrcReader<R>) -> Result<SnapshotHeader, Sna
     let mut header_crc = crc32fast::Hasher::new();
     header_crc.update(&fixed);
     header_crc.update(&key);
+    let mut base = None;
+    if flags & FLAG_CHANGES != 0 {
+        let mut b = [0u8; BASE_ID_LEN];
+        r.exact(&mut b, "the header")?;
+        header_crc.update(&b);
+        base = Some(BaseId::from_bytes(b));
+    }
     let mut stored = [0u8; 4];
     r.exact(&mut stored, "the header")?;
     if u32::from_le_bytes(stored) != header_crc.finalize() {
@@ -295,7 +373,28 @@ fn read_header_from<R: Read>(r: &mut CrcReader<R>) -> Result<SnapshotHeader, Sna
         writer,
         is_final: flags & FLAG_FINAL != 0,
         key,
+        base,
     })
+}
+
+const BASE_ID_LEN: usize = 16;
+
+impl BaseId {
+    fn to_bytes(self) -> [u8; BASE_ID_LEN] {
+        let mut b = [0u8; BASE_ID_LEN];
+        b[..4].copy_from_slice(&self.writer.to_le_bytes());
+        b[4..12].copy_from_slice(&self.written_unix.to_le_bytes());
+        b[12..].copy_from_slice(&self.crc.to_le_bytes());
+        b
+    }
+
+    fn from_bytes(b: [u8; BASE_ID_LEN]) -> Self {
+        Self {
+            writer: u32::from_le_bytes(b[..4].try_into().expect("4 bytes")),
+            written_unix: u64::from_le_bytes(b[4..12].try_into().expect("8 bytes")),
+            crc: u32::from_le_bytes(b[12..].try_into().expect("4 bytes")),
+        }
+    }
 }
 
 /// Seconds a restored peer has left, or `None` if it ran out while the tracker was down.
@@ -487,6 +586,7 @@ mod tests {
             writer: 77,
             is_final: true,
             key: vec![9; 16],
+            base: None,
         };
         store
             .write_snapshot(&mut bytes, &header, now, encoders)
@@ -653,6 +753,97 @@ mod tests {
             let pa: Vec<_> = a.3.iter().map(|p| (p.0, p.2)).collect();
             assert!(pb == pa, "the same IPv6 peers, each once");
         }
+    }
+
+    #[test]
+    fn a_change_section_holds_what_was_announced_since_and_replaces_those_base_records() {
+        let config = StoreConfig {
+            shards: 16,
+            ..StoreConfig::default()
+        };
+        // The base: written at store second 150, Unix 1,000, restored into a new process.
+        let base = snapshot(&filled(), 150, 1_000);
+        let live = Store::new(config.clone());
+        let restored = live.restore_snapshot(&base[..], 150, 1_000).unwrap();
+        assert_eq!(
+            restored.crc,
+            u32::from_le_bytes(base[base.len() - 4..].try_into().unwrap())
+        );
+        let header = |unix| SnapshotHeader {
+            written_unix: unix,
+            writer: 78,
+            is_final: true,
+            key: vec![],
+            base: Some(restored.base_id()),
+        };
+        let section = |since, now, unix| {
+            let mut bytes = Vec::new();
+            let s = live
+                .write_snapshot_since(&mut bytes, &header(unix), now, 1, since)
+                .unwrap();
+            (bytes, s)
+        };
+        // Restored and not announced since: in no section, even one from second 1.
+        assert_eq!(section(1, 160, 1_010).1.torrents, 0);
+
+        // At second 200 (Unix 1,050): a peer of torrent 5 stops, torrent 7 gains a peer,
+        // torrent 200 is new.
+        let gone = live
+            .with_torrent(&InfoHash([5; 20]), |t| t.v4().peer(0))
+            .unwrap();
+        let at_200 = |ih: u8, id: u8, addr: CompactPeerV4, event| {
+            let ann = Announce {
+                info_hash: InfoHash([ih; 20]),
+                peer_id: PeerId([id; 20]),
+                addr,
+                event,
+                left: 1,
+                numwant: 0,
+            };
+            live.announce(&ann, 200, &mut Vec::<CompactPeerV4>::new());
+        };
+        let new_peer = CompactPeerV4::new(Ipv4Addr::new(192, 0, 2, 1), 1);
+        at_200(5, gone.peer_id.0[0], gone.addr, AnnounceEvent::Stopped);
+        at_200(7, 250, new_peer, AnnounceEvent::Started);
+        at_200(200, 251, new_peer, AnnounceEvent::Started);
+        let (changes, s) = section(200, 200, 1_050);
+        assert_eq!((s.torrents, s.header.base), (3, Some(restored.base_id())));
+        assert_eq!(read_header(&changes[..]).unwrap(), s.header);
+
+        // Base then section, the section's torrents skipped in the base, as the state
+        // crate restores them: what the live store holds.
+        let again = Store::new(config);
+        let mut newer = std::collections::HashSet::new();
+        let scan = again
+            .restore_filtered(&mut &changes[..], 200, 1_050, Merge::AddCompleted, |h| {
+                newer.insert(*h);
+                false
+            })
+            .unwrap();
+        assert_eq!((scan.torrents_skipped, contents(&again).len()), (3, 0));
+        let mut both = base.clone();
+        both.extend_from_slice(&changes);
+        let mut r = &both[..];
+        let from_base = again
+            .restore_filtered(&mut r, 200, 1_050, Merge::AddCompleted, |h| {
+                !newer.contains(h)
+            })
+            .unwrap();
+        assert_eq!(from_base.torrents_skipped, 2, "torrents 5 and 7, not 200");
+        again
+            .restore_filtered(&mut r, 200, 1_050, Merge::AddCompleted, |_| true)
+            .unwrap();
+        assert!(r.is_empty());
+        assert_eq!(contents(&again), contents(&live));
+        let stopped = again.with_torrent(&InfoHash([5; 20]), |t| {
+            t.v4().peers().any(|p| p.addr == gone.addr)
+        });
+        assert_eq!(stopped, Some(false), "the stopped peer is not brought back");
+    }
+
+    #[test]
+    fn the_store_clock_never_reads_zero() {
+        assert!(crate::clock::now() >= 1);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Writing a snapshot: each shard's torrents encoded under its lock, written after it is
 //! released.
 
+use std::collections::HashSet;
 use std::io::{self, Write};
 
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
@@ -169,6 +170,37 @@ impl<X: PeerExt> Store<X> {
         now: u32,
         encoders: usize,
     ) -> io::Result<SnapshotSummary> {
+        self.write_snapshot_since(w, header, now, encoders, 0)
+    }
+
+    /// The torrents announced at or after store-clock second `since` (1: every torrent
+    /// this process heard of, none only restored; see [`Store::write_snapshot_since`]).
+    pub fn announced_since(&self, since: u32) -> HashSet<InfoHash> {
+        let mut set = HashSet::new();
+        for shard in self.torrents.lock_each() {
+            set.extend(
+                shard
+                    .torrents()
+                    .filter(|(_, t)| t.last_announce >= since)
+                    .map(|(h, _)| *h),
+            );
+        }
+        set
+    }
+
+    /// [`write_snapshot`](Self::write_snapshot) of the torrents announced at or after
+    /// store-clock second `since` only (0: all of them): a change section, when `header`
+    /// names its base. A torrent restored from a snapshot and not announced since counts
+    /// as announced at 0 ([`crate::clock::now`] never reads 0), so `since` 1 selects what
+    /// this process heard.
+    pub fn write_snapshot_since(
+        &self,
+        w: impl Write,
+        header: &SnapshotHeader,
+        now: u32,
+        encoders: usize,
+        since: u32,
+    ) -> io::Result<SnapshotSummary> {
         let key = &header.key;
         let key_len = u16::try_from(key.len())
             .ok()
@@ -181,12 +213,18 @@ impl<X: PeerExt> Store<X> {
         let mut bytes = Vec::with_capacity(32 + key.len());
         bytes.extend_from_slice(&MAGIC);
         bytes.extend_from_slice(&VERSION.to_le_bytes());
-        let flags = if header.is_final { FLAG_FINAL } else { 0 };
+        let mut flags = if header.is_final { FLAG_FINAL } else { 0 };
+        if header.base.is_some() {
+            flags |= FLAG_CHANGES;
+        }
         bytes.extend_from_slice(&flags.to_le_bytes());
         bytes.extend_from_slice(&header.writer.to_le_bytes());
         bytes.extend_from_slice(&header.written_unix.to_le_bytes());
         bytes.extend_from_slice(&key_len.to_le_bytes());
         bytes.extend_from_slice(key);
+        if let Some(base) = header.base {
+            bytes.extend_from_slice(&base.to_bytes());
+        }
         let header_crc = crc32fast::hash(&bytes);
         w.put(&bytes)?;
         w.put(&header_crc.to_le_bytes())?;
@@ -213,6 +251,9 @@ impl<X: PeerExt> Store<X> {
                 };
                 out.body.clear();
                 for (info_hash, t) in shard.torrents() {
+                    if t.last_announce < since {
+                        continue;
+                    }
                     if t.len() > WRITE_CHUNK {
                         out.large.push(*info_hash);
                         continue;
@@ -292,6 +333,7 @@ impl<X: PeerExt> Store<X> {
         let total = w.crc.clone().finalize();
         w.inner.write_all(&total.to_le_bytes())?;
         w.inner.flush()?;
+        summary.crc = total;
         Ok(summary)
     }
 }
