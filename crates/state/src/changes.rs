@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use shoal_proto::InfoHash;
-use shoal_swarm::snapshot::{read_header, Merge};
+use shoal_swarm::snapshot::{read_header, Merge, Take};
 use shoal_swarm::{BaseId, SnapshotError, SnapshotHeader, SnapshotSummary};
 use shoal_tracker::swarms::Swarms;
 
@@ -142,10 +142,11 @@ pub(crate) struct Log {
     /// Bytes of the log that hold whole sections of this base (what follows is cut off
     /// before the next append).
     pub(crate) len: u64,
-    /// For each torrent in some section, the last section that has it: keyed by the info
-    /// hash's first eight bytes (SHA-1 output: two torrents that share them are as likely
-    /// as a collision of random 64-bit numbers), half the memory of whole hashes.
-    newest: HashMap<u64, u32>,
+    /// For each torrent in some section, the last section that has it and the last that
+    /// replaces it (sections count from 1, the base is 0): keyed by the info hash's first
+    /// eight bytes (SHA-1 output: two torrents that share them are as likely as a collision
+    /// of random 64-bit numbers), half the memory of whole hashes.
+    newest: HashMap<u64, (u32, u32)>,
 }
 
 fn key(info_hash: &InfoHash) -> u64 {
@@ -153,9 +154,16 @@ fn key(info_hash: &InfoHash) -> u64 {
 }
 
 impl Log {
-    /// Whether the base's record of `info_hash` is replaced by a section's.
-    pub(crate) fn replaces(&self, info_hash: &InfoHash) -> bool {
-        self.newest.contains_key(&key(info_hash))
+    /// What to take of `info_hash`'s record in the base (0) or in section `index`: nothing
+    /// before the last record that replaces the torrent, its peers from there on, and the
+    /// completed count from the last record only (each carries the torrent's total).
+    pub(crate) fn take(&self, info_hash: &InfoHash, index: u32) -> Take {
+        match self.newest.get(&key(info_hash)) {
+            None => Take::Whole,
+            Some(&(_, replaced)) if index < replaced => Take::Nothing,
+            Some(&(last, _)) if index == last => Take::Whole,
+            Some(_) => Take::Peers,
+        }
     }
 
     /// The last section's header, if there is one.
@@ -193,16 +201,20 @@ pub(crate) fn scan(log: &Path, base: BaseId, store: &Swarms) -> io::Result<Log> 
     };
     let mut out = Log::default();
     while r.read < end {
-        let index = out.headers.len() as u32;
+        let index = out.headers.len() as u32 + 1;
         let mut seen = Vec::new();
-        let section = on_store!(store, s => s.restore_filtered(&mut r, 0, 0, Merge::KeepHigher, |h| {
-            seen.push(key(h));
-            false
+        let section = on_store!(store, s => s.restore_filtered(&mut r, 0, 0, Merge::KeepHigher, |h, merged| {
+            seen.push((key(h), merged));
+            Take::Nothing
         }));
         match section {
             Ok(s) if s.header.base == Some(base) => {
-                for k in seen {
-                    out.newest.insert(k, index);
+                for (k, merged) in seen {
+                    let e = out.newest.entry(k).or_insert((0, 0));
+                    e.0 = index;
+                    if !merged {
+                        e.1 = index;
+                    }
                 }
                 out.headers.push(s.header);
                 out.len = r.read;
@@ -220,7 +232,7 @@ pub(crate) fn scan(log: &Path, base: BaseId, store: &Swarms) -> io::Result<Log> 
                     "{}: section {} cannot be read ({e}): the {} before it are, the rest is \
                      cut off at the next append",
                     log.display(),
-                    index + 1,
+                    index,
                     out.headers.len()
                 );
                 break;
@@ -271,8 +283,8 @@ impl<'a> Narrowing<'a> {
     }
 }
 
-/// Merges the log's sections into `store` (after its base), each torrent from the last
-/// section that has it, and only where `wants` says so.
+/// Merges the log's sections into `store` (after its base), each record as [`Log::take`]
+/// says, and only where `wants` says so.
 pub(crate) fn merge(
     log_path: &Path,
     log: &Log,
@@ -286,9 +298,12 @@ pub(crate) fn merge(
     }
     let file = File::open(log_path)?;
     let mut r = BufReader::with_capacity(1 << 20, file.take(log.len));
-    for index in 0..log.headers.len() as u32 {
-        let s = on_store!(store, s => s.restore_filtered(&mut r, now, unix, merge, |h| {
-            log.newest.get(&key(h)) == Some(&index) && wants(h)
+    for index in 1..=log.headers.len() as u32 {
+        let s = on_store!(store, s => s.restore_filtered(&mut r, now, unix, merge, |h, _| {
+            match wants(h) {
+                true => log.take(h, index),
+                false => Take::Nothing,
+            }
         }))?;
         total.torrents += s.torrents;
         total.torrents_skipped += s.torrents_skipped;
@@ -477,6 +492,54 @@ mod tests {
             after[whole as usize..],
             before[whole as usize..torn as usize]
         );
+    }
+
+    #[test]
+    fn a_large_swarm_is_written_to_a_section_as_its_recent_peers_and_merged_on_restore() {
+        let d = dir("large");
+        let path = d.path().join("state");
+        let live = store();
+        let st = StateFile::new(path.clone(), [7; 16]);
+        let announce_n = |store: &Swarms, n: u32, event| {
+            let [a, b, c, e] = n.to_be_bytes();
+            let mut id = [0xAB; 20];
+            id[..4].copy_from_slice(&n.to_be_bytes());
+            store.announce_accounted(
+                &Announce {
+                    info_hash: InfoHash([9; 20]),
+                    peer_id: PeerId(id),
+                    addr: CompactPeerV4::new([10 + a, b, c, e].into(), 1000),
+                    event,
+                    left: 1,
+                    numwant: 0,
+                },
+                clock::now(),
+                &mut Vec::<CompactPeerV4>::new(),
+                None,
+            );
+        };
+        let large = 70_000;
+        for n in 0..large {
+            announce_n(&live, n, AnnounceEvent::Started);
+        }
+        // The whole snapshot a store second after the swarm's announces: the section
+        // takes what was announced from that second on.
+        let second = clock::now();
+        while clock::now() == second {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        st.write(&live, false).unwrap();
+        announce_n(&live, large, AnnounceEvent::Started);
+        announce_n(&live, large + 1, AnnounceEvent::Completed);
+        let section = st.append_changes(&live, true).unwrap().unwrap();
+        assert_eq!(
+            (section.torrents, section.peers),
+            (2, 2),
+            "the two new peers (a record for each chunk of 65,536 looked at), not the swarm"
+        );
+        let (again, _, _) = reload(&path);
+        assert_eq!(contents(&again), contents(&live));
+        assert_eq!(again.scrape(&InfoHash([9; 20])).completed, 1);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use parking_lot::Mutex;
 use shoal_swarm::clock::unix_now;
-use shoal_swarm::snapshot::Merge;
+use shoal_swarm::snapshot::{Merge, Take};
 use shoal_swarm::{PeerExt, SnapshotError, SnapshotHeader, SnapshotSummary, Store, StoreConfig};
 
 use shoal_tracker::swarms::Swarms;
@@ -322,8 +322,11 @@ fn load_chain(
     let log_path = changes::log_path(path);
     let log = changes::scan(&log_path, base, store)?;
     let mut r = BufReader::with_capacity(1 << 20, File::open(path)?);
-    let mut summary = on_store!(store, s => s.restore_filtered(&mut r, now, unix, merge, |h| {
-        !log.replaces(h) && wants(h)
+    let mut summary = on_store!(store, s => s.restore_filtered(&mut r, now, unix, merge, |h, _| {
+        match wants(h) {
+            true => log.take(h, 0),
+            false => Take::Nothing,
+        }
     }))?;
     if r.read(&mut [0u8; 1])? != 0 {
         return Err(SnapshotError::Malformed("bytes after the trailer"));

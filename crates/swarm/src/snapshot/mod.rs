@@ -17,7 +17,10 @@
 //! torrents announced since a given second (see [`Store::write_snapshot_since`]); the
 //! state crate appends such sections to a log beside a whole snapshot, its *base*, which
 //! they name by [`BaseId`]. A torrent's record in a section replaces its records in the
-//! base and in older sections.
+//! base and in older sections; but a swarm of more than [`WRITE_CHUNK`] peers is written
+//! there as *merge records* (bit 31 of `n4` set), holding only the peers announced since the
+//! section's start, which a restore merges on top of the older records ([`Take`]), so that
+//! a section's size follows the announces and not the largest swarm's size.
 //!
 //! ```text
 //! header   "SHOALSNP"  version:u16  flags:u16  writer:u32  written_unix:u64  key_len:u16
@@ -146,6 +149,20 @@ impl SnapshotSummary {
     }
 }
 
+/// In a change section, the bit of a record's IPv4 count that marks a merge record.
+const MERGE_RECORD: u32 = 1 << 31;
+
+/// What a restore does with one torrent record ([`Store::restore_filtered`]'s filter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Take {
+    /// Skip it (a newer record replaces it).
+    Nothing,
+    /// Merge its peers, not its completed count (a newer record carries the count).
+    Peers,
+    /// Merge its peers and its completed count.
+    Whole,
+}
+
 /// How a restore merges a saved completed count into a torrent the store already holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Completed {
@@ -194,7 +211,7 @@ impl<X: PeerExt> Store<X> {
         unix_now: u64,
         merge: Merge,
     ) -> Result<SnapshotSummary, SnapshotError> {
-        let summary = self.restore_filtered(&mut r, now, unix_now, merge, |_| true)?;
+        let summary = self.restore_filtered(&mut r, now, unix_now, merge, |_, _| Take::Whole)?;
         let mut extra = [0u8; 1];
         if r.read(&mut extra)? != 0 {
             return Err(SnapshotError::Malformed("bytes after the trailer"));
@@ -204,15 +221,16 @@ impl<X: PeerExt> Store<X> {
 
     /// [`restore_snapshot_with`](Self::restore_snapshot_with) of one snapshot or change
     /// section that `r` holds, perhaps followed by others (nothing after its trailer is
-    /// read), merging only the torrent records for which `keep` says so: the others are
-    /// checked and counted ([`SnapshotSummary::torrents_skipped`]), not decoded.
+    /// read), each torrent record as `keep` says, given the info hash and whether it is a
+    /// merge record (see the module's documentation): those it skips are checked and
+    /// counted ([`SnapshotSummary::torrents_skipped`]), not decoded.
     pub fn restore_filtered(
         &self,
         r: &mut impl Read,
         now: u32,
         unix_now: u64,
         merge: Merge,
-        mut keep: impl FnMut(&InfoHash) -> bool,
+        mut keep: impl FnMut(&InfoHash, bool) -> Take,
     ) -> Result<SnapshotSummary, SnapshotError> {
         let mut r = CrcReader {
             inner: r,
@@ -257,7 +275,14 @@ impl<X: PeerExt> Store<X> {
             for _ in 0..torrents {
                 let info_hash = InfoHash(cur.array()?);
                 let completed = cur.u32()?;
-                let n4 = cur.u32()? as usize;
+                let n4 = cur.u32()?;
+                let merge_record = n4 & MERGE_RECORD != 0;
+                if merge_record && summary.header.base.is_none() {
+                    return Err(SnapshotError::Malformed(
+                        "a merge record in a whole snapshot",
+                    ));
+                }
+                let n4 = (n4 & !MERGE_RECORD) as usize;
                 let n6 = cur.u32()? as usize;
                 // Check the sizes before decoding, so a bad count cannot run past the block.
                 let need = n4
@@ -267,7 +292,8 @@ impl<X: PeerExt> Store<X> {
                     return Err(SnapshotError::Malformed("peer count beyond its block"));
                 };
                 summary.torrents += 1;
-                if !keep(&info_hash) {
+                let take = keep(&info_hash, merge_record);
+                if take == Take::Nothing {
                     summary.torrents_skipped += 1;
                     summary.peers += (n4 + n6) as u64;
                     summary.peers_skipped += (n4 + n6) as u64;
@@ -283,7 +309,7 @@ impl<X: PeerExt> Store<X> {
                 // shard's lock for a whole large swarm while workers wait on it.
                 // The count goes in with the first chunk only: added twice it would be
                 // counted twice.
-                let mut count = Some(completed);
+                let mut count = Some(if take == Take::Whole { completed } else { 0 });
                 let mut next = || match (merge, count.take()) {
                     (Merge::KeepHigher, n) => Completed::AtLeast(n.unwrap_or(0)),
                     (Merge::AddCompleted, n) => Completed::Plus(n.unwrap_or(0)),
@@ -815,23 +841,33 @@ mod tests {
         let again = Store::new(config);
         let mut newer = std::collections::HashSet::new();
         let scan = again
-            .restore_filtered(&mut &changes[..], 200, 1_050, Merge::AddCompleted, |h| {
-                newer.insert(*h);
-                false
-            })
+            .restore_filtered(
+                &mut &changes[..],
+                200,
+                1_050,
+                Merge::AddCompleted,
+                |h, _| {
+                    newer.insert(*h);
+                    Take::Nothing
+                },
+            )
             .unwrap();
         assert_eq!((scan.torrents_skipped, contents(&again).len()), (3, 0));
         let mut both = base.clone();
         both.extend_from_slice(&changes);
         let mut r = &both[..];
         let from_base = again
-            .restore_filtered(&mut r, 200, 1_050, Merge::AddCompleted, |h| {
-                !newer.contains(h)
+            .restore_filtered(&mut r, 200, 1_050, Merge::AddCompleted, |h, _| {
+                if newer.contains(h) {
+                    Take::Nothing
+                } else {
+                    Take::Whole
+                }
             })
             .unwrap();
         assert_eq!(from_base.torrents_skipped, 2, "torrents 5 and 7, not 200");
         again
-            .restore_filtered(&mut r, 200, 1_050, Merge::AddCompleted, |_| true)
+            .restore_filtered(&mut r, 200, 1_050, Merge::AddCompleted, |_, _| Take::Whole)
             .unwrap();
         assert!(r.is_empty());
         assert_eq!(contents(&again), contents(&live));

@@ -97,24 +97,27 @@ fn encode_peer<A: WireBytes>(out: &mut Vec<u8>, p: &Peer<A>, now: u32) {
     out.extend_from_slice(&rec[..k + 5]);
 }
 
-/// Appends the peers of `swarm` at `positions` live at `now`; returns how many.
+/// Appends the peers of `swarm` at `positions` live at `now` that expire at `from` or
+/// later (`now` for all of them); returns how many.
 fn encode_live<A: Address + WireBytes, X: PeerExt>(
     body: &mut Vec<u8>,
     swarm: &Swarm<A, X>,
     positions: std::ops::Range<usize>,
-    now: u32,
+    (now, from): (u32, u32),
 ) -> u32 {
     let live = positions
         .map(|i| swarm.peer(i))
-        .filter(|p| p.expires >= now);
+        .filter(|p| p.expires >= now.max(from));
     live.map(|p| encode_peer(body, &p, now)).count() as u32
 }
 
 /// Appends one torrent record to `body`: the peers of `t` at positions `from.0..` (IPv4)
-/// and `from.1..` (IPv6), at most `limit` of them, live at `now`. Returns the peers written
-/// and the positions after the last one looked at.
+/// and `from.1..` (IPv6), at most `limit` of them looked at, live at `now`; with
+/// `recent`, only those expiring at that second or later, as a merge record. Returns the
+/// peers written and the positions after the last one looked at.
 ///
 /// One pass over the peers: the counts are written as zero and filled in after.
+#[allow(clippy::too_many_arguments)]
 fn encode_torrent<X: PeerExt>(
     body: &mut Vec<u8>,
     info_hash: &InfoHash,
@@ -123,7 +126,9 @@ fn encode_torrent<X: PeerExt>(
     from: (usize, usize),
     limit: usize,
     now: u32,
+    recent: Option<u32>,
 ) -> (u32, (usize, usize)) {
+    let times = (now, recent.unwrap_or(now));
     let v4 = t.v4();
     let to4 = v4.len().min(from.0.saturating_add(limit));
     let left = limit - to4.saturating_sub(from.0);
@@ -137,11 +142,12 @@ fn encode_torrent<X: PeerExt>(
     body.extend_from_slice(&completed.to_le_bytes());
     let counts = body.len();
     body.extend_from_slice(&[0; 8]);
-    let n4 = encode_live(body, v4, from.0..to4, now);
+    let n4 = encode_live(body, v4, from.0..to4, times);
     let n6 = t
         .v6()
-        .map_or(0, |v6| encode_live(body, v6, from.1..to6, now));
-    body[counts..counts + 4].copy_from_slice(&n4.to_le_bytes());
+        .map_or(0, |v6| encode_live(body, v6, from.1..to6, times));
+    let flag = if recent.is_some() { MERGE_RECORD } else { 0 };
+    body[counts..counts + 4].copy_from_slice(&(n4 | flag).to_le_bytes());
     body[counts + 4..counts + 8].copy_from_slice(&n6.to_le_bytes());
     (n4 + n6, (to4, to6))
 }
@@ -267,6 +273,7 @@ impl<X: PeerExt> Store<X> {
                         (0, 0),
                         usize::MAX,
                         now,
+                        None,
                     );
                     out.torrents += 1;
                     out.peers += u64::from(n);
@@ -288,6 +295,12 @@ impl<X: PeerExt> Store<X> {
             },
         );
         let mut body = spare.into_inner().pop().unwrap_or_default();
+        // In a change section, a large torrent's peers announced since `since` only (their
+        // lifetime runs from their announce), as merge records.
+        let recent = header
+            .base
+            .is_some()
+            .then(|| since.saturating_add(self.config.peer_ttl));
         // The large torrents, a chunk of peers per lock, each chunk its own record. Peers
         // that move inside the swarm between two chunks (others leaving, a leecher turning
         // seeder) may be saved twice, which restoring merges, or missed, to be heard from
@@ -304,8 +317,16 @@ impl<X: PeerExt> Store<X> {
                 let chunk = self.with_torrent(info_hash, |t| {
                     let completed = if first { t.stats().completed } else { 0 };
                     let total = (t.v4().len(), t.v6().map_or(0, |s| s.len()));
-                    let (n, next) =
-                        encode_torrent(&mut body, info_hash, completed, t, from, WRITE_CHUNK, now);
+                    let (n, next) = encode_torrent(
+                        &mut body,
+                        info_hash,
+                        completed,
+                        t,
+                        from,
+                        WRITE_CHUNK,
+                        now,
+                        recent,
+                    );
                     let chunks = (total.0 + total.1) / WRITE_CHUNK + 2;
                     (n, next, next.0 >= total.0 && next.1 >= total.1, chunks)
                 });
