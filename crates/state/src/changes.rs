@@ -2,9 +2,10 @@
 //! between two whole snapshots, so that the file on disk stays current without the store
 //! being written whole, and a stop writes only what changed since the last section.
 //!
-//! A section (`shoal_swarm::snapshot`'s format, with its base named in the header) holds
-//! every torrent announced since the section before it (or since its base was begun), each
-//! torrent whole: its record replaces the base's and older sections' records of it. The
+//! A section (`shoal_swarm::snapshot`'s format, with its base named in the header) holds,
+//! for every torrent announced since the section before it (or since its base was begun),
+//! the peers announced since and those that said `stopped` since, and the torrent's
+//! completed count; a restart applies the base, then each section in order. The
 //! state file's owner appends one every `state.changes_interval` seconds and one, marked
 //! final, at exit; a whole snapshot (every `state.snapshot_interval` seconds) starts the
 //! chain over and removes the log.
@@ -29,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use shoal_proto::InfoHash;
-use shoal_swarm::snapshot::{read_header, Merge, Take};
+use shoal_swarm::snapshot::{read_header, Gone, Merge, Take};
 use shoal_swarm::{BaseId, SnapshotError, SnapshotHeader, SnapshotSummary};
 use shoal_tracker::swarms::Swarms;
 
@@ -65,15 +66,16 @@ pub(crate) struct Chain {
     pub(crate) log_len: u64,
 }
 
-/// The log may grow to half its base's size (and at least this) before the next periodic
-/// write is a whole snapshot: a restart reads at most one and a half times the store, and
-/// keeps the log's torrents in memory meanwhile.
-const LOG_FLOOR: u64 = 64 << 20;
+/// The log may grow to its base's size (and at least this) before the next periodic write
+/// is a whole snapshot: a restart reads at most about twice the store, and keeps the
+/// log's torrents in memory meanwhile; a store that grows is written whole each time it
+/// has about doubled.
+const LOG_FLOOR: u64 = 256 << 20;
 
 impl Chain {
     /// Whether the log has grown enough that the next periodic write should be whole.
     pub(crate) fn full(&self) -> bool {
-        self.log_len > (self.base_len / 2).max(LOG_FLOOR)
+        self.log_len > self.base_len.max(LOG_FLOOR)
     }
 
     /// Whether a torrent announced at `since` could have been dropped from the store by
@@ -139,6 +141,8 @@ pub(crate) fn last_header(log: &Path, base: BaseId) -> Option<SnapshotHeader> {
 #[derive(Debug, Default)]
 pub(crate) struct Log {
     pub(crate) headers: Vec<SnapshotHeader>,
+    /// Where each section begins.
+    offsets: Vec<u64>,
     /// Bytes of the log that hold whole sections of this base (what follows is cut off
     /// before the next append).
     pub(crate) len: u64,
@@ -202,8 +206,10 @@ pub(crate) fn scan(log: &Path, base: BaseId, store: &Swarms) -> io::Result<Log> 
     let mut out = Log::default();
     while r.read < end {
         let index = out.headers.len() as u32 + 1;
+        let begins = r.read;
         let mut seen = Vec::new();
-        let section = on_store!(store, s => s.restore_filtered(&mut r, 0, 0, Merge::KeepHigher, |h, merged| {
+        let times = (0, 0, Merge::KeepHigher);
+        let section = on_store!(store, s => s.restore_filtered(&mut r, times, &mut Gone::new(), |h, merged| {
             seen.push((key(h), merged));
             Take::Nothing
         }));
@@ -217,6 +223,7 @@ pub(crate) fn scan(log: &Path, base: BaseId, store: &Swarms) -> io::Result<Log> 
                     }
                 }
                 out.headers.push(s.header);
+                out.offsets.push(begins);
                 out.len = r.read;
             }
             Ok(_) => {
@@ -283,23 +290,24 @@ impl<'a> Narrowing<'a> {
     }
 }
 
-/// Merges the log's sections into `store` (after its base), each record as [`Log::take`]
-/// says, and only where `wants` says so.
+/// Merges the log's sections into `store`, the last first (before the base: a restore
+/// reads the newest records first, see `Store::restore_filtered`), each record as
+/// [`Log::take`] says and only where `wants` says so; `gone` gathers their departures.
 pub(crate) fn merge(
     log_path: &Path,
     log: &Log,
     store: &Swarms,
-    (now, unix, merge): (u32, u64, Merge),
+    (times, gone): ((u32, u64, Merge), &mut Gone),
     mut wants: impl FnMut(&InfoHash) -> bool,
 ) -> Result<SnapshotSummary, SnapshotError> {
     let mut total = SnapshotSummary::default();
-    if log.headers.is_empty() {
-        return Ok(total);
-    }
-    let file = File::open(log_path)?;
-    let mut r = BufReader::with_capacity(1 << 20, file.take(log.len));
-    for index in 1..=log.headers.len() as u32 {
-        let s = on_store!(store, s => s.restore_filtered(&mut r, now, unix, merge, |h, _| {
+    let mut file = BufReader::with_capacity(1 << 20, File::open(log_path)?);
+    for index in (1..=log.headers.len() as u32).rev() {
+        let i = index as usize - 1;
+        let end = log.offsets.get(i + 1).copied().unwrap_or(log.len);
+        file.seek(SeekFrom::Start(log.offsets[i]))?;
+        let mut r = (&mut file).take(end - log.offsets[i]);
+        let s = on_store!(store, s => s.restore_filtered(&mut r, times, gone, |h, _| {
             match wants(h) {
                 true => log.take(h, index),
                 false => Take::Nothing,
@@ -310,7 +318,6 @@ pub(crate) fn merge(
         total.peers += s.peers;
         total.peers_skipped += s.peers_skipped;
         total.peers_expired += s.peers_expired;
-        total.header = s.header;
     }
     Ok(total)
 }
@@ -558,11 +565,11 @@ mod tests {
             base_len,
             ..chain
         };
-        assert!(!grown(512 << 20, 1 << 30).full());
-        assert!(grown((512 << 20) + 1, 1 << 30).full());
+        assert!(!grown(1 << 30, 1 << 30).full());
+        assert!(grown((1 << 30) + 1, 1 << 30).full());
         assert!(
-            !grown(64 << 20, 0).full(),
-            "a small store's log may reach 64 MiB"
+            !grown(256 << 20, 0).full(),
+            "a small store's log may reach 256 MiB"
         );
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use parking_lot::Mutex;
 use shoal_swarm::clock::unix_now;
-use shoal_swarm::snapshot::{Merge, Take};
+use shoal_swarm::snapshot::{Gone, Merge, Take};
 use shoal_swarm::{PeerExt, SnapshotError, SnapshotHeader, SnapshotSummary, Store, StoreConfig};
 
 use shoal_tracker::swarms::Swarms;
@@ -205,6 +205,7 @@ impl StateFile {
                 let _ = std::fs::remove_file(&tmp);
             }
             Ok(summary) => {
+                on_store!(store, s => s.keep_departures_from(now));
                 *self.chain.lock() = Some(Chain {
                     base: summary.base_id(),
                     base_len: std::fs::metadata(&self.path).map_or(0, |m| m.len()),
@@ -282,6 +283,7 @@ impl StateFile {
         if new_log {
             self.sync_dir();
         }
+        on_store!(store, s => s.keep_departures_from(now));
         *self.chain.lock() = Some(Chain {
             since: now,
             log_len: file.metadata()?.len(),
@@ -321,8 +323,15 @@ fn load_chain(
     let (base, _) = changes::base_id(path)?;
     let log_path = changes::log_path(path);
     let log = changes::scan(&log_path, base, store)?;
+    // Newest first: the sections from the last, then the base.
+    let mut gone = Gone::new();
+    let times = (now, unix, merge);
+    let sections = match log.headers.is_empty() {
+        true => SnapshotSummary::default(),
+        false => changes::merge(&log_path, &log, store, (times, &mut gone), &mut wants)?,
+    };
     let mut r = BufReader::with_capacity(1 << 20, File::open(path)?);
-    let mut summary = on_store!(store, s => s.restore_filtered(&mut r, now, unix, merge, |h, _| {
+    let mut summary = on_store!(store, s => s.restore_filtered(&mut r, times, &mut gone, |h, _| {
         match wants(h) {
             true => log.take(h, 0),
             false => Take::Nothing,
@@ -331,7 +340,6 @@ fn load_chain(
     if r.read(&mut [0u8; 1])? != 0 {
         return Err(SnapshotError::Malformed("bytes after the trailer"));
     }
-    let sections = changes::merge(&log_path, &log, store, (now, unix, merge), wants)?;
     summary.torrents += sections.torrents;
     summary.torrents_skipped += sections.torrents_skipped;
     summary.peers += sections.peers;

@@ -86,6 +86,8 @@ impl Snapshots {
         (interval, changes, handover_timeout): (u64, u64, u64),
     ) -> anyhow::Result<Self> {
         let schedule = Schedule::after(restored, (interval, changes), handover_timeout);
+        // From now on the store keeps its stops for the change sections.
+        crate::changes::on_store!(core.swarms(), s => s.keep_departures_from(1));
         let stop = Arc::new(AtomicBool::new(false));
         let loading = matches!(restored, Restored::Loading(_));
         // Set before the thread starts, so nobody sees "not loading" before the load.

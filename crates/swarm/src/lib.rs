@@ -17,6 +17,8 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+mod departures;
+mod family;
 pub mod journal;
 mod peers;
 pub mod sharded;
@@ -27,6 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 
+pub use family::Family;
 pub use peers::{Address, ExtSlot, Peer, PeerExt, PeerMeta, PeerSink, Swarm, INDEX_THRESHOLD};
 pub use snapshot::{BaseId, SnapshotError, SnapshotHeader, SnapshotSummary};
 
@@ -132,45 +135,6 @@ impl<X: PeerExt> Torrent<X> {
     }
 }
 
-/// An address family's place in a torrent.
-pub trait Family: Address {
-    fn swarm<X: PeerExt>(t: &mut Torrent<X>) -> &mut Swarm<Self, X>;
-    /// The family's swarm if the torrent has one (never creates it).
-    fn peek_swarm<X: PeerExt>(t: &mut Torrent<X>) -> Option<&mut Swarm<Self, X>>;
-    /// The address as either family's.
-    fn any(self) -> AnyAddr;
-}
-
-impl Family for CompactPeerV4 {
-    #[inline]
-    fn swarm<X: PeerExt>(t: &mut Torrent<X>) -> &mut Swarm<Self, X> {
-        &mut t.v4
-    }
-    #[inline]
-    fn peek_swarm<X: PeerExt>(t: &mut Torrent<X>) -> Option<&mut Swarm<Self, X>> {
-        Some(&mut t.v4)
-    }
-    #[inline]
-    fn any(self) -> AnyAddr {
-        AnyAddr::V4(self)
-    }
-}
-
-impl Family for CompactPeerV6 {
-    #[inline]
-    fn swarm<X: PeerExt>(t: &mut Torrent<X>) -> &mut Swarm<Self, X> {
-        t.v6.get_or_insert_with(Box::default)
-    }
-    #[inline]
-    fn peek_swarm<X: PeerExt>(t: &mut Torrent<X>) -> Option<&mut Swarm<Self, X>> {
-        t.v6.as_deref_mut()
-    }
-    #[inline]
-    fn any(self) -> AnyAddr {
-        AnyAddr::V6(self)
-    }
-}
-
 /// One lock's worth of torrents, as [`Store::for_each_shard`] shows it.
 pub type Shard<X = ()> = sharded::Shard<Torrent<X>>;
 
@@ -200,6 +164,8 @@ pub struct Store<X = ()> {
     totals: Totals,
     /// Local changes for the cluster exchange, when on ([`Store::with_journal`]).
     journal: Option<Journal>,
+    /// Stops, for the snapshot's change sections, once asked for.
+    departures: departures::Departures,
 }
 
 impl Store {
@@ -217,6 +183,7 @@ impl<X: PeerExt> Store<X> {
             config,
             totals: Totals::default(),
             journal: None,
+            departures: Default::default(),
         }
     }
 
@@ -280,6 +247,9 @@ impl<X: PeerExt> Store<X> {
             return (TorrentStats::default(), visit(ExtSlot::Absent));
         };
         torrent.last_announce = now;
+        if stopped {
+            self.departures.record(now, &req.info_hash, req.addr.any());
+        }
         let peer = Peer {
             peer_id: req.peer_id,
             addr: req.addr,
@@ -453,6 +423,32 @@ impl<X: PeerExt> Store<X> {
         for p in v6 {
             CompactPeerV6::swarm(entry).restore(p, hasher);
         }
+    }
+
+    /// Of the departures a snapshot names, those whose address holds no peer in the
+    /// torrent (the others were heard from since, or read from a newer record).
+    pub(crate) fn absent(
+        &self,
+        info_hash: &InfoHash,
+        v4: Vec<CompactPeerV4>,
+        v6: Vec<CompactPeerV6>,
+    ) -> Vec<AnyAddr> {
+        let mut slot = self.torrents.lock(info_hash);
+        let hasher = self.torrents.hasher();
+        let t = slot.get();
+        let has4 = |a: &CompactPeerV4| t.as_ref().is_some_and(|t| t.v4.has(a, hasher));
+        let mut out: Vec<AnyAddr> = v4
+            .into_iter()
+            .filter(|a| !has4(a))
+            .map(AnyAddr::V4)
+            .collect();
+        let v6_of = t.as_ref().and_then(|t| t.v6.as_deref());
+        out.extend(
+            v6.into_iter()
+                .filter(|a| !v6_of.is_some_and(|s| s.has(a, hasher)))
+                .map(AnyAddr::V6),
+        );
+        out
     }
 
     /// Drops expired peers and torrents that stayed empty past their time, one shard at a

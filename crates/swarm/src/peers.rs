@@ -534,13 +534,20 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         self.meta[..len].iter_mut().map(|m| (m.peer_id, &mut m.ext))
     }
 
-    /// Inserts a peer as restored from a snapshot (no event semantics).
-    /// A peer already at the address (a live announce, newer than any snapshot) is kept
-    /// as it is, with its extension.
-    pub fn restore(&mut self, peer: Peer<A>, hasher: &impl BuildHasher) {
-        if self.find(&peer.addr, hasher).is_none() {
+    /// Inserts a peer as restored from a snapshot (no event semantics). A peer already
+    /// at the address (a live announce, or a newer record read first) is kept as it is,
+    /// with its extension. Whether it was inserted.
+    pub fn restore(&mut self, peer: Peer<A>, hasher: &impl BuildHasher) -> bool {
+        let absent = self.find(&peer.addr, hasher).is_none();
+        if absent {
             self.push(peer, hasher);
         }
+        absent
+    }
+
+    /// Whether a peer is at `addr`.
+    pub fn has(&self, addr: &A, hasher: &impl BuildHasher) -> bool {
+        self.find(addr, hasher).is_some()
     }
 
     #[cfg(test)]

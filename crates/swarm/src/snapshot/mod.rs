@@ -16,11 +16,12 @@
 //! A *change section* ([`SnapshotHeader::base`]) has the same layout and holds only the
 //! torrents announced since a given second (see [`Store::write_snapshot_since`]); the
 //! state crate appends such sections to a log beside a whole snapshot, its *base*, which
-//! they name by [`BaseId`]. A torrent's record in a section replaces its records in the
-//! base and in older sections; but a swarm of more than [`WRITE_CHUNK`] peers is written
-//! there as *merge records* (bit 31 of `n4` set), holding only the peers announced since the
-//! section's start, which a restore merges on top of the older records ([`Take`]), so that
-//! a section's size follows the announces and not the largest swarm's size.
+//! they name by [`BaseId`]. A torrent is written there as *merge records* (bit 31 of `n4`
+//! set): the peers announced since the section's start and, as entries whose seeder flag
+//! is 2, those that said `stopped` since (departures), which a restore applies on top of
+//! the older records ([`Take`]): departures first, then the peers, the later expiry winning
+//! ([`Swarm::restore`](crate::Swarm::restore)). A section's size follows the announces,
+//! not the swarms' sizes.
 //!
 //! ```text
 //! header   "SHOALSNP"  version:u16  flags:u16  writer:u32  written_unix:u64  key_len:u16
@@ -44,6 +45,7 @@ use thiserror::Error;
 
 mod write;
 
+use crate::journal::AnyAddr;
 use crate::{Peer, PeerExt, Store};
 
 /// The first bytes of every snapshot.
@@ -151,6 +153,13 @@ impl SnapshotSummary {
 
 /// In a change section, the bit of a record's IPv4 count that marks a merge record.
 const MERGE_RECORD: u32 = 1 << 31;
+/// In a merge record, the seeder flag of an entry that is a departure: the peer at that
+/// address said `stopped`, its lifetime what a peer announced then would have.
+const DEPARTED: u8 = 2;
+
+/// Departures read so far in a restore, newest first: peers that left, whom older records
+/// must not bring back ([`Store::restore_filtered`]).
+pub type Gone = std::collections::HashSet<(InfoHash, AnyAddr)>;
 
 /// What a restore does with one torrent record ([`Store::restore_filtered`]'s filter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,7 +220,11 @@ impl<X: PeerExt> Store<X> {
         unix_now: u64,
         merge: Merge,
     ) -> Result<SnapshotSummary, SnapshotError> {
-        let summary = self.restore_filtered(&mut r, now, unix_now, merge, |_, _| Take::Whole)?;
+        let mut gone = Gone::new();
+        let summary =
+            self.restore_filtered(&mut r, (now, unix_now, merge), &mut gone, |_, _| {
+                Take::Whole
+            })?;
         let mut extra = [0u8; 1];
         if r.read(&mut extra)? != 0 {
             return Err(SnapshotError::Malformed("bytes after the trailer"));
@@ -224,12 +237,15 @@ impl<X: PeerExt> Store<X> {
     /// read), each torrent record as `keep` says, given the info hash and whether it is a
     /// merge record (see the module's documentation): those it skips are checked and
     /// counted ([`SnapshotSummary::torrents_skipped`]), not decoded.
+    ///
+    /// Records are read newest first (a change log's last section first, the whole
+    /// snapshot last): a peer already in the store stays as it is, and `gone` carries the
+    /// departures from one record to the older ones (the addresses they must not fill).
     pub fn restore_filtered(
         &self,
         r: &mut impl Read,
-        now: u32,
-        unix_now: u64,
-        merge: Merge,
+        (now, unix_now, merge): (u32, u64, Merge),
+        gone: &mut Gone,
         mut keep: impl FnMut(&InfoHash, bool) -> Take,
     ) -> Result<SnapshotSummary, SnapshotError> {
         let mut r = CrcReader {
@@ -303,8 +319,17 @@ impl<X: PeerExt> Store<X> {
                 let expires = |remaining| {
                     lifetime(remaining, downtime, ttl).map(|left| now.saturating_add(left))
                 };
-                let v4 = cur.peers(n4, CompactPeerV4, expires, &mut summary)?;
-                let v6 = cur.peers(n6, CompactPeerV6, expires, &mut summary)?;
+                let (mut v4, left4) = cur.peers(n4, CompactPeerV4, expires, &mut summary)?;
+                let (mut v6, left6) = cur.peers(n6, CompactPeerV6, expires, &mut summary)?;
+                if !(left4.is_empty() && left6.is_empty() || merge_record) {
+                    return Err(SnapshotError::Malformed(
+                        "a departure outside a merge record",
+                    ));
+                }
+                if !gone.is_empty() {
+                    v4.retain(|p| !gone.contains(&(info_hash, AnyAddr::V4(p.addr))));
+                    v6.retain(|p| !gone.contains(&(info_hash, AnyAddr::V6(p.addr))));
+                }
                 // In chunks: merging into a live store (a hand-over) must not hold a
                 // shard's lock for a whole large swarm while workers wait on it.
                 // The count goes in with the first chunk only: added twice it would be
@@ -322,6 +347,12 @@ impl<X: PeerExt> Store<X> {
                 }
                 for chunk in v6.chunks(RESTORE_CHUNK) {
                     self.restore_torrent(info_hash, next(), [], chunk.iter().copied());
+                }
+                // After the record's peers (one that left and came back is among them): a
+                // departure from an address nobody holds keeps older records from it.
+                if !(left4.is_empty() && left6.is_empty()) {
+                    let absent = self.absent(&info_hash, left4, left6);
+                    gone.extend(absent.into_iter().map(|a| (info_hash, a)));
                 }
             }
             if !cur.0.is_empty() {
@@ -476,36 +507,38 @@ impl Cursor<'_> {
     }
 
     /// Reads `n` peer records with `N`-byte addresses (counted in `summary`), and keeps
-    /// those for which `expires` (given the remaining lifetime) still finds one.
+    /// those for which `expires` (given the remaining lifetime) still finds one: the peers,
+    /// and the departures' addresses.
     fn peers<const N: usize, A>(
         &mut self,
         n: usize,
         addr: fn([u8; N]) -> A,
         expires: impl Fn(u32) -> Option<u32>,
         summary: &mut SnapshotSummary,
-    ) -> Result<Vec<Peer<A>>, SnapshotError> {
+    ) -> Result<(Vec<Peer<A>>, Vec<A>), SnapshotError> {
         let mut peers = Vec::with_capacity(n);
+        let mut gone = Vec::new();
         for _ in 0..n {
             let peer_id = PeerId(self.array()?);
             let wire = self.array()?;
             let remaining = self.u32()?;
-            let seeder = match self.array::<1>()?[0] {
-                0 => false,
-                1 => true,
-                _ => return Err(SnapshotError::Malformed("seeder flag is not 0 or 1")),
-            };
+            let flag = self.array::<1>()?[0];
+            if flag > DEPARTED {
+                return Err(SnapshotError::Malformed("seeder flag is not 0, 1 or 2"));
+            }
             summary.peers += 1;
             match expires(remaining) {
+                Some(_) if flag == DEPARTED => gone.push(addr(wire)),
                 Some(expires) => peers.push(Peer {
                     peer_id,
                     addr: addr(wire),
                     expires,
-                    seeder,
+                    seeder: flag == 1,
                 }),
                 None => summary.peers_expired += 1,
             }
         }
-        Ok(peers)
+        Ok((peers, gone))
     }
 }
 
@@ -782,7 +815,7 @@ mod tests {
     }
 
     #[test]
-    fn a_change_section_holds_what_was_announced_since_and_replaces_those_base_records() {
+    fn a_change_section_holds_what_was_announced_and_what_left_since_and_merges_over_the_base() {
         let config = StoreConfig {
             shards: 16,
             ..StoreConfig::default()
@@ -811,6 +844,7 @@ mod tests {
         };
         // Restored and not announced since: in no section, even one from second 1.
         assert_eq!(section(1, 160, 1_010).1.torrents, 0);
+        live.keep_departures_from(1);
 
         // At second 200 (Unix 1,050): a peer of torrent 5 stops, torrent 7 gains a peer,
         // torrent 200 is new.
@@ -836,40 +870,37 @@ mod tests {
         assert_eq!((s.torrents, s.header.base), (3, Some(restored.base_id())));
         assert_eq!(read_header(&changes[..]).unwrap(), s.header);
 
-        // Base then section, the section's torrents skipped in the base, as the state
-        // crate restores them: what the live store holds.
+        // Newest first, as the state crate restores them: the section (its peers, then its
+        // departures kept aside), then the base, whose records of the section's torrents
+        // give their peers only (the section's record has the completed count), and never
+        // a peer the section saw leave: what the live store holds.
         let again = Store::new(config);
+        let times = (200, 1_050, Merge::AddCompleted);
+        let mut departed = Gone::new();
         let mut newer = std::collections::HashSet::new();
-        let scan = again
-            .restore_filtered(
-                &mut &changes[..],
-                200,
-                1_050,
-                Merge::AddCompleted,
-                |h, _| {
-                    newer.insert(*h);
-                    Take::Nothing
-                },
-            )
+        let from_section = again
+            .restore_filtered(&mut &changes[..], times, &mut departed, |h, merged| {
+                assert!(merged, "a section holds merge records");
+                newer.insert(*h);
+                Take::Whole
+            })
             .unwrap();
-        assert_eq!((scan.torrents_skipped, contents(&again).len()), (3, 0));
-        let mut both = base.clone();
-        both.extend_from_slice(&changes);
-        let mut r = &both[..];
+        assert_eq!(
+            (from_section.torrents, from_section.peers, departed.len()),
+            (3, 3, 1),
+            "the two new peers and a departure"
+        );
         let from_base = again
-            .restore_filtered(&mut r, 200, 1_050, Merge::AddCompleted, |h, _| {
+            .restore_filtered(&mut &base[..], times, &mut departed, |h, merged| {
+                assert!(!merged);
                 if newer.contains(h) {
-                    Take::Nothing
+                    Take::Peers
                 } else {
                     Take::Whole
                 }
             })
             .unwrap();
-        assert_eq!(from_base.torrents_skipped, 2, "torrents 5 and 7, not 200");
-        again
-            .restore_filtered(&mut r, 200, 1_050, Merge::AddCompleted, |_, _| Take::Whole)
-            .unwrap();
-        assert!(r.is_empty());
+        assert_eq!(from_base.torrents_skipped, 0);
         assert_eq!(contents(&again), contents(&live));
         let stopped = again.with_torrent(&InfoHash([5; 20]), |t| {
             t.v4().peers().any(|p| p.addr == gone.addr)

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
 
 use super::*;
+use crate::journal::AnyAddr;
 use crate::{Address, Peer, Swarm, Torrent};
 
 /// A writer that keeps a running CRC of what went through it.
@@ -97,38 +98,74 @@ fn encode_peer<A: WireBytes>(out: &mut Vec<u8>, p: &Peer<A>, now: u32) {
     out.extend_from_slice(&rec[..k + 5]);
 }
 
-/// Appends the peers of `swarm` at `positions` live at `now` that expire at `from` or
-/// later (`now` for all of them); returns how many.
+/// Which peers a record holds, and when it is written.
+#[derive(Clone, Copy)]
+struct Pick<'a> {
+    now: u32,
+    /// In a change section: only peers that expire at this second or later (announced
+    /// since its start), as a merge record.
+    recent: Option<u32>,
+    /// In a change section: the torrent's departures (store second, address), with the
+    /// first record of the torrent.
+    departed: &'a [(u32, AnyAddr)],
+    peer_ttl: u32,
+}
+
+/// Appends the peers of `swarm` at `positions` live at `now` (and recent, in a section);
+/// returns how many.
 fn encode_live<A: Address + WireBytes, X: PeerExt>(
     body: &mut Vec<u8>,
     swarm: &Swarm<A, X>,
     positions: std::ops::Range<usize>,
-    (now, from): (u32, u32),
+    pick: &Pick<'_>,
 ) -> u32 {
+    let from = pick.now.max(pick.recent.unwrap_or(0));
     let live = positions
         .map(|i| swarm.peer(i))
-        .filter(|p| p.expires >= now.max(from));
-    live.map(|p| encode_peer(body, &p, now)).count() as u32
+        .filter(|p| p.expires >= from);
+    live.map(|p| encode_peer(body, &p, pick.now)).count() as u32
+}
+
+/// Appends the departures of one family: an entry of no peer id whose lifetime is what a
+/// peer announced when it left would have, and whose seeder flag is [`DEPARTED`].
+fn encode_departed<A: WireBytes>(
+    body: &mut Vec<u8>,
+    pick: &Pick<'_>,
+    of: impl Fn(&AnyAddr) -> Option<&A>,
+) -> u32 {
+    let mut n = 0;
+    for (at, addr) in pick.departed {
+        let Some(addr) = of(addr) else { continue };
+        let expires = at.saturating_add(pick.peer_ttl);
+        if expires <= pick.now {
+            continue;
+        }
+        let mut rec = [0u8; PEER6_LEN];
+        let wire = addr.wire();
+        let k = 20 + wire.len();
+        rec[20..k].copy_from_slice(wire);
+        rec[k..k + 4].copy_from_slice(&(expires - pick.now).to_le_bytes());
+        rec[k + 4] = DEPARTED;
+        body.extend_from_slice(&rec[..k + 5]);
+        n += 1;
+    }
+    n
 }
 
 /// Appends one torrent record to `body`: the peers of `t` at positions `from.0..` (IPv4)
-/// and `from.1..` (IPv6), at most `limit` of them looked at, live at `now`; with
-/// `recent`, only those expiring at that second or later, as a merge record. Returns the
-/// peers written and the positions after the last one looked at.
+/// and `from.1..` (IPv6), at most `limit` of them looked at, as `pick` says (in a change
+/// section a merge record, with the departures it is given). Returns the entries written
+/// and the positions after the last one looked at.
 ///
 /// One pass over the peers: the counts are written as zero and filled in after.
-#[allow(clippy::too_many_arguments)]
 fn encode_torrent<X: PeerExt>(
     body: &mut Vec<u8>,
-    info_hash: &InfoHash,
-    completed: u32,
+    (info_hash, completed): (&InfoHash, u32),
     t: &Torrent<X>,
     from: (usize, usize),
     limit: usize,
-    now: u32,
-    recent: Option<u32>,
+    pick: &Pick<'_>,
 ) -> (u32, (usize, usize)) {
-    let times = (now, recent.unwrap_or(now));
     let v4 = t.v4();
     let to4 = v4.len().min(from.0.saturating_add(limit));
     let left = limit - to4.saturating_sub(from.0);
@@ -142,11 +179,24 @@ fn encode_torrent<X: PeerExt>(
     body.extend_from_slice(&completed.to_le_bytes());
     let counts = body.len();
     body.extend_from_slice(&[0; 8]);
-    let n4 = encode_live(body, v4, from.0..to4, times);
+    let n4 = encode_live(body, v4, from.0..to4, pick)
+        + encode_departed(body, pick, |a| match a {
+            AnyAddr::V4(a) => Some(a),
+            AnyAddr::V6(_) => None,
+        });
+    // IPv6 entries follow every IPv4 one.
     let n6 = t
         .v6()
-        .map_or(0, |v6| encode_live(body, v6, from.1..to6, times));
-    let flag = if recent.is_some() { MERGE_RECORD } else { 0 };
+        .map_or(0, |v6| encode_live(body, v6, from.1..to6, pick))
+        + encode_departed(body, pick, |a| match a {
+            AnyAddr::V6(a) => Some(a),
+            AnyAddr::V4(_) => None,
+        });
+    let flag = if pick.recent.is_some() {
+        MERGE_RECORD
+    } else {
+        0
+    };
     body[counts..counts + 4].copy_from_slice(&(n4 | flag).to_le_bytes());
     body[counts + 4..counts + 8].copy_from_slice(&n6.to_le_bytes());
     (n4 + n6, (to4, to6))
@@ -177,6 +227,12 @@ impl<X: PeerExt> Store<X> {
         encoders: usize,
     ) -> io::Result<SnapshotSummary> {
         self.write_snapshot_since(w, header, now, encoders, 0)
+    }
+
+    /// Keeps the stops announced from store second `from` on for the change sections
+    /// ([`Store::write_snapshot_since`]; before the first call none are kept).
+    pub fn keep_departures_from(&self, from: u32) {
+        self.departures.keep_from(from);
     }
 
     /// The torrents announced at or after store-clock second `since` (1: every torrent
@@ -239,6 +295,19 @@ impl<X: PeerExt> Store<X> {
             header: header.clone(),
             ..SnapshotSummary::default()
         };
+        // In a change section, each torrent's peers announced since `since` only (their
+        // lifetime runs from their announce) and its departures since, as merge records.
+        let section = header.base.is_some();
+        let departed = match section {
+            true => self.departures.since(since),
+            false => Default::default(),
+        };
+        let pick = |info_hash: &InfoHash| Pick {
+            now,
+            recent: section.then(|| since.saturating_add(self.config.peer_ttl)),
+            departed: departed.get(info_hash).map_or(&[], |d| d.as_slice()),
+            peer_ttl: self.config.peer_ttl,
+        };
         // Each shard's torrents are encoded under its lock (memory only), on `encoders`
         // threads, and written here with no lock held, as they come. The buffers go round:
         // at most twice `encoders` and one more are alive at once.
@@ -267,13 +336,11 @@ impl<X: PeerExt> Store<X> {
                     let completed = t.stats().completed;
                     let (n, _) = encode_torrent(
                         &mut out.body,
-                        info_hash,
-                        completed,
+                        (info_hash, completed),
                         t,
                         (0, 0),
                         usize::MAX,
-                        now,
-                        None,
+                        &pick(info_hash),
                     );
                     out.torrents += 1;
                     out.peers += u64::from(n);
@@ -295,12 +362,6 @@ impl<X: PeerExt> Store<X> {
             },
         );
         let mut body = spare.into_inner().pop().unwrap_or_default();
-        // In a change section, a large torrent's peers announced since `since` only (their
-        // lifetime runs from their announce), as merge records.
-        let recent = header
-            .base
-            .is_some()
-            .then(|| since.saturating_add(self.config.peer_ttl));
         // The large torrents, a chunk of peers per lock, each chunk its own record. Peers
         // that move inside the swarm between two chunks (others leaving, a leecher turning
         // seeder) may be saved twice, which restoring merges, or missed, to be heard from
@@ -317,15 +378,17 @@ impl<X: PeerExt> Store<X> {
                 let chunk = self.with_torrent(info_hash, |t| {
                     let completed = if first { t.stats().completed } else { 0 };
                     let total = (t.v4().len(), t.v6().map_or(0, |s| s.len()));
+                    let mut pick = pick(info_hash);
+                    if !first {
+                        pick.departed = &[];
+                    }
                     let (n, next) = encode_torrent(
                         &mut body,
-                        info_hash,
-                        completed,
+                        (info_hash, completed),
                         t,
                         from,
                         WRITE_CHUNK,
-                        now,
-                        recent,
+                        &pick,
                     );
                     let chunks = (total.0 + total.1) / WRITE_CHUNK + 2;
                     (n, next, next.0 >= total.0 && next.1 >= total.1, chunks)
