@@ -132,6 +132,8 @@ done
 
 # Debug for shoal's own crate: the cleaner's counts and the full scrape's rebuild times.
 printf 'log_level = "info,shoal_server=debug,shoal_state=debug"\n' >"$OUT/shoal.toml"
+# SHOAL_CONFIG: more lines for shoal's config file (e.g. "[state]\nchanges_interval = 60").
+[ -z "${SHOAL_CONFIG:-}" ] || printf '%b\n' "$SHOAL_CONFIG" >>"$OUT/shoal.toml"
 printf 'listen.udp.workers %s\nlisten.udp 127.0.0.1:%s\n' "$WORKERS" "$PORT" >"$OUT/opentracker.conf"
 cat >"$OUT/aquatic.toml" <<EOF
 socket_workers = $WORKERS

@@ -83,7 +83,7 @@ impl Default for StateConfig {
         Self {
             file: PathBuf::from("shoal.state"),
             snapshot_interval: 300,
-            changes_interval: 10,
+            changes_interval: 60,
             handover_timeout: 120,
         }
     }

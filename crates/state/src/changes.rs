@@ -4,8 +4,10 @@
 //!
 //! A section (`shoal_swarm::snapshot`'s format, with its base named in the header) holds,
 //! for every torrent announced since the section before it (or since its base was begun),
-//! the peers announced since and those that said `stopped` since, and the torrent's
-//! completed count; a restart applies the base, then each section in order. The
+//! the peers announced since and those that said `stopped` since (departures), and the
+//! torrent's completed count; a restart reads the newest records first (the last section,
+//! then the ones before, then the base): a peer read once keeps what it has, a departure
+//! keeps older records from its address, the count comes from the newest record. The
 //! state file's owner appends one every `state.changes_interval` seconds and one, marked
 //! final, at exit; a whole snapshot (every `state.snapshot_interval` seconds) starts the
 //! chain over and removes the log.
@@ -16,11 +18,11 @@
 //! another base (a crash between a whole snapshot's rename and the log's removal) are not
 //! read.
 //!
-//! A torrent that was announced since the base and then dropped from the store (empty past
-//! `store.torrent_ttl`) is in no later section, so its last record would come back at a
-//! restart, with its peers' saved lifetimes: that cannot happen while sections come more
-//! often than `torrent_ttl` (an hour by default); a log older than that is written whole
-//! instead (see [`Chain::stale`]). Peers that expire need nothing: a restore leaves out
+//! A torrent dropped from the store (empty past `store.torrent_ttl`) is in no later
+//! section: its peers left (departures) or expired, so only its completed count could come
+//! back from an older record. A chain whose last section is older than `torrent_ttl` is
+//! written whole instead all the same (see [`Chain::stale`]), so no record outlives the
+//! store's own memory of its torrent. Peers that expire need nothing: a restore leaves out
 //! every peer whose saved lifetime ran out.
 
 use std::collections::{HashMap, HashSet};

@@ -12,10 +12,11 @@
 //! damaged file into an outage.
 //!
 //! Between whole snapshots the file is kept current by a log of change sections
-//! (`FILE.changes`, see `changes`): every `state.changes_interval` seconds the torrents
-//! announced since the last section are appended, each whole, and the final snapshot at
-//! exit is such a section, so a stop writes seconds of changes rather than the store. A
-//! restart reads each torrent from the newest record there is of it.
+//! (`FILE.changes`, see `changes`): every `state.changes_interval` seconds what was
+//! announced since the last section is appended (each announced torrent's new peers, its
+//! departures, its count), and the final snapshot at exit is such a section, so a stop
+//! writes seconds of announces rather than the store. A restart reads the newest records
+//! first.
 //!
 //! Start-up does not wait for the snapshot: [`open`] reads only its header (the
 //! connection-id key, the hand-over's writer), the tracker binds and serves on an empty
