@@ -386,20 +386,51 @@ mod tests {
         Swarms::Open(Store::new(StoreConfig::default()))
     }
 
+    /// A directory, the state file's path in it, a live store and its state file.
+    fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf, Swarms, StateFile) {
+        let d = dir(name);
+        let path = d.path().join("state");
+        let st = StateFile::new(path.clone(), [7; 16]);
+        (d, path, store(), st)
+    }
+
+    /// [`fixture`], where torrent 1 is in the whole snapshot and torrent 2 in a section.
+    fn one_section(name: &str) -> (tempfile::TempDir, std::path::PathBuf, Swarms, StateFile) {
+        let (d, path, live, st) = fixture(name);
+        announce(&live, 1, 1, AnnounceEvent::Started);
+        st.write(&live, false).unwrap();
+        announce(&live, 2, 2, AnnounceEvent::Started);
+        st.append_changes(&live, false).unwrap().unwrap();
+        (d, path, live, st)
+    }
+
+    /// Peer `peer` (a seeder when even) announces `event` on torrent `torrent`.
     fn announce(store: &Swarms, torrent: u8, peer: u8, event: AnnounceEvent) {
-        store.announce_accounted(
-            &Announce {
-                info_hash: InfoHash([torrent; 20]),
-                peer_id: PeerId([peer; 20]),
-                addr: CompactPeerV4::new([127, 0, 0, peer].into(), 1000),
-                event,
-                left: u64::from(peer % 2),
-                numwant: 0,
-            },
-            clock::now(),
-            &mut Vec::<CompactPeerV4>::new(),
-            None,
+        let addr = CompactPeerV4::new([127, 0, 0, peer].into(), 1000);
+        announce_as(
+            store,
+            (torrent, PeerId([peer; 20]), addr),
+            event,
+            u64::from(peer % 2),
         );
+    }
+
+    fn announce_as(
+        store: &Swarms,
+        (torrent, peer_id, addr): (u8, PeerId, CompactPeerV4),
+        event: AnnounceEvent,
+        left: u64,
+    ) {
+        let ann = Announce {
+            info_hash: InfoHash([torrent; 20]),
+            peer_id,
+            addr,
+            event,
+            left,
+            numwant: 0,
+        };
+        let out = &mut Vec::<CompactPeerV4>::new();
+        store.announce_accounted(&ann, clock::now(), out, None);
     }
 
     /// A torrent (its hash's byte), its completed count, its peers (id, address, seeder).
@@ -432,10 +463,7 @@ mod tests {
 
     #[test]
     fn sections_follow_the_whole_snapshot_and_a_restart_reads_each_torrent_from_the_newest() {
-        let d = dir("chain");
-        let path = d.path().join("state");
-        let live = store();
-        let st = StateFile::new(path.clone(), [7; 16]);
+        let (_dir, path, live, st) = fixture("chain");
         assert!(
             st.append_changes(&live, false).unwrap().is_none(),
             "nothing to follow yet"
@@ -471,14 +499,7 @@ mod tests {
 
     #[test]
     fn a_torn_section_is_cut_off_and_the_sections_before_it_are_read() {
-        let d = dir("torn");
-        let path = d.path().join("state");
-        let live = store();
-        let st = StateFile::new(path.clone(), [7; 16]);
-        announce(&live, 1, 1, AnnounceEvent::Started);
-        st.write(&live, false).unwrap();
-        announce(&live, 2, 2, AnnounceEvent::Started);
-        st.append_changes(&live, false).unwrap().unwrap();
+        let (_dir, path, live, st) = one_section("torn");
         let whole = std::fs::metadata(st.log_path()).unwrap().len();
         // A second section, torn by a crash halfway.
         announce(&live, 3, 3, AnnounceEvent::Started);
@@ -505,27 +526,13 @@ mod tests {
 
     #[test]
     fn a_large_swarm_is_written_to_a_section_as_its_recent_peers_and_merged_on_restore() {
-        let d = dir("large");
-        let path = d.path().join("state");
-        let live = store();
-        let st = StateFile::new(path.clone(), [7; 16]);
+        let (_dir, path, live, st) = fixture("large");
         let announce_n = |store: &Swarms, n: u32, event| {
             let [a, b, c, e] = n.to_be_bytes();
             let mut id = [0xAB; 20];
             id[..4].copy_from_slice(&n.to_be_bytes());
-            store.announce_accounted(
-                &Announce {
-                    info_hash: InfoHash([9; 20]),
-                    peer_id: PeerId(id),
-                    addr: CompactPeerV4::new([10 + a, b, c, e].into(), 1000),
-                    event,
-                    left: 1,
-                    numwant: 0,
-                },
-                clock::now(),
-                &mut Vec::<CompactPeerV4>::new(),
-                None,
-            );
+            let addr = CompactPeerV4::new([10 + a, b, c, e].into(), 1000);
+            announce_as(store, (9, PeerId(id), addr), event, 1);
         };
         let large = 70_000;
         for n in 0..large {
@@ -577,14 +584,7 @@ mod tests {
 
     #[test]
     fn a_log_that_follows_another_snapshot_is_not_read() {
-        let d = dir("other");
-        let path = d.path().join("state");
-        let live = store();
-        let st = StateFile::new(path.clone(), [7; 16]);
-        announce(&live, 1, 1, AnnounceEvent::Started);
-        st.write(&live, false).unwrap();
-        announce(&live, 2, 2, AnnounceEvent::Started);
-        st.append_changes(&live, false).unwrap().unwrap();
+        let (_dir, path, _, st) = one_section("other");
         let old_log = std::fs::read(st.log_path()).unwrap();
         // A new whole snapshot of another store, then the old log put back (as a stop
         // between the rename and the log's removal would leave it).
@@ -599,10 +599,7 @@ mod tests {
 
     #[test]
     fn a_stop_during_the_load_merges_the_rest_for_announced_torrents_only() {
-        let d = dir("narrow");
-        let path = d.path().join("state");
-        let live = store();
-        let st = StateFile::new(path.clone(), [7; 16]);
+        let (_dir, path, live, st) = fixture("narrow");
         for t in 1..=3 {
             for peer in 1..=3 {
                 announce(&live, t, peer, AnnounceEvent::Started);
