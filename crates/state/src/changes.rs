@@ -90,11 +90,18 @@ impl Chain {
 /// The identity of the whole snapshot at `path`: its header's writer and time, and the
 /// checksum in its last four bytes (checked when the body is read).
 pub(crate) fn base_id(path: &Path) -> io::Result<(BaseId, SnapshotHeader)> {
-    let mut file = File::open(path)?;
-    let header = read_header(BufReader::new(&mut file)).map_err(io::Error::other)?;
+    base_id_of(&mut File::open(path)?)
+}
+
+/// [`base_id`] of an open file (left at its start), so that what is then read of it is
+/// the snapshot the identity is of, even if another process renames a new one over it.
+pub(crate) fn base_id_of(file: &mut File) -> io::Result<(BaseId, SnapshotHeader)> {
+    file.seek(SeekFrom::Start(0))?;
+    let header = read_header(BufReader::new(&mut *file)).map_err(io::Error::other)?;
     file.seek(SeekFrom::End(-4))?;
     let mut crc = [0u8; 4];
     file.read_exact(&mut crc)?;
+    file.seek(SeekFrom::Start(0))?;
     let id = BaseId {
         writer: header.writer,
         written_unix: header.written_unix,

@@ -320,7 +320,8 @@ fn load_chain(
     (now, unix, merge): (u32, u64, Merge),
     mut wants: impl FnMut(&shoal_proto::InfoHash) -> bool,
 ) -> Result<(SnapshotSummary, Log), SnapshotError> {
-    let (base, _) = changes::base_id(path)?;
+    let mut file = File::open(path)?;
+    let (base, _) = changes::base_id_of(&mut file)?;
     let log_path = changes::log_path(path);
     let log = changes::scan(&log_path, base, store)?;
     // Newest first: the sections from the last, then the base.
@@ -330,7 +331,7 @@ fn load_chain(
         true => SnapshotSummary::default(),
         false => changes::merge(&log_path, &log, store, (times, &mut gone), &mut wants)?,
     };
-    let mut r = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let mut r = BufReader::with_capacity(1 << 20, file);
     let mut summary = on_store!(store, s => s.restore_filtered(&mut r, times, &mut gone, |h, _| {
         match wants(h) {
             true => log.take(h, 0),

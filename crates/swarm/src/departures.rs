@@ -57,6 +57,17 @@ impl Departures {
         self.on.store(true, Ordering::Relaxed);
     }
 
+    /// Drops the departures before store second `before` (the cleaner's: one older than
+    /// a peer's lifetime names a peer that any older record has let expire by now).
+    pub(crate) fn prune(&self, before: u32) {
+        if !self.on.load(Ordering::Relaxed) {
+            return;
+        }
+        for shard in self.shards.iter() {
+            shard.lock().retain(|&(at, _, _)| at >= before);
+        }
+    }
+
     /// The departures at or after store second `since`, by torrent; those before it, or
     /// before the last [`Departures::keep_from`], are dropped.
     pub(crate) fn since(&self, since: u32) -> HashMap<InfoHash, Vec<(u32, AnyAddr)>> {

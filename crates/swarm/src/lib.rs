@@ -478,6 +478,8 @@ impl<X: PeerExt> Store<X> {
         mut gone: impl FnMut(&InfoHash, PeerId, AnyAddr, X),
     ) -> CleanReport {
         let mut report = CleanReport::default();
+        self.departures
+            .prune(now.saturating_sub(self.config.peer_ttl));
         let (mut seeders, mut leechers, mut v6) = (0u64, 0u64, 0u64);
         let hasher = self.torrents.hasher();
         let ttl = self.config.torrent_ttl;

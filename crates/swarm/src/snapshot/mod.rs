@@ -909,6 +909,50 @@ mod tests {
     }
 
     #[test]
+    fn departures_are_kept_once_asked_for_and_dropped_a_peer_lifetime_later() {
+        // The empty torrent outlives its peers' lifetime, so that sections still visit it.
+        let store = Store::new(StoreConfig {
+            torrent_ttl: 100_000,
+            ..StoreConfig::default()
+        });
+        let ttl = store.config().peer_ttl;
+        let header = SnapshotHeader {
+            base: Some(BaseId::default()),
+            ..SnapshotHeader::default()
+        };
+        let peer = |event| Announce {
+            info_hash: InfoHash([3; 20]),
+            peer_id: PeerId([3; 20]),
+            addr: CompactPeerV4::new(Ipv4Addr::new(10, 0, 0, 3), 1),
+            event,
+            left: 1,
+            numwant: 0,
+        };
+        let out = &mut Vec::<CompactPeerV4>::new();
+        let section_at = |now| {
+            let mut bytes = Vec::new();
+            let s = store
+                .write_snapshot_since(&mut bytes, &header, now, 1, 1)
+                .unwrap();
+            (s.torrents, s.peers)
+        };
+        // Not asked for: a stop leaves nothing behind.
+        store.announce(&peer(AnnounceEvent::Started), 10, out);
+        store.announce(&peer(AnnounceEvent::Stopped), 11, out);
+        assert_eq!(section_at(12), (1, 0));
+        // Asked for: the next stop is in the section, until the cleaner passes a peer
+        // lifetime later.
+        store.keep_departures_from(1);
+        store.announce(&peer(AnnounceEvent::Started), 20, out);
+        store.announce(&peer(AnnounceEvent::Stopped), 21, out);
+        assert_eq!(section_at(22), (1, 1));
+        store.clean(21 + ttl);
+        assert_eq!(section_at(22), (1, 1), "not older than a lifetime yet");
+        store.clean(22 + ttl);
+        assert_eq!(section_at(22), (1, 0));
+    }
+
+    #[test]
     fn the_store_clock_never_reads_zero() {
         assert!(crate::clock::now() >= 1);
     }
