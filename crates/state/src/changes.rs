@@ -155,11 +155,11 @@ pub(crate) struct Log {
     /// Bytes of the log that hold whole sections of this base (what follows is cut off
     /// before the next append).
     pub(crate) len: u64,
-    /// For each torrent in some section, the last section that has it and the last that
-    /// replaces it (sections count from 1, the base is 0): keyed by the info hash's first
-    /// eight bytes (SHA-1 output: two torrents that share them are as likely as a collision
-    /// of random 64-bit numbers), half the memory of whole hashes.
-    newest: HashMap<u64, (u32, u32)>,
+    /// For each torrent in some section, the last section that has it (sections count
+    /// from 1): keyed by the info hash's first eight bytes (SHA-1 output: two torrents
+    /// that share them are as likely as a collision of random 64-bit numbers), half the
+    /// memory of whole hashes.
+    newest: HashMap<u64, u32>,
 }
 
 fn key(info_hash: &InfoHash) -> u64 {
@@ -167,15 +167,14 @@ fn key(info_hash: &InfoHash) -> u64 {
 }
 
 impl Log {
-    /// What to take of `info_hash`'s record in the base (0) or in section `index`: nothing
-    /// before the last record that replaces the torrent, its peers from there on, and the
-    /// completed count from the last record only (each carries the torrent's total).
+    /// What to take of `info_hash`'s record in the base (0) or in section `index`: its
+    /// peers, and its completed count only from the last record (each carries the
+    /// torrent's total). Every section record merges (peers since, departures), none
+    /// replaces: the older records are all read, after it.
     pub(crate) fn take(&self, info_hash: &InfoHash, index: u32) -> Take {
         match self.newest.get(&key(info_hash)) {
-            None => Take::Whole,
-            Some(&(_, replaced)) if index < replaced => Take::Nothing,
-            Some(&(last, _)) if index == last => Take::Whole,
-            Some(_) => Take::Peers,
+            Some(&last) if index != last => Take::Peers,
+            _ => Take::Whole,
         }
     }
 
@@ -218,18 +217,14 @@ pub(crate) fn scan(log: &Path, base: BaseId, store: &Swarms) -> io::Result<Log> 
         let begins = r.read;
         let mut seen = Vec::new();
         let times = (0, 0, Merge::KeepHigher);
-        let section = on_store!(store, s => s.restore_filtered(&mut r, times, &mut Gone::new(), |h, merged| {
-            seen.push((key(h), merged));
+        let section = on_store!(store, s => s.restore_filtered(&mut r, times, &mut Gone::new(), |h, _| {
+            seen.push(key(h));
             Take::Nothing
         }));
         match section {
             Ok(s) if s.header.base == Some(base) => {
-                for (k, merged) in seen {
-                    let e = out.newest.entry(k).or_insert((0, 0));
-                    e.0 = index;
-                    if !merged {
-                        e.1 = index;
-                    }
+                for k in seen {
+                    out.newest.insert(k, index);
                 }
                 out.headers.push(s.header);
                 out.offsets.push(begins);

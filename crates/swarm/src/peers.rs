@@ -536,13 +536,11 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
 
     /// Inserts a peer as restored from a snapshot (no event semantics). A peer already
     /// at the address (a live announce, or a newer record read first) is kept as it is,
-    /// with its extension. Whether it was inserted.
-    pub fn restore(&mut self, peer: Peer<A>, hasher: &impl BuildHasher) -> bool {
-        let absent = self.find(&peer.addr, hasher).is_none();
-        if absent {
+    /// with its extension.
+    pub fn restore(&mut self, peer: Peer<A>, hasher: &impl BuildHasher) {
+        if self.find(&peer.addr, hasher).is_none() {
             self.push(peer, hasher);
         }
-        absent
     }
 
     /// Whether a peer is at `addr`.
