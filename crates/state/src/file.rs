@@ -168,13 +168,8 @@ impl StateFile {
             let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
             let file = EarlyWriteback::new(file);
             let mut w = BufWriter::with_capacity(1 << 20, Abortable { inner: file, abort });
-            let summary = match store {
-                Swarms::Open(s) => s.write_snapshot(&mut w, &header, now, encoders),
-                Swarms::Private { store, .. } => {
-                    store.write_snapshot(&mut w, &header, now, encoders)
-                }
-            }
-            .with_context(|| format!("writing {}", tmp.display()))?;
+            let summary = on_store!(store, s => s.write_snapshot(&mut w, &header, now, encoders))
+                .with_context(|| format!("writing {}", tmp.display()))?;
             let file = w
                 .into_inner()
                 .map_err(|e| e.into_error())
