@@ -49,7 +49,7 @@
 # BENCH_WORKERS (1) the same of shoal-bench, SIGTERM_CPUS (empty: CPU_TRACKER) the CPUs
 # every thread of the tracker is moved to before each SIGTERM (the generator has stopped by
 # then; shoal writes its final snapshot on every CPU it may use), TRACKERS (every one built: shoal,
-# opentracker-<commit> for each commit, aquatic_udp), SHOAL, BENCH. On 16 cores:
+# opentracker-<commit> for each commit, aquatic_udp; shoal-no-ids on request), SHOAL, BENCH. On 16 cores:
 # bench/opentracker-scale-16core.sh. The report is OUT/report.md
 # (bench/lib/scale_report.py). Every run is bounded (the fill by FILL_TIMEOUT, the loops by
 # DUR + WARMUP, every stop by 60 s and then SIGKILL). Loopback only.
@@ -112,6 +112,8 @@ build_opentracker() { # COMMIT: target/opentracker-scale/opentracker-COMMIT
 
 declare -A BIN
 BIN[shoal]=$SHOAL
+# shoal-no-ids: the same build keeping no peer ids ([store] peer_ids = false), as opentracker.
+BIN[shoal-no-ids]=$SHOAL
 if [ -n "$OT_BINS" ]; then
     for nb in $OT_BINS; do BIN[${nb%%=*}]=${nb#*=}; done
 else
@@ -134,6 +136,7 @@ done
 printf 'log_level = "info,shoal_server=debug,shoal_state=debug"\n' >"$OUT/shoal.toml"
 # SHOAL_CONFIG: more lines for shoal's config file (e.g. "[state]\nchanges_interval = 60").
 [ -z "${SHOAL_CONFIG:-}" ] || printf '%b\n' "$SHOAL_CONFIG" >>"$OUT/shoal.toml"
+{ cat "$OUT/shoal.toml"; printf '[store]\npeer_ids = false\n'; } >"$OUT/shoal-no-ids.toml"
 printf 'listen.udp.workers %s\nlisten.udp 127.0.0.1:%s\n' "$WORKERS" "$PORT" >"$OUT/opentracker.conf"
 cat >"$OUT/aquatic.toml" <<EOF
 socket_workers = $WORKERS
@@ -144,7 +147,7 @@ EOF
 
 cmd_of() { # NAME: the tracker's command line (pinned), for a fresh start
     case $1 in
-        shoal) echo "taskset -c $CPU_TRACKER ${BIN[shoal]} --udp 127.0.0.1:$PORT --http 127.0.0.1:$((PORT + 1)) --workers $WORKERS --state-file=$OUT/run/shoal.state --config $OUT/shoal.toml" ;;
+        shoal*) echo "taskset -c $CPU_TRACKER ${BIN[$1]} --udp 127.0.0.1:$PORT --http 127.0.0.1:$((PORT + 1)) --workers $WORKERS --state-file=$OUT/run/shoal.state --config $OUT/$1.toml" ;;
         opentracker*)
             if [ "$WORKERS" = 1 ]; then
                 echo "taskset -c $CPU_TRACKER ${BIN[$1]} -i 127.0.0.1 -P $PORT -d $OUT/run"
@@ -214,7 +217,7 @@ for size in $SIZES; do
             halt >"$OUT/$tag-sigterm.txt"
             echo "SIGTERM to exit: $(cat "$OUT/$tag-sigterm.txt") s"
             loaded=()
-            [ "$t" != shoal ] || loaded=(--loaded 'restored snapshot|cannot be restored|no snapshot')
+            [ "${t#shoal}" = "$t" ] || loaded=(--loaded 'restored snapshot|cannot be restored|no snapshot')
             # shellcheck disable=SC2046
             python3 bench/lib/restart_probe.py --port "$PORT" --cpu "${CPU_BENCH%%[-,]*}" \
                 ${SIGTERM_CPUS:+--sigterm-cpus "$SIGTERM_CPUS"} --log "$OUT/$tag-restart.log" --json "$OUT/$tag-restart.json" "${loaded[@]}" \

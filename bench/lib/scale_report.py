@@ -2,7 +2,7 @@
 """The report of bench/opentracker-scale.sh: reads OUT's files (TAG-fill.json,
 TAG-open.json, TAG-rss.txt, TAG-sigterm.txt, TAG-restart.json, TAG = TRACKER-TORRENTS-ROUND)
 and prints markdown: each run's figures, then per size the median of each tracker's rounds
-and shoal's ratios to the others, round by round. Usage: scale_report.py OUT."""
+and each shoal build's ratios to the others, round by round. Usage: scale_report.py OUT."""
 import glob
 import json
 import os
@@ -122,29 +122,27 @@ def main():
             print(f"- {t}, round {r}: {why}")
         if notes:
             print()
-        if "shoal" not in trackers:
-            continue
-        print("shoal against each, round by round (min / median / max of the rounds' ratios; "
-              "memory and p99.9: theirs over shoal's, so above 1 is shoal ahead):\n")
-        print("| against | fill per CPU-s | open per CPU-s | p99.9 | MiB after the open loop |")
-        print("|---|---|---|---|---|")
-        mine = found[(size, "shoal")]
-        for t in trackers:
-            if t == "shoal":
-                continue
-            theirs = found[(size, t)]
-            cells = []
-            for key, inverse in (("fill_per_cpu", False), ("open_per_cpu", False), ("p999", True), ("open_rss", True)):
-                ratios = []
-                for rnd in sorted(set(mine) & set(theirs)):
-                    a, b = mine[rnd][key], theirs[rnd][key]
-                    if a and b:
-                        ratios.append(b / a if inverse else a / b)
-                cells.append("-" if not ratios else
-                             f"{min(ratios):.2f} / **{statistics.median(ratios):.2f}** / {max(ratios):.2f}")
-            print(f"| {t} | " + " | ".join(cells) + " |")
-        print()
-
+        for me in [t for t in trackers if t.startswith("shoal")]:
+            print(f"{me} against each, round by round (min / median / max of the rounds' ratios; "
+                  "memory and p99.9: theirs over its, so above 1 is it ahead):\n")
+            print("| against | fill per CPU-s | open per CPU-s | p99.9 | MiB after the open loop |")
+            print("|---|---|---|---|---|")
+            mine = found[(size, me)]
+            for t in trackers:
+                if t == me:
+                    continue
+                theirs = found[(size, t)]
+                cells = []
+                for key, inverse in (("fill_per_cpu", False), ("open_per_cpu", False), ("p999", True), ("open_rss", True)):
+                    ratios = []
+                    for rnd in sorted(set(mine) & set(theirs)):
+                        a, b = mine[rnd][key], theirs[rnd][key]
+                        if a and b:
+                            ratios.append(b / a if inverse else a / b)
+                    cells.append("-" if not ratios else
+                                 f"{min(ratios):.2f} / **{statistics.median(ratios):.2f}** / {max(ratios):.2f}")
+                print(f"| {t} | " + " | ".join(cells) + " |")
+            print()
 
 if __name__ == "__main__":
     main()

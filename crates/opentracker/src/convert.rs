@@ -169,6 +169,13 @@ impl Out {
                 let _ = writeln!(t, "fifo_delete = {}", quote(p));
             }
         }
+        t.push_str(
+            "\n[store]\n\
+             # opentracker keeps no peer id (it answers in compact form only, compact=0 with an\n\
+             # error): keep none either, 20 bytes a peer less. shoal then answers compact=0 with\n\
+             # addresses and ports alone; true lists peer ids too.\n\
+             peer_ids = false\n",
+        );
         t.push_str("\n[stats]\n");
         if let Some(p) = &self.stats_path {
             let _ = writeln!(t, "path = {}", quote(p));
@@ -278,6 +285,11 @@ mod tests {
         assert!(t.contains("[udp]\n# No listen line"));
         assert!(t.contains("listen = [\"0.0.0.0:6969\"]\n\n[http]\nlisten = [\"0.0.0.0:6969\"]\n"));
         assert!(t.contains("allow = [\"0.0.0.0/0\", \"::/0\"]"));
+        assert!(t.contains("\n[store]\n"), "{t}");
+        assert!(
+            t.contains("\npeer_ids = false\n"),
+            "opentracker keeps no peer id: {t}"
+        );
         assert!(!t.contains("\n[privileges]\n"));
         assert!(!t.contains("[access_list]"));
     }

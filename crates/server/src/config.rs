@@ -164,6 +164,9 @@ pub struct StoreSection {
     pub peer_ttl: u32,
     pub torrent_ttl: u32,
     pub clean_interval: u64,
+    /// Whether the open store keeps each peer's id (20 bytes a peer): only HTTP's
+    /// non-compact answers show it; opentracker keeps none.
+    pub peer_ids: bool,
 }
 
 /// The WebTorrent tracker (WebSocket on the HTTP and HTTPS listeners).
@@ -316,6 +319,7 @@ impl Default for StoreSection {
             peer_ttl: 3600,
             torrent_ttl: 3600,
             clean_interval: 30,
+            peer_ids: true,
         }
     }
 }
@@ -436,6 +440,12 @@ impl Config {
         }
         if self.store.clean_interval == 0 {
             bail!("store.clean_interval must be at least 1 second");
+        }
+        if !self.store.peer_ids && (self.private.enabled || self.cluster.enabled) {
+            bail!(
+                "store.peer_ids = false is for open trackers on one node: private mode accounts \
+                 each client by its peer id, and a cluster's nodes exchange them"
+            );
         }
         Ok(())
     }

@@ -169,9 +169,13 @@ impl Tracker {
                 let (store, restored) = open_store(&config, journal);
                 (Swarms::private(store, a.ledger.clone()), restored)
             }
-            None => {
+            None if config.store.peer_ids => {
                 let (store, restored) = open_store(&config, journal);
                 (Swarms::Open(store), restored)
+            }
+            None => {
+                let (store, restored) = open_store(&config, journal);
+                (Swarms::Anonymous(store), restored)
             }
         };
         let webtorrent = WebTorrentStore::new(config.ws_store_config());

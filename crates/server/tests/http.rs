@@ -301,6 +301,45 @@ fn compact_zero_gives_dictionaries_with_peer_ids_unless_no_peer_id() {
 }
 
 #[test]
+fn a_store_without_peer_ids_answers_every_form_without_them() {
+    let t = start(|c| c.store.peer_ids = false);
+    let a = http(&t);
+    get(a, &announce_target(5, 1, 7101, 0, ""));
+    // The same address with another peer id is the same peer: still one seeder.
+    get(a, &announce_target(5, 9, 7101, 0, ""));
+    let r = get(a, &announce_target(5, 2, 7102, 5, "&compact=0"));
+    let v = r.bencode();
+    assert_eq!(v.int("complete"), 1);
+    let peers = v.list("peers");
+    assert_eq!(peers.len(), 1);
+    assert_eq!(peers[0].bytes("ip"), b"127.0.0.1");
+    assert_eq!(peers[0].int("port"), 7101);
+    assert_eq!(
+        peers[0].get(b"peer id"),
+        None,
+        "no id is kept, none is made up"
+    );
+    let r = get(a, &announce_target(5, 3, 7103, 5, ""));
+    let listed = compact_v4(r.bencode().bytes("peers"));
+    assert_eq!(
+        listed.len(),
+        2,
+        "the seeder and the first leecher: {listed:?}"
+    );
+}
+
+#[test]
+fn peer_ids_off_is_refused_with_private_mode_or_a_cluster() {
+    let mut c = config();
+    c.store.peer_ids = false;
+    assert!(c.validate().is_ok());
+    c.cluster.enabled = true;
+    c.cluster.redis = vec!["redis://127.0.0.1:7000".into()];
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("store.peer_ids"), "{err}");
+}
+
+#[test]
 fn ipv6_clients_get_peers6() {
     let t = start(|c| c.http.listen = vec!["[::1]:0".parse().unwrap()]);
     let a = http(&t);

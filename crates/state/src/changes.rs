@@ -43,6 +43,7 @@ macro_rules! on_store {
     ($swarms:expr, $s:ident => $body:expr) => {
         match $swarms {
             Swarms::Open($s) => $body,
+            Swarms::Anonymous($s) => $body,
             Swarms::Private { store: $s, .. } => $body,
         }
     };

@@ -1,7 +1,7 @@
 //! Measures the store's memory per peer: RSS before and after filling it with a number
 //! of IPv4 peers spread over a number of torrents, divided by the peer count.
 //!
-//! `cargo run --release -p shoal-swarm --example memory -- [PEERS] [TORRENTS] [uniform|pareto|bench] [snapshot]`
+//! `cargo run --release -p shoal-swarm --example memory -- [PEERS] [TORRENTS] [uniform|pareto|bench] [snapshot] [no-ids]`
 //! (defaults: 1,000,000 peers over 100,000 torrents, uniform). `bench` draws torrents as
 //! `shoal-bench --pareto-shape 0.2` does (issue 43's setting): 30 million peers over 10
 //! million torrents name about 5 million of them, and 40% of the peers the last one.
@@ -9,6 +9,8 @@
 //! `snapshot` then times a snapshot of the filled store written to nowhere (encoding and
 //! checksums, no file), by one thread and by every CPU, alternating, 3 rounds; then the
 //! same of the store restored from its own snapshot.
+//!
+//! `no-ids` fills a store that keeps no peer id (`[store] peer_ids = false`) instead.
 //!
 //! RSS is read from /proc/self/statm, so the figure includes allocator overhead and
 //! slack: what an operator would see.
@@ -18,7 +20,7 @@
 use std::net::Ipv4Addr;
 
 use shoal_proto::{AnnounceEvent, CompactPeerV4, InfoHash, PeerId};
-use shoal_swarm::{Announce, Store, StoreConfig};
+use shoal_swarm::{Announce, Anonymous, PeerExt, Store, StoreConfig};
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
@@ -38,9 +40,17 @@ fn main() {
         .unwrap_or(1_000_000);
     let torrents: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let mode = args.get(3).map_or("uniform", String::as_str);
-    let pareto = mode == "pareto";
+    let snapshot = args.iter().skip(4).any(|a| a == "snapshot");
+    if args.iter().skip(4).any(|a| a == "no-ids") {
+        run::<Anonymous>(peers, torrents, mode, snapshot);
+    } else {
+        run::<()>(peers, torrents, mode, snapshot);
+    }
+}
 
-    let store = Store::new(StoreConfig::default());
+fn run<X: PeerExt>(peers: u64, torrents: u64, mode: &str, snapshot: bool) {
+    let pareto = mode == "pareto";
+    let store: Store<X> = Store::with_extension(StoreConfig::default());
     let mut out: Vec<CompactPeerV4> = Vec::with_capacity(200);
     let before = rss_bytes();
     let mut rng = fastrand::Rng::with_seed(42);
@@ -82,14 +92,19 @@ fn main() {
     let report = store.clean(0);
     assert_eq!(report.peers as u64, peers, "every peer is in the store");
     println!(
-        "{} peers over {} torrents ({}): RSS +{:.1} MiB, {:.1} bytes per peer",
+        "{} peers over {} torrents ({}, peer ids {}): RSS +{:.1} MiB, {:.1} bytes per peer",
         peers,
         report.torrents,
         mode,
+        if std::mem::size_of::<X::Id>() == 0 {
+            "not kept"
+        } else {
+            "kept"
+        },
         (after - before) as f64 / (1 << 20) as f64,
         (after - before) as f64 / peers as f64
     );
-    if args.get(4).map(String::as_str) == Some("snapshot") {
+    if snapshot {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let header = shoal_swarm::SnapshotHeader::default();
         for round in 1..=3 {
@@ -111,7 +126,7 @@ fn main() {
             .write_snapshot(&mut bytes, &header, 0, cpus)
             .expect("a snapshot in memory");
         drop(store);
-        let restored = Store::new(StoreConfig::default());
+        let restored: Store<X> = Store::with_extension(StoreConfig::default());
         let started = std::time::Instant::now();
         restored
             .restore_snapshot(&bytes[..], 0, 0)

@@ -10,14 +10,38 @@ use super::*;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Count(u32);
 
-impl PeerExt for Count {}
+impl PeerExt for Count {
+    type Id = PeerId;
+}
 
 // Open mode's slots stay as small as before the extension existed.
 const _: () = assert!(std::mem::size_of::<PeerMeta>() == 24);
 // What a torrent costs before its peers (docs/architecture.md, "What a torrent and a peer
-// cost"): 64 bytes, 88 with its info hash in the shard's table.
-const _: () = assert!(std::mem::size_of::<Torrent>() == 64);
-const _: () = assert!(std::mem::size_of::<(shoal_proto::InfoHash, Torrent)>() == 88);
+// cost"): 72 bytes, 96 with its info hash in the shard's array; 64 and 88 where no peer id
+// is kept (the inline peer then fits beside the heap pointers' niche).
+const _: () = assert!(std::mem::size_of::<Torrent>() == 72);
+const _: () = assert!(std::mem::size_of::<(shoal_proto::InfoHash, Torrent)>() == 96);
+const _: () = assert!(std::mem::size_of::<Torrent<Anonymous>>() == 64);
+const _: () = assert!(std::mem::size_of::<(shoal_proto::InfoHash, Torrent<Anonymous>)>() == 88);
+// A slot that keeps no peer id is its expiry alone.
+const _: () = assert!(std::mem::size_of::<PeerMeta<Anonymous>>() == 4);
+
+#[test]
+fn a_store_without_peer_ids_keeps_peers_by_address_and_lists_them_with_zero_ids() {
+    let store: Store<Anonymous> = Store::with_extension(StoreConfig::default());
+    let mut out: Vec<(CompactPeerV4, PeerId)> = Vec::new();
+    store.announce(&ann(1, 1, 0, AnnounceEvent::Started), 0, &mut out);
+    // Another id at the same address replaces nothing but the expiry: still one seeder.
+    let st = store.announce(&ann(1, 7, 0, AnnounceEvent::None), 0, &mut out);
+    assert_eq!((st.seeders, st.leechers), (1, 0));
+    out.clear();
+    let st = store.announce(&ann(2, 2, 9, AnnounceEvent::Started), 0, &mut out);
+    assert_eq!((st.seeders, st.leechers), (1, 1));
+    assert_eq!(out, vec![(v4(1), PeerId([0; 20]))]);
+    // Stopping by address, whatever id the stop carries.
+    let st = store.announce(&ann(1, 5, 0, AnnounceEvent::Stopped), 0, &mut out);
+    assert_eq!((st.seeders, st.leechers), (0, 1));
+}
 
 fn ann(peer: u32, id: u32, left: u64, event: AnnounceEvent) -> Announce<CompactPeerV4> {
     Announce {

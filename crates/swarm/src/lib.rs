@@ -22,6 +22,7 @@ mod family;
 pub mod journal;
 mod peers;
 pub mod sharded;
+mod slots;
 pub mod snapshot;
 pub mod webtorrent;
 
@@ -30,7 +31,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 
 pub use family::Family;
-pub use peers::{Address, ExtSlot, Peer, PeerExt, PeerMeta, PeerSink, Swarm, INDEX_THRESHOLD};
+pub use peers::{
+    Address, Anonymous, ExtSlot, KeptId, Peer, PeerExt, PeerMeta, PeerSink, Swarm, INDEX_THRESHOLD,
+};
 pub use snapshot::{BaseId, SnapshotError, SnapshotHeader, SnapshotSummary};
 
 use journal::{AnyAddr, Change, Journal};
@@ -94,7 +97,7 @@ pub struct Announce<A> {
 /// One torrent's state; `X` is what the layer above keeps in each peer's slot
 /// ([`PeerExt`]).
 #[derive(Debug, Default)]
-pub struct Torrent<X = ()> {
+pub struct Torrent<X: PeerExt = ()> {
     pub(crate) v4: Swarm<CompactPeerV4, X>,
     /// Most torrents never see an IPv6 peer: keep them one pointer wide.
     pub(crate) v6: Option<Box<Swarm<CompactPeerV6, X>>>,
@@ -158,7 +161,7 @@ pub struct CleanReport {
 
 /// The store. Cheap to share: wrap it in an `Arc`. `X` is what the layer above keeps in
 /// each peer's slot: nothing in open mode (`Store` is `Store<()>`).
-pub struct Store<X = ()> {
+pub struct Store<X: PeerExt = ()> {
     torrents: Sharded<Torrent<X>>,
     config: StoreConfig,
     totals: Totals,

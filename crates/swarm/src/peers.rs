@@ -29,6 +29,8 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 use shoal_proto::{CompactPeerV4, CompactPeerV6, PeerId};
 
+use crate::slots::Slots;
+
 /// Above this many peers a swarm keeps a hash index of positions.
 pub const INDEX_THRESHOLD: usize = 32;
 
@@ -55,35 +57,88 @@ pub struct Peer<A> {
 /// What the layer above keeps in a peer's own slot, beside what the store keeps: nothing
 /// (`()`) in open mode, the client's accounting record in private mode. It lives inside the
 /// slot's [`PeerMeta`], so the announce that finds the slot has it in the same cache lines.
-pub trait PeerExt: Copy + Default + std::fmt::Debug + Send + 'static {}
+pub trait PeerExt: Copy + Default + std::fmt::Debug + Send + 'static {
+    /// What the slot keeps of the peer id: the id ([`PeerId`]), or nothing (`()`).
+    type Id: KeptId;
+}
 
-impl PeerExt for () {}
+impl PeerExt for () {
+    type Id = PeerId;
+}
+
+/// Open mode's slot that keeps no peer id, as opentracker keeps none (`[store] peer_ids =
+/// false`): an IPv4 peer is then its 6 bytes of address and 4 of expiry, 10 bytes against
+/// 30. Answers that would list peer ids (HTTP's non-compact form) list none.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Anonymous;
+
+impl PeerExt for Anonymous {
+    type Id = ();
+}
+
+/// A peer id as a slot keeps it ([`PeerExt::Id`]).
+pub trait KeptId: Copy + Default + std::fmt::Debug + Send + 'static {
+    fn keep(id: PeerId) -> Self;
+    /// The id; zeros where none is kept.
+    fn id(&self) -> PeerId;
+    /// Whether an announce naming `id` comes from the client the slot holds (always, where
+    /// no id is kept: the peer is its address).
+    fn is(&self, id: &PeerId) -> bool;
+}
+
+impl KeptId for PeerId {
+    #[inline]
+    fn keep(id: PeerId) -> Self {
+        id
+    }
+    #[inline]
+    fn id(&self) -> PeerId {
+        *self
+    }
+    #[inline]
+    fn is(&self, id: &PeerId) -> bool {
+        self == id
+    }
+}
+
+impl KeptId for () {
+    #[inline]
+    fn keep(_: PeerId) -> Self {}
+    #[inline]
+    fn id(&self) -> PeerId {
+        PeerId([0; 20])
+    }
+    #[inline]
+    fn is(&self, _: &PeerId) -> bool {
+        true
+    }
+}
 
 /// What is kept of a peer besides its address.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct PeerMeta<X = ()> {
-    pub peer_id: PeerId,
+pub struct PeerMeta<X: PeerExt = ()> {
+    pub peer_id: X::Id,
     pub expires: u32,
     pub ext: X,
 }
 
 /// Receives the peers chosen for a response, as runs of consecutive peers.
 pub trait PeerSink<A> {
-    fn push_run<X>(&mut self, addrs: &[A], meta: &[PeerMeta<X>]);
+    fn push_run<X: PeerExt>(&mut self, addrs: &[A], meta: &[PeerMeta<X>]);
 }
 
 macro_rules! sinks {
     ($($a:ty),*) => {$(
         impl PeerSink<$a> for Vec<$a> {
             #[inline]
-            fn push_run<X>(&mut self, addrs: &[$a], _: &[PeerMeta<X>]) {
+            fn push_run<X: PeerExt>(&mut self, addrs: &[$a], _: &[PeerMeta<X>]) {
                 self.extend_from_slice(addrs);
             }
         }
         impl PeerSink<$a> for Vec<($a, PeerId)> {
             #[inline]
-            fn push_run<X>(&mut self, addrs: &[$a], meta: &[PeerMeta<X>]) {
-                self.extend(addrs.iter().zip(meta).map(|(a, m)| (*a, m.peer_id)));
+            fn push_run<X: PeerExt>(&mut self, addrs: &[$a], meta: &[PeerMeta<X>]) {
+                self.extend(addrs.iter().zip(meta).map(|(a, m)| (*a, m.peer_id.id())));
             }
         }
     )*};
@@ -92,21 +147,19 @@ sinks!(CompactPeerV4, CompactPeerV6);
 
 /// Peers of one family: leechers in `..leechers`, seeders after, in both arrays.
 #[derive(Debug)]
-pub struct Swarm<A, X = ()> {
-    /// Addresses, as long as the capacity: the first `len` are the peers.
-    addrs: Box<[A]>,
-    /// The rest of each peer, at the same positions (and the same length) as `addrs`.
-    meta: Box<[PeerMeta<X>]>,
+pub struct Swarm<A, X: PeerExt = ()> {
+    /// Addresses and the rest of each peer, as long as the capacity: the first `len` are
+    /// the peers.
+    slots: Slots<A, X>,
     len: u32,
     leechers: u32,
     index: Option<Box<HashTable<u32>>>,
 }
 
-impl<A, X> Default for Swarm<A, X> {
+impl<A, X: PeerExt> Default for Swarm<A, X> {
     fn default() -> Self {
         Self {
-            addrs: Box::default(),
-            meta: Box::default(),
+            slots: Slots::default(),
             len: 0,
             leechers: 0,
             index: None,
@@ -126,36 +179,23 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
     /// The peers' addresses, leechers first.
     #[inline]
     fn addrs(&self) -> &[A] {
-        &self.addrs[..self.len as usize]
+        &self.slots.addrs()[..self.len as usize]
     }
 
     /// The peers' ids, expiries and extensions, at the same positions.
     #[inline]
     fn meta(&self) -> &[PeerMeta<X>] {
-        &self.meta[..self.len as usize]
+        &self.slots.meta()[..self.len as usize]
     }
 
     fn capacity(&self) -> usize {
-        self.addrs.len()
+        self.slots.capacity()
     }
 
-    /// Gives both arrays `capacity` slots (at least the peer count). Through `Vec`, so that
-    /// the allocator can grow or shrink a block in place (a large one is remapped, not
-    /// copied).
+    /// Gives both arrays `capacity` slots (at least the peer count).
     fn reallocate(&mut self, capacity: usize) {
-        fn resize<T: Copy + Default>(slots: &mut Box<[T]>, capacity: usize) {
-            let mut v = std::mem::take(slots).into_vec();
-            if capacity > v.len() {
-                v.reserve_exact(capacity - v.len());
-                v.resize(capacity, T::default());
-            } else {
-                v.truncate(capacity);
-            }
-            *slots = v.into_boxed_slice();
-        }
         debug_assert!(capacity >= self.len());
-        resize(&mut self.addrs, capacity);
-        resize(&mut self.meta, capacity);
+        self.slots.reallocate(capacity);
     }
 
     pub fn leechers(&self) -> u32 {
@@ -168,10 +208,11 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
 
     /// The peer at position `i`.
     pub fn peer(&self, i: usize) -> Peer<A> {
+        let meta = &self.slots.meta()[i];
         Peer {
-            peer_id: self.meta[i].peer_id,
-            addr: self.addrs[i],
-            expires: self.meta[i].expires,
+            peer_id: meta.peer_id.id(),
+            addr: self.slots.addrs()[i],
+            expires: meta.expires,
             seeder: i >= self.leechers as usize,
         }
     }
@@ -182,9 +223,10 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
     }
 
     fn find(&self, addr: &A, hasher: &impl BuildHasher) -> Option<usize> {
+        let addrs = self.slots.addrs();
         match &self.index {
             Some(index) => index
-                .find(hasher.hash_one(addr), |&i| self.addrs[i as usize] == *addr)
+                .find(hasher.hash_one(addr), |&i| addrs[i as usize] == *addr)
                 .map(|&i| i as usize),
             None => self.addrs().iter().position(|a| a == addr),
         }
@@ -199,8 +241,8 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
             // Both slots are found by position; a sentinel keeps the first rewrite from
             // being mistaken for the second slot when the two hashes collide.
             const MOVING: u32 = u32::MAX;
-            let ha = hasher.hash_one(self.addrs[a]);
-            let hb = hasher.hash_one(self.addrs[b]);
+            let ha = hasher.hash_one(self.slots.addrs()[a]);
+            let hb = hasher.hash_one(self.slots.addrs()[b]);
             if let Some(slot) = index.find_mut(ha, |&i| i as usize == a) {
                 *slot = MOVING;
             }
@@ -211,8 +253,9 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
                 *slot = b as u32;
             }
         }
-        self.addrs.swap(a, b);
-        self.meta.swap(a, b);
+        let (addrs, meta) = self.slots.both_mut();
+        addrs.swap(a, b);
+        meta.swap(a, b);
     }
 
     fn rebuild_index(&mut self, hasher: &impl BuildHasher) {
@@ -234,6 +277,9 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         let len = self.len();
         if self.capacity() > 2 * len + 8 {
             self.reallocate(len + len / 4 + 2);
+        } else if len <= 1 && self.capacity() > len {
+            // Down to one peer (inline) or none (nothing allocated).
+            self.reallocate(len);
         }
     }
 
@@ -250,7 +296,7 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         }
         self.swap(pos, last, hasher);
         if let Some(index) = &mut self.index {
-            let h = hasher.hash_one(self.addrs[last]);
+            let h = hasher.hash_one(self.slots.addrs()[last]);
             if let Ok(entry) = index.find_entry(h, |&i| i as usize == last) {
                 entry.remove();
             }
@@ -270,15 +316,16 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
             let more = if pos == 0 { 1 } else { (pos / 4).max(2) };
             self.reallocate(pos + more);
         }
-        self.addrs[pos] = peer.addr;
-        self.meta[pos] = PeerMeta {
-            peer_id: peer.peer_id,
+        let (addrs, meta) = self.slots.both_mut();
+        addrs[pos] = peer.addr;
+        meta[pos] = PeerMeta {
+            peer_id: X::Id::keep(peer.peer_id),
             expires: peer.expires,
             ext: X::default(),
         };
         self.len += 1;
         if let Some(index) = &mut self.index {
-            let addrs = &self.addrs;
+            let addrs = self.slots.addrs();
             index.insert_unique(hasher.hash_one(peer.addr), pos as u32, |&j| {
                 hasher.hash_one(addrs[j as usize])
             });
@@ -338,32 +385,32 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         };
         match self.find(&peer.addr, hasher) {
             Some(pos) if stopped => {
-                let meta = self.meta[pos];
+                let meta = self.slots.meta()[pos];
                 self.remove_at(pos, hasher);
-                (left, visit(ExtSlot::Removed(meta.peer_id, meta.ext)))
+                (left, visit(ExtSlot::Removed(meta.peer_id.id(), meta.ext)))
             }
             None if stopped => (left, visit(ExtSlot::Absent)),
             Some(pos) => {
                 let was_seeder = pos >= self.leechers as usize;
-                let meta = &mut self.meta[pos];
+                let meta = &mut self.slots.meta_mut()[pos];
                 let r = if std::mem::size_of::<X>() == 0 {
                     // Nothing kept beside the store's own: write the slot without reading
                     // it. A write to a line not in the cache waits in the store buffer; a
                     // read (comparing the peer id) waits for the line, and that miss
                     // measured a third of open mode's announce in `benches/store.rs`.
                     *meta = PeerMeta {
-                        peer_id: peer.peer_id,
+                        peer_id: X::Id::keep(peer.peer_id),
                         expires: peer.expires,
                         ext: X::default(),
                     };
                     visit(ExtSlot::Found(&mut meta.ext))
-                } else if meta.peer_id == peer.peer_id {
+                } else if meta.peer_id.is(&peer.peer_id) {
                     meta.expires = peer.expires;
                     visit(ExtSlot::Found(&mut meta.ext))
                 } else {
                     // Another client on the same address: the slot is now its.
-                    let old = (meta.peer_id, std::mem::take(&mut meta.ext));
-                    meta.peer_id = peer.peer_id;
+                    let old = (meta.peer_id.id(), std::mem::take(&mut meta.ext));
+                    meta.peer_id = X::Id::keep(peer.peer_id);
                     meta.expires = peer.expires;
                     visit(ExtSlot::Replaced(old.0, old.1, &mut meta.ext))
                 };
@@ -376,7 +423,7 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
             }
             None => {
                 let pos = self.push(peer, hasher);
-                let r = visit(ExtSlot::New(&mut self.meta[pos].ext));
+                let r = visit(ExtSlot::New(&mut self.slots.meta_mut()[pos].ext));
                 let done = Upsert {
                     position: Some(pos),
                     became_seeder: peer.seeder,
@@ -431,7 +478,10 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
                 run_end = m;
             }
             if run_end > at {
-                out.push_run(&self.addrs[at..run_end], &self.meta[at..run_end]);
+                out.push_run(
+                    &self.slots.addrs()[at..run_end],
+                    &self.slots.meta()[at..run_end],
+                );
                 want -= run_end - at;
                 at = run_end;
             } else {
@@ -469,16 +519,17 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         let leechers = self.leechers as usize;
         let mut kept = 0;
         let mut kept_leechers = 0;
+        let (addrs, meta) = self.slots.both_mut();
         for i in 0..before {
-            if self.meta[i].expires >= now {
-                self.addrs[kept] = self.addrs[i];
-                self.meta[kept] = self.meta[i];
+            if meta[i].expires >= now {
+                addrs[kept] = addrs[i];
+                meta[kept] = meta[i];
                 kept += 1;
                 if i < leechers {
                     kept_leechers += 1;
                 }
             } else {
-                gone(self.addrs[i], self.meta[i].peer_id, self.meta[i].ext);
+                gone(addrs[i], meta[i].peer_id.id(), meta[i].ext);
             }
         }
         self.len = kept as u32;
@@ -508,9 +559,9 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         let (mut i, mut looked, mut dropped) = (from, 0, 0);
         while i < self.len() && looked < limit {
             looked += 1;
-            let meta = self.meta[i];
+            let meta = self.slots.meta()[i];
             if meta.expires < now {
-                gone(self.addrs[i], meta.peer_id, meta.ext);
+                gone(self.slots.addrs()[i], meta.peer_id.id(), meta.ext);
                 self.remove_at(i, hasher);
                 dropped += 1;
             } else {
@@ -523,15 +574,17 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
     /// The id and extension of the peer at `addr`, if there is one.
     pub fn ext_at(&mut self, addr: &A, hasher: &impl BuildHasher) -> Option<(PeerId, &mut X)> {
         let pos = self.find(addr, hasher)?;
-        let meta = &mut self.meta[pos];
-        Some((meta.peer_id, &mut meta.ext))
+        let meta = &mut self.slots.meta_mut()[pos];
+        Some((meta.peer_id.id(), &mut meta.ext))
     }
 
     /// Every peer's id and extension, to read or change in place (a walk that does not
     /// move peers).
     pub fn exts_mut(&mut self) -> impl Iterator<Item = (PeerId, &mut X)> + '_ {
         let len = self.len();
-        self.meta[..len].iter_mut().map(|m| (m.peer_id, &mut m.ext))
+        self.slots.meta_mut()[..len]
+            .iter_mut()
+            .map(|m| (m.peer_id.id(), &mut m.ext))
     }
 
     /// Inserts a peer as restored from a snapshot (no event semantics). A peer already
@@ -550,7 +603,7 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
 
     #[cfg(test)]
     pub(crate) fn check_invariants(&self, hasher: &impl BuildHasher) {
-        assert_eq!(self.addrs.len(), self.meta.len());
+        assert_eq!(self.slots.addrs().len(), self.slots.meta().len());
         assert!(self.len() <= self.capacity());
         assert!(self.leechers as usize <= self.len());
         if let Some(index) = &self.index {

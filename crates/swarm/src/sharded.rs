@@ -153,9 +153,7 @@ impl<T> Sharded<T> {
         let n = shards.max(1).next_power_of_two();
         let hasher = Hasher::default();
         Self {
-            shards: (0..n)
-                .map(|_| Mutex::new(Shard::new(hasher)))
-                .collect(),
+            shards: (0..n).map(|_| Mutex::new(Shard::new(hasher))).collect(),
             shard_mask: n - 1,
             hasher,
         }

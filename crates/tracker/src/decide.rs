@@ -447,7 +447,11 @@ struct Hiding<'a, S> {
 }
 
 impl<A: Family, S: PeerSink<A>> PeerSink<A> for Hiding<'_, S> {
-    fn push_run<X>(&mut self, addrs: &[A], meta: &[shoal_swarm::PeerMeta<X>]) {
+    fn push_run<X: shoal_swarm::PeerExt>(
+        &mut self,
+        addrs: &[A],
+        meta: &[shoal_swarm::PeerMeta<X>],
+    ) {
         for (i, addr) in addrs.iter().enumerate() {
             if !self.hide.contains(&socket(addr.any())) {
                 self.out.push_run(

@@ -1,7 +1,8 @@
 //! The tracker's swarm store, as every part of the tracker sees it: an open tracker's
 //! [`Store`], whose peer slots keep nothing beyond the store's own, or a private tracker's
 //! [`SlotStore`], whose slots keep their clients' accounting records (see
-//! [`crate::private::ledger`]). The choice is made once, at start, by `[private] enabled`;
+//! [`crate::private::ledger`]), or an open tracker's store that keeps no peer ids
+//! (`[store] peer_ids = false`). The choice is made once, at start, by `[private] enabled`;
 //! each call here is one `match` on it, the same branch every time, and below it the code of
 //! each store is compiled for its own slot type (open mode's slots stay 24 bytes).
 
@@ -11,7 +12,8 @@ use std::sync::Arc;
 use shoal_proto::{CompactPeerV4, CompactPeerV6, InfoHash};
 use shoal_swarm::journal::Change;
 use shoal_swarm::{
-    Announce, CleanReport, Family, Peer, PeerSink, Store, StoreConfig, Torrent, TorrentStats,
+    Announce, Anonymous, CleanReport, Family, Peer, PeerSink, Store, StoreConfig, Torrent,
+    TorrentStats,
 };
 
 use crate::private::{AccountedAnnounce, Ledger, Recorded, SlotStore};
@@ -20,6 +22,8 @@ use crate::private::{AccountedAnnounce, Ledger, Recorded, SlotStore};
 pub enum Swarms {
     /// Open mode: nothing accounted.
     Open(Store),
+    /// Open mode keeping no peer id ([`Anonymous`] slots, 10 bytes an IPv4 peer against 30).
+    Anonymous(Store<Anonymous>),
     /// Private mode: the store whose slots hold records, and the ledger that owns them
     /// (and has the store [`Ledger::attach`]ed).
     Private {
@@ -33,6 +37,7 @@ macro_rules! each {
     ($swarms:expr, $s:ident => $body:expr) => {
         match $swarms {
             Swarms::Open($s) => $body,
+            Swarms::Anonymous($s) => $body,
             Swarms::Private { store: $s, .. } => $body,
         }
     };
@@ -70,6 +75,11 @@ impl Swarms {
         Self::Private { store, ledger }
     }
 
+    /// Whether the store keeps peer ids, for the answers that list them.
+    pub fn keeps_peer_ids(&self) -> bool {
+        !matches!(self, Self::Anonymous(_))
+    }
+
     pub fn config(&self) -> &StoreConfig {
         each!(self, s => s.config())
     }
@@ -104,6 +114,7 @@ impl Swarms {
         match self {
             // Open mode's policy issues no tickets.
             Self::Open(s) => s.announce(req, now, out),
+            Self::Anonymous(s) => s.announce(req, now, out),
             Self::Private { store, ledger } => {
                 private_announce(store, ledger, req, now, out, ticket)
             }
@@ -121,7 +132,7 @@ impl Swarms {
     /// The ledger, in private mode.
     pub fn ledger(&self) -> Option<&Arc<Ledger>> {
         match self {
-            Self::Open(_) => None,
+            Self::Open(_) | Self::Anonymous(_) => None,
             Self::Private { ledger, .. } => Some(ledger),
         }
     }
@@ -131,6 +142,7 @@ impl Swarms {
     pub fn upsert_remote<A: Family>(&self, info_hash: &InfoHash, peer: Peer<A>) {
         match self {
             Self::Open(s) => s.upsert_remote(info_hash, peer),
+            Self::Anonymous(s) => s.upsert_remote(info_hash, peer),
             Self::Private { store, ledger } => {
                 let park = ledger.parker(info_hash, peer.addr.any());
                 store.upsert_remote_with(info_hash, peer, park);
@@ -143,6 +155,7 @@ impl Swarms {
     pub fn remove_remote<A: Family>(&self, info_hash: &InfoHash, addr: A) {
         match self {
             Self::Open(s) => s.remove_remote(info_hash, addr),
+            Self::Anonymous(s) => s.remove_remote(info_hash, addr),
             Self::Private { store, ledger } => {
                 let park = ledger.parker(info_hash, addr.any());
                 store.remove_remote_with(info_hash, addr, park);
@@ -160,6 +173,7 @@ impl Swarms {
     pub fn clean_until(&self, now: u32, stop: &AtomicBool) -> CleanReport {
         match self {
             Self::Open(s) => s.clean_until(now, stop, |_, _, _, _| ()),
+            Self::Anonymous(s) => s.clean_until(now, stop, |_, _, _, _| ()),
             Self::Private { store, ledger } => {
                 store.clean_until(now, stop, |h, id, addr, x| ledger.parker(h, addr)(id, x))
             }

@@ -492,7 +492,9 @@ impl Handler {
         }
         .to_canonical();
         let numwant = s.core.swarms().numwant(req.numwant);
-        let (core, form) = (&*s.core, (req.compact, !req.no_peer_id));
+        // A store that keeps no peer id answers as if asked `no_peer_id=1`.
+        let with_ids = !req.no_peer_id && s.core.swarms().keeps_peer_ids();
+        let (core, form) = (&*s.core, (req.compact, with_ids));
         let a = announce_of(&req, agent, client_ip, numwant, now);
         let served = match ip {
             IpAddr::V4(v4) => {

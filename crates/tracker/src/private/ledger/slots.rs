@@ -42,7 +42,9 @@ pub enum SlotState {
     InLedger,
 }
 
-impl PeerExt for SlotRecord {}
+impl PeerExt for SlotRecord {
+    type Id = PeerId;
+}
 
 impl SlotRecord {
     #[inline]
