@@ -20,6 +20,7 @@ pub mod clock;
 mod departures;
 mod family;
 pub mod journal;
+mod peer;
 mod peers;
 pub mod sharded;
 mod slots;

@@ -18,132 +18,22 @@
 //! a quarter rather than doubling: they are the bulk of the store's memory, and amortised
 //! growth stays constant-time.
 //!
-//! The arrays are boxed slices as long as their capacity, with one peer count (`u32`) for
-//! both, rather than two `Vec`s: 16 bytes less in every torrent's slot of the shard tables
-//! (a `Vec` is pointer, capacity and length, 24 bytes; a boxed slice 16): at 5 million
-//! torrents, 8.4 million table slots, about 130 MB. The slots past the count are spare
-//! capacity, holding defaults or peers that left.
+//! The arrays ([`Slots`]) are boxed slices as long as their capacity, with one peer count
+//! (`u32`) for both, rather than two `Vec`s: 16 bytes less in every torrent (a `Vec` is
+//! pointer, capacity and length, 24 bytes; a boxed slice 16). A swarm of capacity one keeps
+//! its peer inline. The slots past the count are spare capacity, holding defaults or peers
+//! that left. What one peer is (its address, its value, its slot) is in [`crate::peer`].
 
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
-use shoal_proto::{CompactPeerV4, CompactPeerV6, PeerId};
+use shoal_proto::PeerId;
 
+pub use crate::peer::{Address, Anonymous, KeptId, Peer, PeerExt, PeerMeta, PeerSink};
 use crate::slots::Slots;
 
 /// Above this many peers a swarm keeps a hash index of positions.
 pub const INDEX_THRESHOLD: usize = 32;
-
-/// A compact peer address of one family, in its wire form. A peer *is* its address (IP and
-/// port): that is what other peers connect to, what the announcer must never be sent back,
-/// and what another host cannot claim (the UDP connection id and TCP prove the source IP).
-/// The peer id is kept as data: clients behind one NAT differ by port, and a client that
-/// restarts with a fresh peer id on the same port replaces its old entry.
-pub trait Address: Copy + Default + Eq + std::hash::Hash + std::fmt::Debug {}
-
-impl Address for CompactPeerV4 {}
-impl Address for CompactPeerV6 {}
-
-/// One peer, as a value (for announces, snapshots and admin views).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Peer<A> {
-    pub peer_id: PeerId,
-    pub addr: A,
-    /// Store-clock second after which the peer is dropped.
-    pub expires: u32,
-    pub seeder: bool,
-}
-
-/// What the layer above keeps in a peer's own slot, beside what the store keeps: nothing
-/// (`()`) in open mode, the client's accounting record in private mode. It lives inside the
-/// slot's [`PeerMeta`], so the announce that finds the slot has it in the same cache lines.
-pub trait PeerExt: Copy + Default + std::fmt::Debug + Send + 'static {
-    /// What the slot keeps of the peer id: the id ([`PeerId`]), or nothing (`()`).
-    type Id: KeptId;
-}
-
-impl PeerExt for () {
-    type Id = PeerId;
-}
-
-/// Open mode's slot that keeps no peer id, as opentracker keeps none (`[store] peer_ids =
-/// false`): an IPv4 peer is then its 6 bytes of address and 4 of expiry, 10 bytes against
-/// 30. Answers that would list peer ids (HTTP's non-compact form) list none.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Anonymous;
-
-impl PeerExt for Anonymous {
-    type Id = ();
-}
-
-/// A peer id as a slot keeps it ([`PeerExt::Id`]).
-pub trait KeptId: Copy + Default + std::fmt::Debug + Send + 'static {
-    fn keep(id: PeerId) -> Self;
-    /// The id; zeros where none is kept.
-    fn id(&self) -> PeerId;
-    /// Whether an announce naming `id` comes from the client the slot holds (always, where
-    /// no id is kept: the peer is its address).
-    fn is(&self, id: &PeerId) -> bool;
-}
-
-impl KeptId for PeerId {
-    #[inline]
-    fn keep(id: PeerId) -> Self {
-        id
-    }
-    #[inline]
-    fn id(&self) -> PeerId {
-        *self
-    }
-    #[inline]
-    fn is(&self, id: &PeerId) -> bool {
-        self == id
-    }
-}
-
-impl KeptId for () {
-    #[inline]
-    fn keep(_: PeerId) -> Self {}
-    #[inline]
-    fn id(&self) -> PeerId {
-        PeerId([0; 20])
-    }
-    #[inline]
-    fn is(&self, _: &PeerId) -> bool {
-        true
-    }
-}
-
-/// What is kept of a peer besides its address.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PeerMeta<X: PeerExt = ()> {
-    pub peer_id: X::Id,
-    pub expires: u32,
-    pub ext: X,
-}
-
-/// Receives the peers chosen for a response, as runs of consecutive peers.
-pub trait PeerSink<A> {
-    fn push_run<X: PeerExt>(&mut self, addrs: &[A], meta: &[PeerMeta<X>]);
-}
-
-macro_rules! sinks {
-    ($($a:ty),*) => {$(
-        impl PeerSink<$a> for Vec<$a> {
-            #[inline]
-            fn push_run<X: PeerExt>(&mut self, addrs: &[$a], _: &[PeerMeta<X>]) {
-                self.extend_from_slice(addrs);
-            }
-        }
-        impl PeerSink<$a> for Vec<($a, PeerId)> {
-            #[inline]
-            fn push_run<X: PeerExt>(&mut self, addrs: &[$a], meta: &[PeerMeta<X>]) {
-                self.extend(addrs.iter().zip(meta).map(|(a, m)| (*a, m.peer_id.id())));
-            }
-        }
-    )*};
-}
-sinks!(CompactPeerV4, CompactPeerV6);
 
 /// Peers of one family: leechers in `..leechers`, seeders after, in both arrays.
 #[derive(Debug)]

@@ -1,0 +1,117 @@
+//! What one peer is: its address ([`Address`]), its value ([`Peer`]), what its slot keeps
+//! beside the address ([`PeerMeta`]: the peer id as [`PeerExt::Id`] keeps it, the expiry,
+//! and the layer above's [`PeerExt`]), and where the peers chosen for an answer go
+//! ([`PeerSink`]). A swarm keeps its peers in [`crate::Swarm`].
+
+use shoal_proto::{CompactPeerV4, CompactPeerV6, PeerId};
+
+/// A compact peer address of one family, in its wire form. A peer *is* its address (IP and
+/// port): that is what other peers connect to, what the announcer must never be sent back,
+/// and what another host cannot claim (the UDP connection id and TCP prove the source IP).
+/// The peer id is kept as data: clients behind one NAT differ by port, and a client that
+/// restarts with a fresh peer id on the same port replaces its old entry.
+pub trait Address: Copy + Default + Eq + std::hash::Hash + std::fmt::Debug {}
+
+impl Address for CompactPeerV4 {}
+impl Address for CompactPeerV6 {}
+
+/// One peer, as a value (for announces, snapshots and admin views).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer<A> {
+    pub peer_id: PeerId,
+    pub addr: A,
+    /// Store-clock second after which the peer is dropped.
+    pub expires: u32,
+    pub seeder: bool,
+}
+
+/// What the layer above keeps in a peer's own slot, beside what the store keeps: nothing
+/// (`()`) in open mode, the client's accounting record in private mode. It lives inside the
+/// slot's [`PeerMeta`], so the announce that finds the slot has it in the same cache lines.
+pub trait PeerExt: Copy + Default + std::fmt::Debug + Send + 'static {
+    /// What the slot keeps of the peer id: the id ([`PeerId`]), or nothing (`()`).
+    type Id: KeptId;
+}
+
+impl PeerExt for () {
+    type Id = PeerId;
+}
+
+/// Open mode's slot that keeps no peer id, as opentracker keeps none (`[store] peer_ids =
+/// false`): an IPv4 peer is then its 6 bytes of address and 4 of expiry, 10 bytes against
+/// 30. Answers that would list peer ids (HTTP's non-compact form) list none.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Anonymous;
+
+impl PeerExt for Anonymous {
+    type Id = ();
+}
+
+/// A peer id as a slot keeps it ([`PeerExt::Id`]).
+pub trait KeptId: Copy + Default + std::fmt::Debug + Send + 'static {
+    fn keep(id: PeerId) -> Self;
+    /// The id; zeros where none is kept.
+    fn id(&self) -> PeerId;
+    /// Whether an announce naming `id` comes from the client the slot holds (always, where
+    /// no id is kept: the peer is its address).
+    fn is(&self, id: &PeerId) -> bool;
+}
+
+impl KeptId for PeerId {
+    #[inline]
+    fn keep(id: PeerId) -> Self {
+        id
+    }
+    #[inline]
+    fn id(&self) -> PeerId {
+        *self
+    }
+    #[inline]
+    fn is(&self, id: &PeerId) -> bool {
+        self == id
+    }
+}
+
+impl KeptId for () {
+    #[inline]
+    fn keep(_: PeerId) -> Self {}
+    #[inline]
+    fn id(&self) -> PeerId {
+        PeerId([0; 20])
+    }
+    #[inline]
+    fn is(&self, _: &PeerId) -> bool {
+        true
+    }
+}
+
+/// What is kept of a peer besides its address.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeerMeta<X: PeerExt = ()> {
+    pub peer_id: X::Id,
+    pub expires: u32,
+    pub ext: X,
+}
+
+/// Receives the peers chosen for a response, as runs of consecutive peers.
+pub trait PeerSink<A> {
+    fn push_run<X: PeerExt>(&mut self, addrs: &[A], meta: &[PeerMeta<X>]);
+}
+
+macro_rules! sinks {
+    ($($a:ty),*) => {$(
+        impl PeerSink<$a> for Vec<$a> {
+            #[inline]
+            fn push_run<X: PeerExt>(&mut self, addrs: &[$a], _: &[PeerMeta<X>]) {
+                self.extend_from_slice(addrs);
+            }
+        }
+        impl PeerSink<$a> for Vec<($a, PeerId)> {
+            #[inline]
+            fn push_run<X: PeerExt>(&mut self, addrs: &[$a], meta: &[PeerMeta<X>]) {
+                self.extend(addrs.iter().zip(meta).map(|(a, m)| (*a, m.peer_id.id())));
+            }
+        }
+    )*};
+}
+sinks!(CompactPeerV4, CompactPeerV6);
