@@ -673,6 +673,52 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_goes_into_a_store_without_peer_ids_and_back_with_zero_ids() {
+        let store = filled();
+        let bytes = snapshot(&store, 200, 1_000_000);
+        let anonymous: Store<crate::Anonymous> = Store::with_extension(StoreConfig::default());
+        let first = anonymous
+            .restore_snapshot(&bytes[..], 200, 1_000_000)
+            .unwrap();
+        let mut again = Vec::new();
+        let header = SnapshotHeader {
+            written_unix: 1_000_000,
+            ..SnapshotHeader::default()
+        };
+        anonymous
+            .write_snapshot(&mut again, &header, 200, 1)
+            .unwrap();
+        let back = Store::new(StoreConfig::default());
+        let second = back.restore_snapshot(&again[..], 200, 1_000_000).unwrap();
+        assert_eq!(
+            (first.torrents, first.peers),
+            (second.torrents, second.peers)
+        );
+        let zeroed = |rows: Vec<Row>| -> Vec<Row> {
+            rows.into_iter()
+                .map(|(ih, completed, v4, v6)| {
+                    let mut v4: Vec<_> = v4
+                        .into_iter()
+                        .map(|p| (PeerId([0; 20]), p.1, p.2, p.3))
+                        .collect();
+                    let mut v6: Vec<_> = v6
+                        .into_iter()
+                        .map(|p| (PeerId([0; 20]), p.1, p.2))
+                        .collect();
+                    v4.sort();
+                    v6.sort();
+                    (ih, completed, v4, v6)
+                })
+                .collect()
+        };
+        assert_eq!(zeroed(contents(&back)), zeroed(contents(&store)));
+        assert!(contents(&back)
+            .iter()
+            .flat_map(|r| &r.2)
+            .all(|p| p.0 == PeerId([0; 20])));
+    }
+
+    #[test]
     fn a_writer_that_fails_ends_a_write_by_several_encoders() {
         struct FailsAfter(usize);
         impl std::io::Write for FailsAfter {
