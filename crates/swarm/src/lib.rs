@@ -33,7 +33,8 @@ use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId}
 
 pub use family::Family;
 pub use peers::{
-    Address, Anonymous, ExtSlot, KeptId, Peer, PeerExt, PeerMeta, PeerSink, Swarm, INDEX_THRESHOLD,
+    Address, Anonymous, ExtSlot, Inline, KeptId, NotInline, OnePeer, Peer, PeerExt, PeerMeta,
+    PeerSink, Swarm, INDEX_THRESHOLD,
 };
 pub use snapshot::{BaseId, SnapshotError, SnapshotHeader, SnapshotSummary};
 

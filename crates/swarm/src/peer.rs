@@ -10,7 +10,10 @@ use shoal_proto::{CompactPeerV4, CompactPeerV6, PeerId};
 /// and what another host cannot claim (the UDP connection id and TCP prove the source IP).
 /// The peer id is kept as data: clients behind one NAT differ by port, and a client that
 /// restarts with a fresh peer id on the same port replaces its old entry.
-pub trait Address: Copy + Default + Eq + std::hash::Hash + std::fmt::Debug {}
+pub trait Address:
+    Copy + Default + Eq + std::hash::Hash + std::fmt::Debug + Send + 'static
+{
+}
 
 impl Address for CompactPeerV4 {}
 impl Address for CompactPeerV6 {}
@@ -31,10 +34,14 @@ pub struct Peer<A> {
 pub trait PeerExt: Copy + Default + std::fmt::Debug + Send + 'static {
     /// What the slot keeps of the peer id: the id ([`PeerId`]), or nothing (`()`).
     type Id: KeptId;
+    /// How a swarm of one peer keeps it: inline ([`Inline`]), or in the arrays like any
+    /// other ([`NotInline`]). See `slots.rs`: inline pays where a peer's slot is small.
+    type One<A: Address>: OnePeer<A, Self>;
 }
 
 impl PeerExt for () {
     type Id = PeerId;
+    type One<A: Address> = NotInline;
 }
 
 /// Open mode's slot that keeps no peer id, as opentracker keeps none (`[store] peer_ids =
@@ -45,6 +52,54 @@ pub struct Anonymous;
 
 impl PeerExt for Anonymous {
     type Id = ();
+    type One<A: Address> = Inline<A, Self>;
+}
+
+/// A swarm's only peer, kept in the swarm itself ([`PeerExt::One`]).
+pub trait OnePeer<A, X: PeerExt>: Copy + std::fmt::Debug + Send + 'static {
+    /// The peer to keep inline; `None` where the slot type keeps none.
+    fn new(addr: A, meta: PeerMeta<X>) -> Option<Self>;
+    fn parts(&self) -> (&A, &PeerMeta<X>);
+    fn parts_mut(&mut self) -> (&mut A, &mut PeerMeta<X>);
+}
+
+/// The peer itself, inline.
+#[derive(Clone, Copy, Debug)]
+pub struct Inline<A, X: PeerExt>(A, PeerMeta<X>);
+
+impl<A: Address + Send + 'static, X: PeerExt> OnePeer<A, X> for Inline<A, X> {
+    #[inline]
+    fn new(addr: A, meta: PeerMeta<X>) -> Option<Self> {
+        Some(Self(addr, meta))
+    }
+    #[inline]
+    fn parts(&self) -> (&A, &PeerMeta<X>) {
+        (&self.0, &self.1)
+    }
+    #[inline]
+    fn parts_mut(&mut self) -> (&mut A, &mut PeerMeta<X>) {
+        (&mut self.0, &mut self.1)
+    }
+}
+
+/// No peer inline: a value of this type cannot exist, so the swarm's enum has no variant
+/// for it (and no tag).
+#[derive(Clone, Copy, Debug)]
+pub enum NotInline {}
+
+impl<A, X: PeerExt> OnePeer<A, X> for NotInline {
+    #[inline]
+    fn new(_: A, _: PeerMeta<X>) -> Option<Self> {
+        None
+    }
+    #[inline]
+    fn parts(&self) -> (&A, &PeerMeta<X>) {
+        match *self {}
+    }
+    #[inline]
+    fn parts_mut(&mut self) -> (&mut A, &mut PeerMeta<X>) {
+        match *self {}
+    }
 }
 
 /// A peer id as a slot keeps it ([`PeerExt::Id`]).

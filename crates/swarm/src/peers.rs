@@ -29,7 +29,9 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 use shoal_proto::PeerId;
 
-pub use crate::peer::{Address, Anonymous, KeptId, Peer, PeerExt, PeerMeta, PeerSink};
+pub use crate::peer::{
+    Address, Anonymous, Inline, KeptId, NotInline, OnePeer, Peer, PeerExt, PeerMeta, PeerSink,
+};
 use crate::slots::Slots;
 
 /// Above this many peers a swarm keeps a hash index of positions.
@@ -37,7 +39,7 @@ pub const INDEX_THRESHOLD: usize = 32;
 
 /// Peers of one family: leechers in `..leechers`, seeders after, in both arrays.
 #[derive(Debug)]
-pub struct Swarm<A, X: PeerExt = ()> {
+pub struct Swarm<A: Address, X: PeerExt = ()> {
     /// Addresses and the rest of each peer, as long as the capacity: the first `len` are
     /// the peers.
     slots: Slots<A, X>,
@@ -46,7 +48,7 @@ pub struct Swarm<A, X: PeerExt = ()> {
     index: Option<Box<HashTable<u32>>>,
 }
 
-impl<A, X: PeerExt> Default for Swarm<A, X> {
+impl<A: Address, X: PeerExt> Default for Swarm<A, X> {
     fn default() -> Self {
         Self {
             slots: Slots::default(),

@@ -44,6 +44,7 @@ pub enum SlotState {
 
 impl PeerExt for SlotRecord {
     type Id = PeerId;
+    type One<A: shoal_swarm::Address> = shoal_swarm::NotInline;
 }
 
 impl SlotRecord {
