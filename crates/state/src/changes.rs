@@ -38,17 +38,7 @@ use shoal_tracker::swarms::Swarms;
 
 use crate::sink::Abortable;
 
-/// Runs `$body` with `$s` bound to the store, open or private.
-macro_rules! on_store {
-    ($swarms:expr, $s:ident => $body:expr) => {
-        match $swarms {
-            Swarms::Open($s) => $body,
-            Swarms::Anonymous($s) => $body,
-            Swarms::Private { store: $s, .. } => $body,
-        }
-    };
-}
-pub(crate) use on_store;
+pub(crate) use shoal_tracker::on_store;
 
 /// `FILE.changes` for the snapshot `FILE`.
 pub(crate) fn log_path(path: &Path) -> PathBuf {

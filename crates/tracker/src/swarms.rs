@@ -32,16 +32,19 @@ pub enum Swarms {
     },
 }
 
-/// Runs `$body` with `$s` bound to the store, whichever it is.
-macro_rules! each {
+/// Runs `$body` with `$s` bound to the store, whichever it is: each store's code is
+/// compiled for its own slot type. For the crates that keep the store (snapshots) too.
+#[macro_export]
+macro_rules! on_store {
     ($swarms:expr, $s:ident => $body:expr) => {
         match $swarms {
-            Swarms::Open($s) => $body,
-            Swarms::Anonymous($s) => $body,
-            Swarms::Private { store: $s, .. } => $body,
+            $crate::Swarms::Open($s) => $body,
+            $crate::Swarms::Anonymous($s) => $body,
+            $crate::Swarms::Private { store: $s, .. } => $body,
         }
     };
 }
+use crate::on_store as each;
 
 /// What a walk over the store shows of one torrent ([`Swarms::for_each_torrent`]).
 #[derive(Clone, Copy, Debug)]
