@@ -32,10 +32,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use shoal_proto::{AnnounceEvent, CompactPeerV4, CompactPeerV6, InfoHash, PeerId};
 
 pub use family::Family;
-pub use peers::{
-    Address, Anonymous, ExtSlot, Inline, KeptId, NotInline, OnePeer, Peer, PeerExt, PeerMeta,
-    PeerSink, Swarm, INDEX_THRESHOLD,
+pub use peer::{
+    Address, Anonymous, Inline, KeptId, NotInline, OnePeer, Peer, PeerExt, PeerMeta, PeerSink,
 };
+pub use peers::{ExtSlot, Swarm, INDEX_THRESHOLD};
 pub use snapshot::{BaseId, SnapshotError, SnapshotHeader, SnapshotSummary};
 
 use journal::{AnyAddr, Change, Journal};

@@ -67,7 +67,7 @@ pub trait OnePeer<A, X: PeerExt>: Copy + std::fmt::Debug + Send + 'static {
 #[derive(Clone, Copy, Debug)]
 pub struct Inline<A, X: PeerExt>(A, PeerMeta<X>);
 
-impl<A: Address + Send + 'static, X: PeerExt> OnePeer<A, X> for Inline<A, X> {
+impl<A: Address, X: PeerExt> OnePeer<A, X> for Inline<A, X> {
     #[inline]
     fn new(addr: A, meta: PeerMeta<X>) -> Option<Self> {
         Some(Self(addr, meta))

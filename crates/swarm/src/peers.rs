@@ -21,17 +21,15 @@
 //! The arrays ([`Slots`]) are boxed slices as long as their capacity, with one peer count
 //! (`u32`) for both, rather than two `Vec`s: 16 bytes less in every torrent (a `Vec` is
 //! pointer, capacity and length, 24 bytes; a boxed slice 16). A swarm of capacity one keeps
-//! its peer inline. The slots past the count are spare capacity, holding defaults or peers
-//! that left. What one peer is (its address, its value, its slot) is in [`crate::peer`].
+//! its peer inline where its slot type says so ([`PeerExt::One`]). The slots past the count
+//! are spare capacity, holding defaults or peers that left. What one peer is (its address, its value, its slot) is in [`crate::peer`].
 
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 use shoal_proto::PeerId;
 
-pub use crate::peer::{
-    Address, Anonymous, Inline, KeptId, NotInline, OnePeer, Peer, PeerExt, PeerMeta, PeerSink,
-};
+use crate::peer::{Address, KeptId, Peer, PeerExt, PeerMeta, PeerSink};
 use crate::slots::Slots;
 
 /// Above this many peers a swarm keeps a hash index of positions.
