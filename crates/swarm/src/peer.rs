@@ -57,6 +57,8 @@ impl PeerExt for Anonymous {
 
 /// A swarm's only peer, kept in the swarm itself ([`PeerExt::One`]).
 pub trait OnePeer<A, X: PeerExt>: Copy + std::fmt::Debug + Send + 'static {
+    /// Whether a lone peer is kept inline (`new` gives `Some`).
+    const INLINE: bool;
     /// The peer to keep inline; `None` where the slot type keeps none.
     fn new(addr: A, meta: PeerMeta<X>) -> Option<Self>;
     fn parts(&self) -> (&A, &PeerMeta<X>);
@@ -68,6 +70,7 @@ pub trait OnePeer<A, X: PeerExt>: Copy + std::fmt::Debug + Send + 'static {
 pub struct Inline<A, X: PeerExt>(A, PeerMeta<X>);
 
 impl<A: Address, X: PeerExt> OnePeer<A, X> for Inline<A, X> {
+    const INLINE: bool = true;
     #[inline]
     fn new(addr: A, meta: PeerMeta<X>) -> Option<Self> {
         Some(Self(addr, meta))
@@ -88,6 +91,7 @@ impl<A: Address, X: PeerExt> OnePeer<A, X> for Inline<A, X> {
 pub enum NotInline {}
 
 impl<A, X: PeerExt> OnePeer<A, X> for NotInline {
+    const INLINE: bool = false;
     #[inline]
     fn new(_: A, _: PeerMeta<X>) -> Option<Self> {
         None

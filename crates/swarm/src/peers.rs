@@ -22,14 +22,15 @@
 //! (`u32`) for both, rather than two `Vec`s: 16 bytes less in every torrent (a `Vec` is
 //! pointer, capacity and length, 24 bytes; a boxed slice 16). A swarm of capacity one keeps
 //! its peer inline where its slot type says so ([`PeerExt::One`]). The slots past the count
-//! are spare capacity, holding defaults or peers that left. What one peer is (its address, its value, its slot) is in [`crate::peer`].
+//! are spare capacity, holding defaults or peers that left. What one peer is (its
+//! address, its value, its slot) is in [`crate::peer`].
 
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 use shoal_proto::PeerId;
 
-use crate::peer::{Address, KeptId, Peer, PeerExt, PeerMeta, PeerSink};
+use crate::peer::{Address, KeptId, OnePeer, Peer, PeerExt, PeerMeta, PeerSink};
 use crate::slots::Slots;
 
 /// Above this many peers a swarm keeps a hash index of positions.
@@ -167,8 +168,11 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         let len = self.len();
         if self.capacity() > 2 * len + 8 {
             self.reallocate(len + len / 4 + 2);
-        } else if len <= 1 && self.capacity() > len {
-            // Down to one peer (inline) or none (nothing allocated).
+        } else if X::One::<A>::INLINE && len <= 1 && self.capacity() > len {
+            // Down to one peer (inline) or none (nothing allocated). Slots that keep no
+            // peer inline keep the rule above, as they always did: going from three slots
+            // to one would save one small chunk at the price of a reallocation each time a
+            // swarm goes from two peers to one and back.
             self.reallocate(len);
         }
     }
