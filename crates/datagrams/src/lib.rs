@@ -17,6 +17,10 @@
 //! - [`WatchedListener`]: a TCP listener whose readiness tokio watches, accepted by the
 //!   HTTP workers themselves (no registration per connection); tokio makes registering a
 //!   descriptor it does not own `unsafe`, so it lives here.
+//! - [`malloc::map_blocks_from`]: the one allocator setting the server makes at start
+//!   (glibc's mmap threshold), which keeps the store's growing arrays from leaving holes.
+
+pub mod malloc;
 
 mod watch;
 pub use watch::WatchedListener;

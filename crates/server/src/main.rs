@@ -37,6 +37,11 @@ fn main() -> anyhow::Result<()> {
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
             .init();
     }
+    // Before the store allocates: its growing arrays in mappings of their own, so that
+    // growing one leaves no hole behind (shoal_datagrams::malloc says what it saves).
+    if !shoal_datagrams::malloc::map_blocks_from(32 * 1024) {
+        tracing::debug!("the C library kept its own mmap threshold");
+    }
     let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1])?;
     let tracker = match shoal_server::Tracker::start(config) {
         Ok(tracker) => tracker,

@@ -8,7 +8,8 @@
 //! torrent's completed count; a restart reads the newest records first (the last section,
 //! then the ones before, then the base): a peer read once keeps what it has, a departure
 //! keeps older records from its address, the count comes from the newest record. The
-//! state file's owner appends one every `state.changes_interval` seconds and one, marked
+//! state file's owner appends one every `state.changes_interval` seconds (sooner while
+//! one takes longer than the writer's budget, `writer::next_gap`) and one, marked
 //! final, at exit; a whole snapshot (every `state.snapshot_interval` seconds) starts the
 //! chain over and removes the log.
 //!

@@ -1,7 +1,7 @@
 //! Measures the store's memory per peer: RSS before and after filling it with a number
 //! of IPv4 peers spread over a number of torrents, divided by the peer count.
 //!
-//! `cargo run --release -p shoal-swarm --example memory -- [PEERS] [TORRENTS] [uniform|pareto|bench] [snapshot] [no-ids]`
+//! `cargo run --release -p shoal-swarm --example memory -- [PEERS] [TORRENTS] [uniform|pareto|bench] [snapshot] [no-ids] [malloc-default]`
 //! (defaults: 1,000,000 peers over 100,000 torrents, uniform). `bench` draws torrents as
 //! `shoal-bench --pareto-shape 0.2` does (issue 43's setting): 30 million peers over 10
 //! million torrents name about 5 million of them, and 40% of the peers the last one.
@@ -11,6 +11,9 @@
 //! same of the store restored from its own snapshot.
 //!
 //! `no-ids` fills a store that keeps no peer id (`[store] peer_ids = false`) instead.
+//!
+//! The allocator is set as the `shoal` binary sets it (blocks of 32 KiB or more mapped on
+//! their own, `shoal_datagrams::malloc`); `malloc-default` leaves glibc's own setting.
 //!
 //! RSS is read from /proc/self/statm, so the figure includes allocator overhead and
 //! slack: what an operator would see.
@@ -41,6 +44,9 @@ fn main() {
     let torrents: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let mode = args.get(3).map_or("uniform", String::as_str);
     let snapshot = args.iter().skip(4).any(|a| a == "snapshot");
+    if !args.iter().skip(3).any(|a| a == "malloc-default") {
+        shoal_datagrams::malloc::map_blocks_from(32 * 1024);
+    }
     if args.iter().skip(4).any(|a| a == "no-ids") {
         run::<Anonymous>(peers, torrents, mode, snapshot);
     } else {
