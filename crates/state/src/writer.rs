@@ -172,8 +172,12 @@ fn run(state: &StateFile, store: &Swarms, mut schedule: Schedule, stop: &AtomicB
         write_logged(state, store, false);
     }
     let mut next = schedule.interval.map(|i| Instant::now() + i);
-    let mut next_changes = schedule.changes.map(|i| Instant::now() + i);
-    let mut gap = schedule.changes.unwrap_or_default();
+    // The first section comes soon and the gap doubles while sections are small: a burst
+    // of announces right after the start is bounded as one later would be.
+    let mut gap = schedule
+        .changes
+        .map_or(Duration::ZERO, |every| every.min(SHORTEST_GAP));
+    let mut next_changes = schedule.changes.map(|_| Instant::now() + gap);
     while !stop.load(Ordering::Relaxed) {
         // Woken at once by `stop`.
         std::thread::park_timeout(tick);
