@@ -39,7 +39,7 @@ fn main() -> anyhow::Result<()> {
     }
     // Before the store allocates: its growing arrays in mappings of their own, so that
     // growing one leaves no hole behind (shoal_datagrams::malloc says what it saves).
-    if !shoal_datagrams::malloc::map_blocks_from(32 * 1024) {
+    if !shoal_datagrams::malloc::map_blocks_from(shoal_datagrams::malloc::STORE_THRESHOLD) {
         tracing::debug!("the C library kept its own mmap threshold");
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1])?;

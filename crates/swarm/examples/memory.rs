@@ -45,7 +45,7 @@ fn main() {
     let mode = args.get(3).map_or("uniform", String::as_str);
     let snapshot = args.iter().skip(4).any(|a| a == "snapshot");
     if !args.iter().skip(3).any(|a| a == "malloc-default") {
-        shoal_datagrams::malloc::map_blocks_from(32 * 1024);
+        shoal_datagrams::malloc::map_blocks_from(shoal_datagrams::malloc::STORE_THRESHOLD);
     }
     if args.iter().skip(4).any(|a| a == "no-ids") {
         run::<Anonymous>(peers, torrents, mode, snapshot);
