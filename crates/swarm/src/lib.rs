@@ -22,6 +22,7 @@ mod family;
 pub mod journal;
 mod peer;
 mod peers;
+mod positions;
 pub mod sharded;
 mod slots;
 pub mod snapshot;

@@ -27,10 +27,10 @@
 
 use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
 use shoal_proto::PeerId;
 
 use crate::peer::{Address, KeptId, OnePeer, Peer, PeerExt, PeerMeta, PeerSink};
+use crate::positions::Positions;
 use crate::slots::Slots;
 
 /// Above this many peers a swarm keeps a hash index of positions.
@@ -44,7 +44,7 @@ pub struct Swarm<A: Address, X: PeerExt = ()> {
     slots: Slots<A, X>,
     len: u32,
     leechers: u32,
-    index: Option<Box<HashTable<u32>>>,
+    index: Option<Box<Positions>>,
 }
 
 impl<A: Address, X: PeerExt> Default for Swarm<A, X> {
@@ -116,9 +116,7 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
     fn find(&self, addr: &A, hasher: &impl BuildHasher) -> Option<usize> {
         let addrs = self.slots.addrs();
         match &self.index {
-            Some(index) => index
-                .find(hasher.hash_one(addr), |&i| addrs[i as usize] == *addr)
-                .map(|&i| i as usize),
+            Some(index) => index.find(hasher.hash_one(addr), |i| addrs[i] == *addr),
             None => self.addrs().iter().position(|a| a == addr),
         }
     }
@@ -129,20 +127,8 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
             return;
         }
         if let Some(index) = &mut self.index {
-            // Both slots are found by position; a sentinel keeps the first rewrite from
-            // being mistaken for the second slot when the two hashes collide.
-            const MOVING: u32 = u32::MAX;
-            let ha = hasher.hash_one(self.slots.addrs()[a]);
-            let hb = hasher.hash_one(self.slots.addrs()[b]);
-            if let Some(slot) = index.find_mut(ha, |&i| i as usize == a) {
-                *slot = MOVING;
-            }
-            if let Some(slot) = index.find_mut(hb, |&i| i as usize == b) {
-                *slot = a as u32;
-            }
-            if let Some(slot) = index.find_mut(ha, |&i| i == MOVING) {
-                *slot = b as u32;
-            }
+            let addrs = self.slots.addrs();
+            index.swap(hasher.hash_one(addrs[a]), a, hasher.hash_one(addrs[b]), b);
         }
         let (addrs, meta) = self.slots.both_mut();
         addrs.swap(a, b);
@@ -154,14 +140,8 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
             self.index = None;
             return;
         }
-        let addrs = self.addrs();
-        let mut table = HashTable::with_capacity(addrs.len());
-        for (i, a) in addrs.iter().enumerate() {
-            table.insert_unique(hasher.hash_one(a), i as u32, |&j| {
-                hasher.hash_one(addrs[j as usize])
-            });
-        }
-        self.index = Some(Box::new(table));
+        let hashes = self.addrs().iter().map(|a| hasher.hash_one(a));
+        self.index = Some(Box::new(Positions::build(hashes)));
     }
 
     fn shrink_if_sparse(&mut self) {
@@ -190,14 +170,15 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
         }
         self.swap(pos, last, hasher);
         if let Some(index) = &mut self.index {
-            let h = hasher.hash_one(self.slots.addrs()[last]);
-            if let Ok(entry) = index.find_entry(h, |&i| i as usize == last) {
-                entry.remove();
-            }
+            index.remove(hasher.hash_one(self.slots.addrs()[last]), last);
         }
         self.len -= 1;
-        if self.index.is_some() && self.len() <= INDEX_THRESHOLD / 2 {
-            self.index = None;
+        match &self.index {
+            Some(_) if self.len() <= INDEX_THRESHOLD / 2 => self.index = None,
+            // Four times the slots it would be rebuilt with: smaller, for what the swarm
+            // now holds (an O(peers) rebuild after at least three times as many removals).
+            Some(index) if index.slot_count() > 6 * self.len() => self.rebuild_index(hasher),
+            _ => {}
         }
         self.shrink_if_sparse();
     }
@@ -218,12 +199,12 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
             ext: X::default(),
         };
         self.len += 1;
-        if let Some(index) = &mut self.index {
-            let addrs = self.slots.addrs();
-            index.insert_unique(hasher.hash_one(peer.addr), pos as u32, |&j| {
-                hasher.hash_one(addrs[j as usize])
-            });
-        } else if self.len() > INDEX_THRESHOLD {
+        let indexed = match &mut self.index {
+            Some(index) => index.insert(hasher.hash_one(peer.addr), pos),
+            None => self.len() <= INDEX_THRESHOLD,
+        };
+        if !indexed {
+            // No index yet, or a full one: one of every position, with room to grow.
             self.rebuild_index(hasher);
         }
         if !peer.seeder {
@@ -504,7 +485,7 @@ impl<A: Address, X: PeerExt> Swarm<A, X> {
             assert_eq!(index.len(), self.len());
             for (i, a) in self.addrs().iter().enumerate() {
                 let h = hasher.hash_one(a);
-                assert!(index.find(h, |&j| j as usize == i).is_some(), "index {i}");
+                assert_eq!(index.find(h, |j| j == i), Some(i), "index {i}");
             }
         } else {
             assert!(self.len() <= INDEX_THRESHOLD);

@@ -15,9 +15,10 @@
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 use shoal_proto::InfoHash;
+
+use crate::positions::Positions;
 
 /// The keyed hasher of info hashes (and, in [`crate::Store`], of peer addresses).
 pub type Hasher = foldhash::fast::RandomState;
@@ -25,15 +26,16 @@ pub type Hasher = foldhash::fast::RandomState;
 /// One lock's worth of torrents.
 ///
 /// The torrents themselves are kept dense, in one array in no set order, and the hash
-/// table holds only their positions (4 bytes a slot). A hash table is between 44% and 88%
-/// full (it doubles at seven eighths), so keeping the torrents in its slots left a third of
-/// their bytes empty on average and up to half: at 1 million torrents offered (505,725
-/// with peers, 988 a shard, each shard's table at 2,048 slots of 88 bytes) that was 93 MB
-/// of table for 44 MB of torrents. The array grows by a quarter, so it is at least four
-/// fifths full, and an announce reads one more cache line (the position) than before.
+/// table holds only their positions ([`Positions`], 4 bytes a slot, 62.5% to 87.5% full).
+/// A `hashbrown` table is between 44% and 88% full (it doubles at seven eighths), so
+/// keeping the torrents in its slots left a third of their bytes empty on average and up
+/// to half: at 1 million torrents offered (505,725 with peers, 988 a shard, each shard's
+/// table at 2,048 slots of 88 bytes) that was 93 MB of table for 44 MB of torrents. The
+/// array grows by a quarter, so it is at least four fifths full, and an announce reads one
+/// more cache line (the position) than before.
 pub struct Shard<T> {
     /// Positions in `torrents`, found by the info hash's keyed hash.
-    index: HashTable<u32>,
+    index: Positions,
     torrents: Vec<(InfoHash, T)>,
     /// The shared keyed hasher: a removal moves the last torrent into the hole, and its
     /// position is found again by its hash.
@@ -43,7 +45,7 @@ pub struct Shard<T> {
 impl<T> Shard<T> {
     fn new(hasher: Hasher) -> Self {
         Self {
-            index: HashTable::new(),
+            index: Positions::new(),
             torrents: Vec::new(),
             hasher,
         }
@@ -79,21 +81,26 @@ impl<T> Shard<T> {
         if len < self.torrents.capacity() / 2 {
             self.torrents.shrink_to(len + len / 4);
         }
+        if self.index.slot_count() > 6 * len + 8 {
+            self.rebuild_index();
+        }
+    }
+
+    /// The index of every torrent's position, with room to grow.
+    fn rebuild_index(&mut self) {
+        let hasher = &self.hasher;
+        self.index = Positions::build(self.torrents.iter().map(|(h, _)| hasher.hash_one(h)));
     }
 
     /// Removes the torrent at `at`, moving the last one into its place.
     fn remove_at(&mut self, at: usize) {
         let last = self.torrents.len() - 1;
-        let hash = self.hasher.hash_one(self.torrents[at].0);
-        if let Ok(found) = self.index.find_entry(hash, |&p| p as usize == at) {
-            found.remove();
-        }
+        self.index
+            .remove(self.hasher.hash_one(self.torrents[at].0), at);
         self.torrents.swap_remove(at);
         if at != last {
             let hash = self.hasher.hash_one(self.torrents[at].0);
-            if let Some(p) = self.index.find_mut(hash, |&p| p as usize == last) {
-                *p = at as u32;
-            }
+            self.index.relocate(hash, last, at);
         }
     }
 
@@ -119,9 +126,7 @@ impl<T> Shard<T> {
     #[inline]
     fn find(&self, hash: u64, info_hash: &InfoHash) -> Option<usize> {
         let torrents = &self.torrents;
-        self.index
-            .find(hash, |&p| torrents[p as usize].0 == *info_hash)
-            .map(|&p| p as usize)
+        self.index.find(hash, |p| torrents[p].0 == *info_hash)
     }
 
     /// Appends `info_hash`'s torrent (known absent), returning its position.
@@ -132,10 +137,9 @@ impl<T> Shard<T> {
             self.torrents.reserve_exact((at / 4).max(8));
         }
         self.torrents.push((info_hash, torrent));
-        let (torrents, hasher) = (&self.torrents, &self.hasher);
-        self.index.insert_unique(hash, at as u32, |&p| {
-            hasher.hash_one(torrents[p as usize].0)
-        });
+        if !self.index.insert(hash, at) {
+            self.rebuild_index();
+        }
         at
     }
 }
@@ -169,8 +173,8 @@ impl<T> Sharded<T> {
     #[inline]
     pub fn lock(&self, info_hash: &InfoHash) -> Slot<'_, T> {
         let hash = self.hasher.hash_one(info_hash);
-        // hashbrown uses the low bits for the bucket and the top 7 for its tag: take the
-        // shard from the middle so that the two do not correlate.
+        // The shard's index starts its probe from the top bits and tags entries with the
+        // low ones: take the shard from the middle so that they do not correlate.
         let shard = &self.shards[(hash >> 32) as usize & self.shard_mask];
         Slot {
             shard: shard.lock(),
