@@ -1,19 +1,20 @@
-//! The index of a large swarm ([`crate::Swarm`] past [`crate::INDEX_THRESHOLD`] peers): where
-//! in the swarm's arrays the peer with a given address is.
+//! Where in an array an entry is, found by its key's hash: a large swarm's index of its
+//! peers ([`crate::Swarm`] past [`crate::INDEX_THRESHOLD`] peers, keyed by address) and each
+//! shard's table of its torrents ([`crate::sharded::Shard`], keyed by info hash).
 //!
 //! Written here rather than taken from `hashbrown` for its memory: at 3 million peers over 1
 //! million torrents (the `bench` draw) one torrent holds 1.2 million peers, and its
 //! `HashTable<u32>` took 10.5 MB (a 4-byte slot and a control byte, a power of two of them,
 //! 44% to 88% full), as much as those peers' own addresses and expiries where no peer id is
-//! kept. This table is one `u32` a slot, any number of them, rebuilt to 70% full and grown
-//! at 87.5%: about 5.1 bytes a peer instead of 5.7 to 11.4.
+//! kept. This table is one `u32` a slot, any number of them, rebuilt 62.5% full and grown
+//! at 87.5%: 4.6 to 6.4 bytes an entry instead of 5.7 to 11.4.
 //!
 //! A slot is empty (0), a tombstone ([`TOMBSTONE`]) or an entry: the position plus one in
-//! the low bits, the hash's own low bits above it as a tag, so a probe rarely reads an
-//! address it does not want. Lookups start at the slot the hash's high half picks
+//! the low bits, the hash's own low bits above it as a tag, so a probe rarely reads a key
+//! it does not want. Lookups start at the slot the hash's high half picks
 //! (multiplied into the table's length, so any length works) and probe linearly. A removal
 //! leaves a tombstone unless the next slot is empty; the caller rebuilds the table (from
-//! its addresses) when [`Positions::insert`] finds it full.
+//! its keys) when [`Positions::insert`] finds it full.
 
 /// A removed entry that a probe must step over.
 const TOMBSTONE: u32 = u32::MAX;

@@ -26,7 +26,7 @@ pub type Hasher = foldhash::fast::RandomState;
 /// One lock's worth of torrents.
 ///
 /// The torrents themselves are kept dense, in one array in no set order, and the hash
-/// table holds only their positions ([`Positions`], 4 bytes a slot, 62.5% to 87.5% full).
+/// table holds only their positions (`positions.rs`, 4 bytes a slot, 62.5% to 87.5% full).
 /// A `hashbrown` table is between 44% and 88% full (it doubles at seven eighths), so
 /// keeping the torrents in its slots left a third of their bytes empty on average and up
 /// to half: at 1 million torrents offered (505,725 with peers, 988 a shard, each shard's
