@@ -193,8 +193,6 @@ impl Positions {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use proptest::prelude::*;
 
     use super::*;
@@ -277,14 +275,12 @@ mod tests {
         fn the_index_follows_the_positions(ops in proptest::collection::vec(op(), 1..400)) {
             let mut hashes: Vec<u64> = (0..33u64).map(|i| i << 33).collect();
             let mut table = Positions::build(hashes.iter().copied());
-            let mut rebuilds = HashMap::new();
             for op in ops {
                 match op {
                     Op::Push(h) => {
                         hashes.push(h);
                         if !table.insert(h, hashes.len() - 1) {
                             table = Positions::build(hashes.iter().copied());
-                            *rebuilds.entry(hashes.len()).or_insert(0) += 1;
                         }
                     }
                     Op::Remove(i) if hashes.len() > 1 => {
